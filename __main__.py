@@ -1,0 +1,25 @@
+"""gpu-cluster: load the stack's typed config, build the graph, export its outputs."""
+
+import pulumi
+
+from components.stack_config import load_stack_config
+
+stack = load_stack_config()
+
+if stack.cluster:
+    from components.cluster import GpuCluster
+
+    cluster = GpuCluster(stack.cluster.name, stack.cluster)
+    pulumi.export("controller_address", cluster.controller_address)
+    pulumi.export("nodes", cluster.nodes)
+    pulumi.export("node_list", cluster.node_list)
+    pulumi.export("web_url", cluster.web_url)
+    pulumi.export("slurm_env", cluster.slurm_env)
+    pulumi.export("node_shells", cluster.node_shells)
+    pulumi.export("host_facts", cluster.host_facts)
+
+if stack.kubernetes:
+    from components.kubernetes_target import build_kubernetes
+
+    for key, value in build_kubernetes(stack.kubernetes).items():
+        pulumi.export(key, value)

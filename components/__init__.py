@@ -1,0 +1,1 @@
+"""Components of the gpu-cluster Pulumi program: one module per thing it models."""

@@ -1,0 +1,154 @@
+"""GpuCluster: the whole local GPU Slurm cluster as one dependency graph."""
+
+import socket
+
+import pulumi
+
+from components.bridges import Bridges
+from components.config import ClusterConfig
+from components.cuda_container import CudaContainer
+from components.gpu_host import GpuHost
+from components.node_image import NodeImage
+from components.port_forward import PortForward
+from components.shell import host_command
+from components.slurm_controller import SlurmController
+from components.slurm_node import SlurmNode
+from components.web_app import WebApp
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """Host, bridges, node image, CUDA containers, Slurm, the web app and its forward.
+
+    The order comes from the graph: preflight -> packages -> bridges and image ->
+    containers (in parallel, no edges between them) -> controller -> slurmd on every node
+    -> health gate; web app container -> app -> port forward.
+    """
+
+    controller_address: pulumi.Output[str]
+    nodes: pulumi.Output[dict]
+    node_list: pulumi.Output[str]
+    web_url: pulumi.Output[str]
+    slurm_env: pulumi.Output[str]
+    node_shells: pulumi.Output[dict]
+    host_facts: pulumi.Output[dict]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.host = GpuHost(f"{name}-host", config, opts=child)
+        after_packages = pulumi.ResourceOptions(parent=self, depends_on=[self.host.packages, self.host.shared_dir])
+        self.bridges = Bridges(f"{name}-bridges", config, opts=after_packages)
+        self.image = NodeImage(f"{name}-image", config, opts=after_packages)
+
+        gpus = config.gpu_assignment()
+        self.containers = {
+            node.name: CudaContainer(
+                f"{name}-{node.name}",
+                config,
+                hostname=node.name,
+                nat_address=node.nat_address,
+                cluster_address=node.cluster_address,
+                gpu_devices=gpus[node.name],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
+            )
+            for node in config.nodes
+        }
+
+        controller_node = config.controller_node
+        controller_hostname = controller_node.name if controller_node else socket.gethostname().split(".")[0]
+        controller_deps = [self.host.packages]
+        if controller_node:
+            controller_deps.append(self.containers[controller_node.name])
+        self.controller = SlurmController(
+            f"{name}-slurm",
+            config,
+            controller_hostname=controller_hostname,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
+        )
+        self.slurm_nodes = [
+            SlurmNode(
+                f"{name}-{node.name}-slurm",
+                config,
+                node,
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.containers[node.name], self.controller]
+                ),
+            )
+            for node in config.nodes
+        ]
+        # Fails the apply, loudly, when a node is not idle or a GPU job cannot run.
+        self.health = host_command(
+            f"{name}-health",
+            create="health_check.sh",
+            environment={
+                "SLURM_CONF": f"{config.cluster_dir}/slurm.conf",
+                "NODES": config.hostlist,
+                "NODE_COUNT": str(len(config.nodes)),
+                "GPU_NODES": str(sum(1 for paths in gpus.values() if paths)),
+            },
+            triggers=[config.hostlist],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.slurm_nodes),
+        )
+
+        self.web_app = None
+        if config.web_app:
+            self.web_app = WebApp(
+                f"{name}-web",
+                config,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
+            )
+        self.forwards = [
+            PortForward(
+                f"{name}-fwd-{forward.host_port}",
+                config,
+                forward,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self._forward_target(config, forward.target)]),
+            )
+            for forward in config.all_forwards
+        ]
+
+        nat_gateway = config.network.nat_bridge.address.ip
+        self.controller_address = self.controller.address
+        self.nodes = pulumi.Output.from_input(
+            {
+                node.name: {
+                    "container": config.container_name(node.name),
+                    "nat_address": str(node.nat_address),
+                    "cluster_address": str(node.cluster_address),
+                    "gpus": gpus[node.name],
+                }
+                for node in config.nodes
+            }
+        )
+        self.node_list = pulumi.Output.from_input(config.hostlist)
+        self.web_url = pulumi.Output.from_input(
+            f"http://{nat_gateway}:{config.web_app.host_port}/" if config.web_app else ""
+        )
+        self.slurm_env = pulumi.Output.from_input(f"export SLURM_CONF={config.cluster_dir}/slurm.conf")
+        self.node_shells = pulumi.Output.from_input(
+            {node.name: f"lxc-attach -n {config.container_name(node.name)}" for node in config.nodes}
+        )
+        self.host_facts = pulumi.Output.all(
+            devices=self.host.devices,
+            driver_version=self.host.driver_version,
+            cgroup_version=self.host.cgroup_version,
+            uvm_major=self.host.uvm_major,
+        )
+        self.register_outputs(
+            {
+                "controller_address": self.controller_address,
+                "nodes": self.nodes,
+                "node_list": self.node_list,
+                "web_url": self.web_url,
+                "slurm_env": self.slurm_env,
+                "node_shells": self.node_shells,
+                "host_facts": self.host_facts,
+            }
+        )
+
+    def _forward_target(self, config: ClusterConfig, target: str) -> pulumi.Resource:
+        """A forward waits for what answers behind it: the app, or the node's slurmd."""
+        if self.web_app and config.web_app and target == config.web_app.name:
+            return self.web_app.service
+        return self.containers[target]

@@ -1,0 +1,2 @@
+require TAG
+delete_tagged_rules "$TAG"

@@ -1,0 +1,2 @@
+require MUNGE_KEY_FILE
+rm -f "$MUNGE_KEY_FILE" "$MUNGE_KEY_FILE.new"

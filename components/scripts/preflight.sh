@@ -1,0 +1,77 @@
+# Preflight: read-only checks of the host, before anything is changed. Every problem is
+# reported (not just the first), then it fails. Prints one JSON line of what it found.
+require CLUSTER GPU_DEVICES NAT_BRIDGE NAT_ADDRESS CLUSTER_BRIDGE CLUSTER_SUBNET HOST_PORTS CONTAINERS
+problems=()
+owner_alias="gpucluster:$CLUSTER"
+
+# GPU device nodes: character devices with NVIDIA's major (195).
+devices=()
+while read -r device; do
+  if [ ! -e "$device" ]; then
+    problems+=("GPU device $device is missing (gpu.devices): is the NVIDIA driver loaded? (nvidia-smi; modprobe nvidia)")
+  elif [ ! -c "$device" ] || [ "$((16#$(stat -c %t "$device")))" != 195 ]; then
+    problems+=("GPU device $device is not a character device with NVIDIA's major 195 (gpu.devices)")
+  else
+    devices+=("$device")
+  fi
+done < <(lines "$GPU_DEVICES")
+
+uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then cgroup_version=2; else cgroup_version=1; fi
+driver_version=none
+if command -v nvidia-smi >/dev/null; then
+  driver_version=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1) || driver_version=unknown
+elif [ -r /proc/driver/nvidia/version ]; then
+  driver_version=$(sed -n 's/.*Kernel Module *\([0-9.]*\).*/\1/p' /proc/driver/nvidia/version | head -n1)
+fi
+
+# Bridges: a name already in use must be our own bridge (marked by its alias).
+for bridge in "$NAT_BRIDGE" "$CLUSTER_BRIDGE"; do
+  if [ -e "/sys/class/net/$bridge" ]; then
+    alias=$(cat "/sys/class/net/$bridge/ifalias" 2>/dev/null || true)
+    [ "$alias" = "$owner_alias" ] ||
+      problems+=("interface $bridge already exists and is not this cluster's (network.*.name): pick another name or remove it")
+  fi
+done
+
+# Subnets: no other interface may hold an address inside ours (Debian's lxc-net takes 10.0.3.1/24).
+while read -r line; do
+  problems+=("$line")
+done < <(python3 - "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" <<'PY'
+import ipaddress, json, subprocess, sys
+nat, cluster, *ours = sys.argv[1:]
+wanted = {"network.nat_bridge.address": ipaddress.ip_interface(nat).network,
+          "network.cluster_bridge.subnet": ipaddress.ip_network(cluster)}
+for link in json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True).stdout or "[]"):
+    if link["ifname"] in ours:
+        continue
+    for info in link.get("addr_info", []):
+        net = ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network
+        for field, subnet in wanted.items():
+            if net.overlaps(subnet):
+                print(f"{link['ifname']} already has {info['local']}/{info['prefixlen']}, inside {subnet} ({field}): pick a free subnet")
+PY
+)
+
+# Host ports: nothing may listen on a port we forward.
+while read -r port; do
+  if ss -Htln "sport = :$port" | grep -q .; then
+    problems+=("host port $port is in use by a listening process (web_app.host_port / forwards[].host_port)")
+  fi
+done < <(lines "$HOST_PORTS")
+
+# Containers: a name already taken must be ours.
+while read -r container; do
+  if lxc_exists "$container" && [ "$(lxc_owner "$container")" != "$CLUSTER" ]; then
+    problems+=("LXC container $container already exists and is not this cluster's: rename the cluster or remove it")
+  fi
+done < <(lines "$CONTAINERS")
+
+if [ "${#problems[@]}" -gt 0 ]; then
+  printf 'preflight failed, nothing was changed:\n' >&2
+  printf '  - %s\n' "${problems[@]}" >&2
+  exit 1
+fi
+python3 -c 'import json, sys; print(json.dumps({"devices": sys.argv[1].split(), "uvm_major": sys.argv[2] or "none",
+  "cgroup_version": sys.argv[3], "driver_version": sys.argv[4]}))' \
+  "${devices[*]}" "$uvm_major" "$cgroup_version" "$driver_version"

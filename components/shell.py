@@ -1,0 +1,72 @@
+"""Host commands: every pulumi-command resource runs a script kept under components/scripts/.
+
+The script's text (shared helpers + the script) is the resource input, so a preview shows
+its diff; parameters travel as environment variables, never pasted into shell text.
+"""
+
+from pathlib import Path
+
+import pulumi
+from pulumi_command import local
+
+SCRIPTS_DIR = Path(__file__).parent / "scripts"
+INTERPRETER = ["/bin/bash", "-c"]
+
+
+def script(name: str) -> str:
+    """The text of scripts/<name> preceded by the shared helpers in scripts/lib.sh."""
+    lib = (SCRIPTS_DIR / "lib.sh").read_text()
+    return f"{lib}\n# ---- {name} ----\n{(SCRIPTS_DIR / name).read_text()}"
+
+
+def env_list(values) -> str:
+    """Lists travel as one value per line (config types forbid newlines inside values)."""
+    return "\n".join(str(value) for value in values)
+
+
+def host_command(
+    name: str,
+    *,
+    create: str,
+    delete: str | None = None,
+    update: str | None = None,
+    environment: dict[str, pulumi.Input[str]],
+    opts: pulumi.ResourceOptions,
+    triggers: list | None = None,
+) -> local.Command:
+    """A Command on the local host running scripts/<create> (and <update>, <delete>).
+
+    Without `update`, changing an input other than a trigger re-runs nothing; give an
+    update script wherever a changed input must reach the host in place.
+    """
+    return local.Command(
+        name,
+        create=script(create),
+        update=script(update) if update else None,
+        delete=script(delete) if delete else None,
+        environment=environment,
+        interpreter=INTERPRETER,
+        triggers=triggers,
+        opts=opts,
+    )
+
+
+def child_options(
+    parent: pulumi.Resource,
+    opts: pulumi.ResourceOptions | None,
+    *depends_on: pulumi.Resource,
+    delete_before_replace: bool = False,
+) -> pulumi.ResourceOptions:
+    """Options of a component's command: parented, and ordered after what the component is.
+
+    The engine does not make children wait for their parent's `depends_on`, so the
+    component's own dependencies are handed to its commands explicitly.
+    """
+    inherited = (opts.depends_on if opts else None) or []
+    if not isinstance(inherited, list):
+        inherited = [inherited]
+    return pulumi.ResourceOptions(
+        parent=parent,
+        depends_on=[*inherited, *depends_on],
+        delete_before_replace=delete_before_replace,
+    )

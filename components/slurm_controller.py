@@ -1,0 +1,88 @@
+"""SlurmController: the cluster's munge key, slurmctld, and Slurm client access from the host."""
+
+import pulumi
+
+from components.config import ClusterConfig
+from components.shell import child_options, host_command
+from components.slurm_conf import render_gres_conf, render_slurm_conf
+
+
+class SlurmController(pulumi.ComponentResource):
+    """slurmctld in a node container (as the tutorial does) or on the host.
+
+    Builds:
+      - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
+        cluster directory (0400); it never enters the repository, the Pulumi state or a log.
+      - `<name>-client`: a munged for this cluster on a private socket and a copy of
+        slurm.conf on the host, so `SLURM_CONF=... sinfo/srun` work from the host while the
+        host's own munge and /etc/slurm stay untouched.
+      - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
+        change is written in place and applied with a slurmctld restart.
+    """
+
+    slurm_conf: pulumi.Output[str]
+    gres_conf: pulumi.Output[str]
+    slurm_conf_path: pulumi.Output[str]
+    address: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        controller_hostname: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
+        slurm_conf = render_slurm_conf(config, controller_hostname)
+        gres_conf = render_gres_conf(config)
+        key_file = f"{config.cluster_dir}/munge.key"
+        conf_path = f"{config.cluster_dir}/slurm.conf"
+        common = {
+            "CLUSTER": config.name,
+            "CLUSTER_DIR": config.cluster_dir,
+            "MUNGE_KEY_FILE": key_file,
+            "MUNGE_SOCKET": config.munge_socket,
+        }
+        self.munge_key = host_command(
+            f"{name}-munge-key",
+            create="munge_key_create.sh",
+            delete="munge_key_delete.sh",
+            environment=common,
+            opts=child_options(self, opts),
+        )
+        self.client = host_command(
+            f"{name}-client",
+            create="client_create.sh",
+            update="client_create.sh",
+            delete="client_delete.sh",
+            environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
+            opts=child_options(self, opts, self.munge_key),
+        )
+        node = config.controller_node
+        placement = {"CONTAINER": config.container_name(node.name)} if node else {}
+        self.slurmctld = host_command(
+            f"{name}-slurmctld",
+            create=f"slurmctld_{config.slurm.controller.placement}_create.sh",
+            update=f"slurmctld_{config.slurm.controller.placement}_create.sh",
+            delete=f"slurmctld_{config.slurm.controller.placement}_delete.sh",
+            environment={
+                **common,
+                **placement,
+                "SLURM_CONF_PATH": conf_path,
+                "SLURM_CONF_TEXT": slurm_conf,
+                "GRES_CONF_TEXT": gres_conf,
+            },
+            opts=child_options(self, opts, self.munge_key, self.client),
+        )
+        self.slurm_conf = pulumi.Output.from_input(slurm_conf)
+        self.gres_conf = pulumi.Output.from_input(gres_conf)
+        self.slurm_conf_path = pulumi.Output.from_input(conf_path)
+        self.address = pulumi.Output.from_input(str(config.controller_address))
+        self.register_outputs(
+            {
+                "slurm_conf": self.slurm_conf,
+                "gres_conf": self.gres_conf,
+                "slurm_conf_path": self.slurm_conf_path,
+                "address": self.address,
+            }
+        )

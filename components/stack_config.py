@@ -1,0 +1,78 @@
+"""The whole stack config: every key of the `gpu-cluster` namespace, parsed once, up front.
+
+`load_stack_config` runs before any resource is registered, so a bad stack file stops
+`pulumi up` / `pulumi preview` with a list of `field: reason` lines and changes nothing.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pydantic import ValidationError, model_validator
+
+from components.config import ClusterConfig
+from components.config_types import StrictModel
+from components.kubernetes_config import KubernetesConfig
+
+NAMESPACE = "gpu-cluster"
+
+
+class StackConfig(StrictModel):
+    """A stack builds a local cluster, a Kubernetes target, or both."""
+
+    cluster: ClusterConfig | None = None
+    kubernetes: KubernetesConfig | None = None
+
+    @model_validator(mode="after")
+    def _check_something_to_build(self) -> "StackConfig":
+        if self.cluster is None and self.kubernetes is None:
+            raise ValueError(
+                f"nothing to build: set {NAMESPACE}:cluster and/or {NAMESPACE}:kubernetes"
+            )
+        return self
+
+
+class ConfigError(Exception):
+    """Raised for an invalid stack config; its message lists every problem, one per line."""
+
+
+def _location(loc: tuple) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path.lstrip(".")
+
+
+def _format(error: ValidationError) -> str:
+    """One `  - field: reason` line per problem, with the field's full path."""
+    lines = []
+    for detail in error.errors():
+        location = _location(detail["loc"])
+        for line in detail["msg"].removeprefix("Value error, ").splitlines():
+            if detail["type"] == "value_error" and line.split(" ", 1)[0].endswith(":"):
+                # A cross-field rule names its field relative to the model it checks.
+                lines.append(f"{location}.{line}" if location else line)
+            else:
+                lines.append(f"{location}: {line}" if location else line)
+    return "\n".join(f"  - {line}" for line in lines)
+
+
+def parse_stack_config(raw: Mapping[str, Any]) -> StackConfig:
+    """Validate a mapping of namespace keys (without the `gpu-cluster:` prefix)."""
+    try:
+        return StackConfig.model_validate(dict(raw))
+    except ValidationError as error:
+        raise ConfigError(f"invalid stack config ({NAMESPACE}):\n{_format(error)}") from None
+
+
+def load_stack_config() -> StackConfig:
+    """Read every `gpu-cluster:*` key of the current stack, so unknown keys are caught too."""
+    prefix = f"{NAMESPACE}:"
+    keys = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.config.get_config_env())
+    config = pulumi.Config(NAMESPACE)
+    raw = {
+        key.removeprefix(prefix): config.get_object(key.removeprefix(prefix))
+        for key in sorted(keys)
+        if key.startswith(prefix)
+    }
+    return parse_stack_config(raw)

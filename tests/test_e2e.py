@@ -1,0 +1,216 @@
+"""End-to-end: bring the `e2e` stack up on this machine for real, check it, re-apply, destroy.
+
+The program runs under mocks; every pulumi-command resource it registers is executed here in
+dependency order (tests/command_executor.py), then the cluster is checked with the
+tutorial's own commands. Needs root and the Debian packages .ci/run installs; it fails,
+never skips, when they are missing. Everything it makes is removed in `finally` blocks.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from command_executor import apply, destroy, host_commands
+from program_harness import run_program, stack_config
+
+STACK = "e2e"
+REQUIRED_TOOLS = ["lxc-create", "lxc-copy", "debootstrap", "iptables", "ip", "munged", "srun", "sinfo", "slurmctld", "curl"]
+STAND_IN_DIR = Path("/run/gpucluster-e2e-dev")
+OUTSIDE_NS = "e2e-outside"  # a second "host" reaching the forward from outside
+OUTSIDE_HOST_SIDE, OUTSIDE_NS_SIDE = "10.44.0.1", "10.44.0.2"
+
+pytestmark = pytest.mark.e2e
+
+
+def sh(*argv: str, check: bool = True, env: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv, capture_output=True, text=True, check=check, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def require_host() -> None:
+    assert os.geteuid() == 0, "the end-to-end test needs root (it creates bridges and containers)"
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    assert not missing, f"missing tools {missing}: run `bash .ci/run`, which installs them"
+
+
+def make_stand_in_gpus(config: dict) -> None:
+    """Character devices with NVIDIA's majors, at the paths the stack's gpu config names."""
+    STAND_IN_DIR.mkdir(parents=True, exist_ok=True)
+    gpu = config["cluster"]["gpu"]
+    for path in gpu["devices"]:
+        minor = int(Path(path).name.removeprefix("nvidia"))
+        if not Path(path).exists():
+            sh("mknod", "-m", "0666", path, "c", "195", str(minor))
+    for path in gpu["control_devices"]:
+        if not Path(path).exists():
+            sh("mknod", "-m", "0666", path, "c", "195", "255")
+
+
+def host_snapshot() -> dict:
+    """What a destroy must restore: /etc, network, firewall, containers, daemons."""
+    etc = sorted(
+        (str(path), path.lstat().st_size, int(path.lstat().st_mtime))
+        for path in Path("/etc").rglob("*")
+        if not path.is_symlink() and path.is_file()
+    )
+    processes = sh("ps", "-eo", "comm=").stdout.split()
+    return {
+        "etc": etc,
+        "links": sorted(os.listdir("/sys/class/net")),
+        "addresses": sh("ip", "-o", "-4", "addr", "show").stdout.count("\n"),
+        "iptables": sh("iptables-save").stdout.count("\n-A ") if shutil.which("iptables-save") else 0,
+        "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(),
+        "containers": sorted(p.name for p in Path("/var/lib/lxc").glob("*")) if Path("/var/lib/lxc").exists() else [],
+        "daemons": sorted(p for p in processes if p in {"munged", "slurmctld", "slurmd"}),
+        "lxc_cache": Path("/var/cache/lxc/debian").exists(),
+        "state": Path("/var/lib/gpucluster").exists(),
+        "shared": Path("/srv/gpucluster").exists(),
+    }
+
+
+def leftovers(cluster: str) -> list[str]:
+    """Anything of the cluster still on the host."""
+    found = []
+    found += [f"container {p.name}" for p in Path("/var/lib/lxc").glob(f"{cluster}-*")]
+    found += [f"bridge {name}" for name in os.listdir("/sys/class/net") if name.startswith(f"{cluster}br")]
+    rules = sh("iptables-save").stdout
+    found += [f"iptables rule {line}" for line in rules.splitlines() if f"gpucluster:{cluster}:" in line]
+    for path in (f"/var/lib/gpucluster/{cluster}", f"/run/gpucluster-{cluster}", f"/srv/gpucluster/{cluster}"):
+        if Path(path).exists():
+            found.append(f"path {path}")
+    ps = sh("ps", "-eo", "args=").stdout
+    found += [f"process {line}" for line in ps.splitlines() if f"gpucluster-{cluster}" in line or f"gpucluster/{cluster}" in line]
+    return found
+
+
+def outside_namespace(up: bool) -> None:
+    """A network namespace linked to the host by a veth: a client from outside the host."""
+    sh("ip", "netns", "del", OUTSIDE_NS, check=False)
+    sh("ip", "link", "del", "e2e-out0", check=False)
+    if up:
+        sh("ip", "netns", "add", OUTSIDE_NS)
+        sh("ip", "link", "add", "e2e-out0", "type", "veth", "peer", "name", "e2e-out1")
+        sh("ip", "link", "set", "e2e-out1", "netns", OUTSIDE_NS)
+        sh("ip", "addr", "add", f"{OUTSIDE_HOST_SIDE}/30", "dev", "e2e-out0")
+        sh("ip", "link", "set", "e2e-out0", "up")
+        ns = ("ip", "netns", "exec", OUTSIDE_NS)
+        sh(*ns, "ip", "addr", "add", f"{OUTSIDE_NS_SIDE}/30", "dev", "e2e-out1")
+        sh(*ns, "ip", "link", "set", "e2e-out1", "up")
+        sh(*ns, "ip", "link", "set", "lo", "up")
+
+
+def http_get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
+    cluster = config["cluster"]
+    nodes = [node["name"] for node in cluster["nodes"]]
+    slurm = {"SLURM_CONF": f"/var/lib/gpucluster/{cluster['name']}/slurm.conf"}
+    shared = Path(cluster["host"]["shared_dir"])
+
+    sinfo = sh("sinfo", env=slurm).stdout
+    report.append("$ sinfo\n" + sinfo)
+    states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm).stdout.split("\n")
+    idle = {line.split()[0] for line in states if line.endswith(" idle")}
+    assert idle == set(nodes), f"not every node is idle: {states}"
+
+    hostnames = sh("srun", "--chdir=/tmp", f"-N{len(nodes)}", "hostname", env=slurm).stdout
+    report.append(f"$ srun -N{len(nodes)} hostname\n" + hostnames)
+    assert sorted(hostnames.split()) == sorted(nodes)
+
+    gpu = sh("srun", "--chdir=/tmp", "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES", env=slurm).stdout
+    report.append("$ srun --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES\n" + gpu)
+    assert gpu.strip().isdigit(), f"a GPU job saw CUDA_VISIBLE_DEVICES={gpu!r}"
+    device = sh("srun", "--chdir=/tmp", "--gres=gpu:1", "sh", "-c", "ls -l /dev/nvidia[0-9]*", env=slurm).stdout
+    report.append("$ srun --gres=gpu:1 ls -l /dev/nvidia[0-9]*\n" + device)
+    assert " 195, " in device, f"the GPU device node is not visible in the job: {device!r}"
+
+    refused = sh("srun", "--chdir=/tmp", "--gres=gpu:2", "-n2", "true", env=slurm, check=False, timeout=60)
+    report.append("$ srun --gres=gpu:2 -n2 true\n" + refused.stderr)
+    assert refused.returncode != 0 and "Requested node configuration is not available" in refused.stderr
+
+    job = shared / "e2e-job.sh"
+    job.write_text("#!/bin/sh\necho \"job on $(hostname) sees $(ls /dev/nvidia[0-9]* | wc -l) GPU device(s)\"\n")
+    job.chmod(0o755)
+    try:
+        ran = sh("srun", f"--chdir={shared}", f"-N{len(nodes)}", str(job), env=slurm).stdout
+    finally:
+        job.unlink()
+    report.append(f"$ srun -N{len(nodes)} {job}\n" + ran)
+    assert sorted(line.split()[2] for line in ran.splitlines()) == sorted(nodes)
+
+    web = cluster["web_app"]
+    eth0 = sh("ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout.split()[3].split("/")[0]
+    for url in (f"http://{eth0}:{web['host_port']}/", outputs["web_url"]):
+        body = http_get(url)
+        report.append(f"$ curl {url}  (from the host)\n{json.dumps(body)[:400]}\n")
+        assert body["returncode"] == 0 and body["mode"] in {"gpu", "cpu-fallback"}
+    outside = sh("ip", "netns", "exec", OUTSIDE_NS, "curl", "-fsS", "--max-time", "30",
+                 f"http://{OUTSIDE_HOST_SIDE}:{web['host_port']}/healthz").stdout
+    report.append(f"$ ip netns exec {OUTSIDE_NS} curl http://{OUTSIDE_HOST_SIDE}:{web['host_port']}/healthz\n{outside}")
+    assert json.loads(outside) == {"status": "ok"}
+
+
+def test_cluster_up_check_reapply_destroy(capsys):
+    require_host()
+    config = stack_config(STACK)
+    cluster = config["cluster"]["name"]
+    run = run_program(config, stack=STACK)
+    commands = host_commands(run)
+    report: list[str] = []
+
+    make_stand_in_gpus(config)
+    # A previous run that was killed may have left anything behind: destroy is idempotent.
+    destroy(commands)
+    before = host_snapshot()
+    outside_namespace(up=True)
+    try:
+        started = time.monotonic()
+        first = apply(commands)
+        bring_up = first.finished(f"{cluster}-health")
+        check_cluster(config, run.outputs, report)
+
+        # Apply again: every create succeeds and changes nothing.
+        config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}
+        slurmctld_pid = sh("lxc-attach", "-n", f"{cluster}-c000", "--", "pidof", "slurmctld").stdout
+        second = apply(commands)
+        assert {p: p.read_bytes() for p in config_files} == config_files
+        assert sh("lxc-attach", "-n", f"{cluster}-c000", "--", "pidof", "slurmctld").stdout == slurmctld_pid, \
+            "re-apply restarted slurmctld"
+
+        # Leftovers of an interruption (a stopped node, the host's munged gone): apply converges.
+        sh("lxc-stop", "-n", f"{cluster}-c002", "-k")
+        sh("pkill", "-f", f"munged --socket=/run/gpucluster-{cluster}/")
+        apply(commands)
+        check_cluster(config, run.outputs, [])
+        total = time.monotonic() - started
+    finally:
+        outside_namespace(up=False)
+        removal = destroy(commands)
+        for path in STAND_IN_DIR.glob("*"):
+            path.unlink()
+        if STAND_IN_DIR.exists():
+            STAND_IN_DIR.rmdir()
+
+    assert leftovers(cluster) == []
+    after = host_snapshot()
+    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+
+    with capsys.disabled():
+        print("\n" + "\n".join(report))
+        print(f"bring-up ({len(config['cluster']['nodes'])} nodes, clean host with packages -> "
+              f"health gate's first successful srun): {bring_up:.1f} s")
+        slowest = sorted(first.steps, key=lambda s: -s.seconds)[:6]
+        print("slowest creates: " + ", ".join(f"{s.name} {s.seconds:.1f}s" for s in slowest))
+        print(f"second apply (no changes): {sum(s.seconds for s in second.steps):.1f} s of command time, "
+              f"{len(second.steps)} creates")
+        print(f"destroy: {max(s.started + s.seconds for s in removal.steps) - min(s.started for s in removal.steps):.1f} s; "
+              f"whole test {total:.0f} s")
