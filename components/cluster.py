@@ -71,9 +71,7 @@ class GpuCluster(pulumi.ComponentResource):
                 f"{name}-{node.name}-slurm",
                 config,
                 node,
-                opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[self.containers[node.name], self.controller]
-                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.containers[node.name], self.controller]),
             )
             for node in config.nodes
         ]

@@ -18,6 +18,7 @@ from components.config_types import (
     InterfaceName,
     PackageName,
     Port,
+    SafeGlob,
     SafePath,
     StrictModel,
 )
@@ -34,9 +35,7 @@ class HostConfig(StrictModel):
         description="host directory bind-mounted at the same path in every node and the web "
         "app, so a job script written there once runs anywhere",
     )
-    install_packages: bool = Field(
-        True, description="install the Debian packages the host needs (apt-get)"
-    )
+    install_packages: bool = Field(True, description="install the Debian packages the host needs (apt-get)")
 
 
 class NatBridgeConfig(StrictModel):
@@ -85,7 +84,7 @@ class GpuConfig(StrictModel):
         "/usr/local/cuda",
         description="CUDA toolkit on the host, bound read-only at the same path when present",
     )
-    driver_files: list[SafePath] = Field(
+    driver_files: list[SafeGlob] = Field(
         [
             "/usr/lib/x86_64-linux-gnu/libcuda.so*",
             "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so*",
@@ -132,9 +131,7 @@ class PartitionConfig(StrictModel):
     name: Hostname = Field(description="partition name")
     nodes: list[Hostname] | None = Field(None, description="node names (default: all nodes)")
     default: bool = Field(False, description="the default partition (exactly one)")
-    max_time: str = Field(
-        "INFINITE", pattern=r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$", description="MaxTime"
-    )
+    max_time: str = Field("INFINITE", pattern=r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$", description="MaxTime")
     oversubscribe: Literal["NO", "YES", "FORCE", "EXCLUSIVE"] = Field(
         "NO", description="OverSubscribe (replaces the tutorial's removed Shared=)"
     )
@@ -142,9 +139,7 @@ class PartitionConfig(StrictModel):
 
 class SlurmConfig(StrictModel):
     controller: ControllerConfig = ControllerConfig()
-    partitions: list[PartitionConfig] = Field(
-        [PartitionConfig(name="gpu", default=True)], min_length=1
-    )
+    partitions: list[PartitionConfig] = Field([PartitionConfig(name="gpu", default=True)], min_length=1)
 
 
 class PortForwardConfig(StrictModel):
@@ -160,9 +155,7 @@ class WebAppConfig(StrictModel):
 
     name: Hostname = Field("web", description="container hostname")
     nat_address: IPv4Address = Field(description="static address on the NAT bridge")
-    port: Port = Field(
-        8080, description="the port the app listens on AND the forward's target port"
-    )
+    port: Port = Field(8080, description="the port the app listens on AND the forward's target port")
     host_port: Port = Field(7000, description="host port forwarded to the app")
     job_command: list[str] = Field(
         ["nvidia-smi"],
@@ -235,8 +228,7 @@ class ClusterConfig(StrictModel):
     @property
     def all_forwards(self) -> list[PortForwardConfig]:
         web = (
-            [PortForwardConfig(host_port=self.web_app.host_port, target=self.web_app.name,
-                               port=self.web_app.port)]
+            [PortForwardConfig(host_port=self.web_app.host_port, target=self.web_app.name, port=self.web_app.port)]
             if self.web_app
             else []
         )
@@ -334,9 +326,7 @@ def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
     if c.gpu.share_between_nodes:
         for i, node in enumerate(c.nodes):
             if node.gpus > declared:
-                yield (
-                    f"nodes[{i}].gpus: {node.gpus} GPUs but gpu.devices declares only {declared}"
-                )
+                yield (f"nodes[{i}].gpus: {node.gpus} GPUs but gpu.devices declares only {declared}")
         return
     wanted = sum(node.gpus for node in c.nodes)
     if wanted > declared:

@@ -53,3 +53,11 @@ SafePath = Annotated[
 
 # Debian package names (policy 5.6.1).
 PackageName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9+.-]+$")]
+
+# SafePath that may hold glob characters (* ? [ ]), expanded on the host by the scripts.
+SafeGlob = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9._/+@*?\[\]-]+$", max_length=255),
+    AfterValidator(_check_absolute_path),
+    Field(description="absolute path or glob pattern of letters, digits and . _ / + @ - * ? [ ]"),
+]

@@ -45,7 +45,7 @@ class GpuHost(pulumi.ComponentResource):
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         net = config.network
-        containers = [config.container_name(n) for n in config.node_names + ["image"]]
+        containers = [config.container_name(n) for n in [*config.node_names, "image"]]
         if config.web_app:
             containers.append(config.container_name(config.web_app.name))
         environment = {

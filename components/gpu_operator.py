@@ -126,9 +126,7 @@ class GpuOperator(pulumi.ComponentResource):
         release_opts = pulumi.ResourceOptions.merge(
             child_options(self, opts), pulumi.ResourceOptions(depends_on=[namespace])
         )
-        release = k8s.helm.v3.Release(
-            f"{name}-release", **gpu_operator_release_args(config), opts=release_opts
-        )
+        release = k8s.helm.v3.Release(f"{name}-release", **gpu_operator_release_args(config), opts=release_opts)
         self.namespace = namespace.metadata.apply(lambda m: m.name)
         self.release_name = release.name
         self.chart_version = release.version

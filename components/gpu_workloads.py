@@ -84,9 +84,7 @@ def nvidia_smi_job_manifest(job: NvidiaSmiJob, namespace: str, scheduling: GpuSc
     }
 
 
-def device_query_deployment_manifest(
-    dq: DeviceQueryDeployment, namespace: str, scheduling: GpuScheduling
-) -> dict:
+def device_query_deployment_manifest(dq: DeviceQueryDeployment, namespace: str, scheduling: GpuScheduling) -> dict:
     """apps/v1 Deployment that runs deviceQuery and then sleeps, as the seed's gpu-test."""
     return {
         "apiVersion": "apps/v1",

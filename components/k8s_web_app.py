@@ -153,9 +153,7 @@ class KubernetesWebApp(pulumi.ComponentResource):
         if app.service.type == "ClusterIP":
             self.node_port = pulumi.Output.from_input(None)
         else:
-            self.node_port = service.spec.apply(
-                lambda spec: spec.ports[0].node_port if spec and spec.ports else None
-            )
+            self.node_port = service.spec.apply(lambda spec: spec.ports[0].node_port if spec and spec.ports else None)
         self.cluster_url = pulumi.Output.from_input(
             f"http://{app.name}.{config.namespace}.svc.cluster.local:{app.service.port}"
         )

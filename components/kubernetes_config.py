@@ -91,9 +91,7 @@ def _check_pinned_image(value: str) -> str:
             "(e.g. nvidia/cuda:12.4.1-base-ubuntu22.04) or a @sha256: digest"
         )
     if last.rsplit(":", 1)[1] == "latest":
-        raise ValueError(
-            f"image {value!r} uses the moving tag 'latest': pin a version tag or a @sha256: digest"
-        )
+        raise ValueError(f"image {value!r} uses the moving tag 'latest': pin a version tag or a @sha256: digest")
     return value
 
 
@@ -299,14 +297,11 @@ class GpuOperatorConfig(RuledModel):
 
     RULES: ClassVar[tuple[Rule, ...]] = (_rule_containerd_needs_toolkit,)
 
-    chart_version: ChartVersion = Field(
-        description="gpu-operator chart version to install, pinned (e.g. 'v25.3.0')"
-    )
+    chart_version: ChartVersion = Field(description="gpu-operator chart version to install, pinned (e.g. 'v25.3.0')")
     repository: str = Field(
         "https://helm.ngc.nvidia.com/nvidia",
         pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$",
-        description="Helm repository URL (https) holding the gpu-operator chart; a mirror may "
-        "replace NVIDIA's",
+        description="Helm repository URL (https) holding the gpu-operator chart; a mirror may replace NVIDIA's",
     )
     namespace: K8sName = Field(
         "gpu-operator",
@@ -405,9 +400,7 @@ class MnistTrainingJob(StrictModel):
         "/mnt/tmp",
         description="directory on the node used as scratch (created if missing)",
     )
-    scratch_mount_path: SafePath = Field(
-        "/tmp", description="where the scratch directory appears in the container"
-    )
+    scratch_mount_path: SafePath = Field("/tmp", description="where the scratch directory appears in the container")
     backoff_limit: int = Field(4, ge=0, le=10, description="retries before the Job fails")
 
 
@@ -415,9 +408,7 @@ class GpuWorkloadsConfig(StrictModel):
     """Which of the seeds' GPU workloads to run; each is deployed only when present."""
 
     nvidia_smi: NvidiaSmiJob | None = Field(None, description="nvidia-smi Job; {} for defaults")
-    device_query: DeviceQueryDeployment | None = Field(
-        None, description="deviceQuery Deployment; {} for defaults"
-    )
+    device_query: DeviceQueryDeployment | None = Field(None, description="deviceQuery Deployment; {} for defaults")
     notebook: NotebookPod | None = Field(None, description="Jupyter Pod + NodePort Service; {} for defaults")
     mnist: MnistTrainingJob | None = Field(None, description="MNIST training Job; {} for defaults")
 
@@ -432,10 +423,7 @@ class GpuWorkloadsConfig(StrictModel):
 def _rule_cpu_request_within_limit(r: "ContainerResources") -> Iterator[str]:
     """The API server rejects a request above its limit."""
     if quantity_value(r.cpu_request) > quantity_value(r.cpu_limit):
-        yield (
-            f"cpu_request: {r.cpu_request!r} is more than cpu_limit {r.cpu_limit!r}; "
-            "a request must be <= its limit"
-        )
+        yield (f"cpu_request: {r.cpu_request!r} is more than cpu_limit {r.cpu_limit!r}; a request must be <= its limit")
 
 
 def _rule_memory_request_within_limit(r: "ContainerResources") -> Iterator[str]:
@@ -556,8 +544,7 @@ def _rule_unique_object_names(k: "KubernetesConfig") -> Iterator[str]:
     for field, name in object_names(k):
         if name in seen:
             yield (
-                f"{field}.name: {name!r} is also {seen[name]}.name; every workload and the "
-                "web app need distinct names"
+                f"{field}.name: {name!r} is also {seen[name]}.name; every workload and the web app need distinct names"
             )
         else:
             seen[name] = field
@@ -584,9 +571,7 @@ class KubernetesConfig(RuledModel):
         _rule_unique_node_ports,
     )
 
-    kubeconfig: SafePath | None = Field(
-        None, description="kubeconfig file; omit for $KUBECONFIG or ~/.kube/config"
-    )
+    kubeconfig: SafePath | None = Field(None, description="kubeconfig file; omit for $KUBECONFIG or ~/.kube/config")
     context: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9._:/@+-]+$",

@@ -26,9 +26,7 @@ class StackConfig(StrictModel):
     @model_validator(mode="after")
     def _check_something_to_build(self) -> "StackConfig":
         if self.cluster is None and self.kubernetes is None:
-            raise ValueError(
-                f"nothing to build: set {NAMESPACE}:cluster and/or {NAMESPACE}:kubernetes"
-            )
+            raise ValueError(f"nothing to build: set {NAMESPACE}:cluster and/or {NAMESPACE}:kubernetes")
         return self
 
 

@@ -42,6 +42,13 @@ class Step:
 class Timeline:
     steps: list[Step] = field(default_factory=list)
 
+    @property
+    def wall_seconds(self) -> float:
+        """From the first start to the last end."""
+        if not self.steps:
+            return 0.0
+        return max(s.started + s.seconds for s in self.steps) - min(s.started for s in self.steps)
+
     def finished(self, name: str) -> float:
         """Seconds from the first start to the end of the named step."""
         start = min(step.started for step in self.steps)
@@ -49,7 +56,7 @@ class Timeline:
         return step.started + step.seconds - start
 
 
-class CommandFailed(AssertionError):
+class CommandFailedError(AssertionError):
     pass
 
 
@@ -68,9 +75,7 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 delete=inputs.get("delete"),
                 environment=dict(inputs.get("environment") or {}),
                 interpreter=tuple(inputs.get("interpreter") or ("/bin/sh", "-c")),
-                dependencies=frozenset(
-                    urn for urn in resource.dependencies if by_urn[urn].type == COMMAND_TYPE
-                ),
+                dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type == COMMAND_TYPE),
             )
         )
     return commands
@@ -87,7 +92,7 @@ def _execute(command: HostCommand, script: str, extra_env: dict, timeout: int) -
         check=False,
     )
     if done.returncode != 0:
-        raise CommandFailed(
+        raise CommandFailedError(
             f"{command.name} exited {done.returncode}\n--- stderr ---\n{done.stderr[-4000:]}"
             f"\n--- stdout ---\n{done.stdout[-2000:]}"
         )
@@ -124,7 +129,7 @@ def _run_graph(commands, waits_for, script_of, phase, timeline, workers, timeout
     if failure:
         raise failure
     if pending:
-        raise CommandFailed(f"{phase}: never started {sorted(c.name for c in pending.values())}")
+        raise CommandFailedError(f"{phase}: never started {sorted(c.name for c in pending.values())}")
 
 
 def _timed(command: HostCommand, script: str | None, timeout: int, started: float):

@@ -120,12 +120,8 @@ def run_program(config: dict[str, Any], stack: str = "unit") -> ProgramRun:
     """Run __main__.py for a stack whose `gpu-cluster:*` config is `config`."""
     run = ProgramRun()
     set_root_resource(None)
-    pulumi.runtime.set_mocks(
-        _Mocks(), project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(run)
-    )
-    pulumi.runtime.set_all_config(
-        {f"{PROJECT}:{key}": json.dumps(value) for key, value in config.items()}
-    )
+    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(run))
+    pulumi.runtime.set_all_config({f"{PROJECT}:{key}": json.dumps(value) for key, value in config.items()})
 
     @pulumi.runtime.test
     def program():

@@ -377,9 +377,7 @@ def test_stack_loader_reports_rule_problems_with_their_full_path():
     # Each rule's line starts with its field, so the loader can prefix the model's path.
     from components.stack_config import ConfigError, parse_stack_config
 
-    section = config_with(
-        {"gpu_scheduling": {"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}}
-    )
+    section = config_with({"gpu_scheduling": {"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}})
     with pytest.raises(ConfigError) as caught:
         parse_stack_config({"kubernetes": section})
     assert "kubernetes.gpu_scheduling.tolerations[0].value: must be empty when operator is 'Exists'" in str(

@@ -92,9 +92,7 @@ def test_registered_inputs_are_valid_manifests():
         if "apiVersion" not in resource.inputs:  # the Helm release is not a Kubernetes object
             continue
         manifest = {
-            key: resource.inputs[key]
-            for key in ("apiVersion", "kind", "metadata", "spec")
-            if key in resource.inputs
+            key: resource.inputs[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in resource.inputs
         }
         for version in K8S_VERSIONS:
             strict(manifest, version)
@@ -146,9 +144,7 @@ def test_helm_values_tolerations_and_node_selector_are_valid_pod_fields():
 def web_app_deployment() -> dict:
     config = config_variants()["stack-file"]
     [deployment] = [
-        m
-        for m in all_manifests(config)
-        if m["kind"] == "Deployment" and m["metadata"]["name"] == "gpu-web-app"
+        m for m in all_manifests(config) if m["kind"] == "Deployment" and m["metadata"]["name"] == "gpu-web-app"
     ]
     return copy.deepcopy(deployment)
 

@@ -105,7 +105,8 @@ delete_tagged_rules() {
   command -v iptables >/dev/null || return 0
   for table in nat filter; do
     { iptables -t "$table" -S | grep -E -- "--comment \"?${tag}\"?( |$)" || true; } | while read -r rule; do
-      read -ra words <<< "$rule"
+      # iptables -S quotes the comment (it holds ':'); our tags have no spaces, so drop quotes.
+      read -ra words <<< "${rule//\"/}"
       words[0]=-D
       iptables -t "$table" "${words[@]}"
     done

@@ -1,0 +1,43 @@
+"""Remove whatever the end-to-end test may have left: the `e2e` stack's resources (destroy is
+idempotent and succeeds when things are gone), the outside namespace and the stand-in GPUs.
+
+Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
+`python tests/e2e_teardown.py`.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+
+from command_executor import destroy, host_commands  # noqa: E402
+from program_harness import run_program, stack_config  # noqa: E402
+
+STACK = "e2e"
+STAND_IN_DIR = Path("/run/gpucluster-e2e-dev")
+OUTSIDE_NS, OUTSIDE_LINK = "e2e-outside", "e2e-out0"
+
+
+def remove_outside_namespace() -> None:
+    subprocess.run(["ip", "netns", "del", OUTSIDE_NS], capture_output=True, check=False)
+    subprocess.run(["ip", "link", "del", OUTSIDE_LINK], capture_output=True, check=False)
+
+
+def remove_stand_in_gpus() -> None:
+    for path in STAND_IN_DIR.glob("*"):
+        path.unlink()
+    if STAND_IN_DIR.exists():
+        STAND_IN_DIR.rmdir()
+
+
+def teardown() -> None:
+    remove_outside_namespace()
+    try:
+        destroy(host_commands(run_program(stack_config(STACK), stack=STACK)))
+    finally:
+        remove_stand_in_gpus()
+
+
+if __name__ == "__main__":
+    teardown()

@@ -1,0 +1,282 @@
+"""The typed `gpu-cluster:cluster` config: stack files, derived views, and every rule's message."""
+
+import copy
+
+import pytest
+from program_harness import run_program, stack_config
+
+from components.config import CLUSTER_RULES, ClusterConfig
+from components.stack_config import ConfigError, parse_stack_config
+
+
+def local_cluster() -> dict:
+    return copy.deepcopy(stack_config("local")["cluster"])
+
+
+def error_of(cluster: dict) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config({"cluster": cluster})
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("stack", ["local", "e2e"])
+def test_stack_files_validate(stack):
+    config = parse_stack_config(stack_config(stack)).cluster
+    assert config.hostlist == "c[000-003]"
+    assert config.controller_node.name == "c000"
+
+
+def test_gpus_are_assigned_one_per_node_unless_shared():
+    e2e = parse_stack_config(stack_config("e2e")).cluster
+    assert e2e.gpu_assignment() == {f"c00{i}": [f"/run/gpucluster-e2e-dev/nvidia{i}"] for i in range(4)}
+    local = parse_stack_config(stack_config("local")).cluster
+    assert set(map(tuple, local.gpu_assignment().values())) == {("/dev/nvidia0",)}
+
+
+def test_hostlist_groups_mixed_names():
+    cluster = local_cluster()
+    cluster["nodes"].append({"name": "gpu7", "nat_address": "10.42.3.30", "cluster_address": "10.42.5.30"})
+    cluster["gpu"]["share_between_nodes"] = True
+    assert ClusterConfig.model_validate(cluster).hostlist == "c[000-003],gpu7"
+
+
+def test_nothing_to_build_is_an_error():
+    with pytest.raises(ConfigError, match="nothing to build"):
+        parse_stack_config({})
+
+
+# ---- one case per cross-field rule: (rule, change to the local stack, expected message) ----
+
+
+def _set(path: str, value):
+    def change(cluster: dict) -> None:
+        *parents, last = path.split(".")
+        target = cluster
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else target[part]
+        target[int(last) if last.isdigit() else last] = value
+
+    return change
+
+
+RULE_CASES = [
+    (
+        "rule_unique_node_names",
+        _set("nodes.1.name", "c000"),
+        "cluster.nodes[].name: 'c000' is used more than once",
+    ),
+    (
+        "rule_unique_node_names",
+        _set("web_app.name", "c001"),
+        "cluster.nodes[].name: 'c001' is used more than once (node and web_app names must be unique)",
+    ),
+    (
+        "rule_bridges_distinct",
+        _set("network.cluster_bridge.name", "gpubr0"),
+        "cluster.network.cluster_bridge.name: 'gpubr0' is also the nat_bridge name",
+    ),
+    (
+        "rule_bridges_distinct",
+        _set("network.cluster_bridge.subnet", "10.42.0.0/16"),
+        "cluster.network.cluster_bridge.subnet: 10.42.0.0/16 overlaps the nat_bridge subnet 10.42.3.0/24",
+    ),
+    (
+        "rule_bridges_distinct",
+        _set("network.nat_bridge.address", "10.42.3.0/24"),
+        "cluster.network.nat_bridge.address: 10.42.3.0/24 is the network or broadcast address",
+    ),
+    (
+        "rule_nat_addresses_in_subnet",
+        _set("nodes.2.nat_address", "10.42.4.2"),
+        "cluster.nodes[2].nat_address: 10.42.4.2 is not a usable address of the NAT bridge subnet 10.42.3.0/24",
+    ),
+    (
+        "rule_nat_addresses_in_subnet",
+        _set("nodes.0.nat_address", "10.42.3.1"),
+        "cluster.nodes[0].nat_address: 10.42.3.1 is the NAT bridge's own address (gateway)",
+    ),
+    (
+        "rule_nat_addresses_in_subnet",
+        _set("web_app.nat_address", "10.42.3.255"),
+        "cluster.web_app.nat_address: 10.42.3.255 is not a usable address",
+    ),
+    (
+        "rule_cluster_addresses_in_subnet",
+        _set("nodes.3.cluster_address", "10.42.5.0"),
+        "cluster.nodes[3].cluster_address: 10.42.5.0 is not a usable address of the cluster bridge subnet",
+    ),
+    (
+        "rule_unique_addresses",
+        _set("nodes.1.nat_address", "10.42.3.2"),
+        "cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once",
+    ),
+    (
+        "rule_unique_addresses",
+        _set("web_app.nat_address", "10.42.3.5"),
+        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes and web_app)",
+    ),
+    (
+        "rule_unique_addresses",
+        _set("nodes.1.cluster_address", "10.42.5.1"),
+        "cluster.nodes[].cluster_address: 10.42.5.1 is assigned more than once",
+    ),
+    (
+        "rule_gpu_devices",
+        _set("gpu.devices", ["/dev/nvidia0", "/dev/nvidia0"]),
+        "cluster.gpu.devices: /dev/nvidia0 is listed more than once",
+    ),
+    (
+        "rule_gpu_devices",
+        _set("gpu.devices", ["/dev/nvidia0", "/opt/gpus/nvidia0"]),
+        "cluster.gpu.devices: two devices would both appear as /dev/nvidia0 in the containers",
+    ),
+    (
+        "rule_gpus_match_devices",
+        _set("gpu.share_between_nodes", False),
+        "cluster.nodes[].gpus: the nodes ask for 4 GPUs in all but gpu.devices declares 1; add devices, "
+        "lower nodes[].gpus, or set gpu.share_between_nodes: true",
+    ),
+    (
+        "rule_gpus_match_devices",
+        _set("nodes.1.gpus", 2),
+        "cluster.nodes[1].gpus: 2 GPUs but gpu.devices declares only 1",
+    ),
+    (
+        "rule_controller_node",
+        _set("slurm.controller.node", "c009"),
+        "cluster.slurm.controller.node: 'c009' is not one of nodes[].name",
+    ),
+    (
+        "rule_controller_node",
+        _set("slurm.controller", {"placement": "host", "node": "c000"}),
+        "cluster.slurm.controller.node: only valid with placement 'container'",
+    ),
+    (
+        "rule_partitions",
+        _set("slurm.partitions", [{"name": "a", "default": True}, {"name": "a"}]),
+        "cluster.slurm.partitions[].name: 'a' is used more than once",
+    ),
+    (
+        "rule_partitions",
+        _set("slurm.partitions", [{"name": "a"}, {"name": "b"}]),
+        "cluster.slurm.partitions[].default: exactly one partition must be default, got []",
+    ),
+    (
+        "rule_partitions",
+        _set("slurm.partitions", [{"name": "a", "default": True, "nodes": ["c000", "x1"]}]),
+        "cluster.slurm.partitions[0].nodes: 'x1' is not one of nodes[].name",
+    ),
+    (
+        "rule_forwards",
+        _set("forwards", [{"host_port": 7000, "target": "c000", "port": 22}]),
+        "cluster.forwards[].host_port: host port 7000 is forwarded more than once",
+    ),
+    (
+        "rule_forwards",
+        _set("forwards", [{"host_port": 2200, "target": "c042", "port": 22}]),
+        "cluster.forwards[0].target: 'c042' is not a node or the web app",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "change", "message"), RULE_CASES, ids=[c[0] for c in RULE_CASES])
+def test_cross_field_rule_message(rule, change, message):
+    cluster = local_cluster()
+    change(cluster)
+    assert message in error_of(cluster)
+
+
+def test_every_rule_has_a_case():
+    assert {rule.__name__ for rule in CLUSTER_RULES} == {case[0] for case in RULE_CASES}
+
+
+def test_all_problems_are_reported_together():
+    cluster = local_cluster()
+    cluster["nodes"][1]["name"] = "c000"
+    cluster["nodes"][2]["nat_address"] = "10.9.9.9"
+    message = error_of(cluster)
+    assert "'c000' is used more than once" in message
+    assert "nodes[2].nat_address: 10.9.9.9" in message
+
+
+# ---- field rules: types, ranges and patterns, named with their full path ----
+
+FIELD_CASES = [
+    ("unknown key", _set("nodes.0.gpu", 1), "cluster.nodes[0].gpu: Extra inputs are not permitted"),
+    ("unknown top key", _set("webapp", {}), "cluster.webapp: Extra inputs are not permitted"),
+    ("hostname", _set("nodes.0.name", "C000"), "cluster.nodes[0].name: String should match pattern"),
+    (
+        "hostname injection",
+        _set("nodes.0.name", "c0; rm -rf /"),
+        "cluster.nodes[0].name: String should match",
+    ),
+    ("cluster name", _set("name", "gpu-cluster-with-long-name"), "cluster.name: String should match pattern"),
+    (
+        "interface name",
+        _set("network.nat_bridge.name", "averyveryverylongbridge"),
+        "cluster.network.nat_bridge.name: String should match pattern",
+    ),
+    (
+        "address",
+        _set("nodes.0.nat_address", "10.42.3.300"),
+        "cluster.nodes[0].nat_address: Input is not a valid IPv4",
+    ),
+    ("cidr", _set("network.cluster_bridge.subnet", "10.42.5.1/24"), "cluster.network.cluster_bridge.subnet:"),
+    (
+        "relative path",
+        _set("host.shared_dir", "srv/shared"),
+        "cluster.host.shared_dir: 'srv/shared' must be an absolute path",
+    ),
+    (
+        "path with newline",
+        _set("host.shared_dir", "/srv/x\nlxc.mount.auto = proc:rw"),
+        "cluster.host.shared_dir: String should match pattern",
+    ),
+    ("path traversal", _set("gpu.devices", ["/dev/../etc/shadow"]), "must be a normalised path"),
+    (
+        "port range",
+        _set("web_app.host_port", 70000),
+        "cluster.web_app.host_port: Input should be less than or equal to 65535",
+    ),
+    (
+        "port zero",
+        _set("web_app.port", 0),
+        "cluster.web_app.port: Input should be greater than or equal to 1",
+    ),
+    (
+        "negative gpus",
+        _set("nodes.0.gpus", -1),
+        "cluster.nodes[0].gpus: Input should be greater than or equal to 0",
+    ),
+    ("fractional gpus", _set("nodes.0.gpus", 0.5), "cluster.nodes[0].gpus: Input should be a valid integer"),
+    (
+        "placement",
+        _set("slurm.controller.placement", "cloud"),
+        "cluster.slurm.controller.placement: Input should be 'container' or 'host'",
+    ),
+    (
+        "max time",
+        _set("slurm.partitions.0.max_time", "forever"),
+        "cluster.slurm.partitions[0].max_time: String should match",
+    ),
+    ("no nodes", _set("nodes", []), "cluster.nodes: List should have at least 1 item"),
+    (
+        "package name",
+        _set("image", {"extra_packages": ["vim; curl evil"]}),
+        "cluster.image.extra_packages[0]: String should match",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "message"), FIELD_CASES, ids=[c[0] for c in FIELD_CASES])
+def test_field_rule_message(case, change, message):
+    cluster = local_cluster()
+    change(cluster)
+    assert message in error_of(cluster)
+
+
+def test_invalid_config_fails_before_any_resource_is_registered():
+    cluster = local_cluster()
+    cluster["nodes"][1]["nat_address"] = "10.42.3.2"
+    with pytest.raises(ConfigError, match=r"10\.42\.3\.2 is assigned more than once"):
+        run_program({"cluster": cluster}, stack="bad")

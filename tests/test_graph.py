@@ -1,0 +1,178 @@
+"""The program's dependency graph under mocks: shape, parents, edges, scripts and outputs."""
+
+import copy
+import re
+import subprocess
+
+import pytest
+from program_harness import run_program, stack_config
+
+from components.shell import SCRIPTS_DIR
+
+COMMAND = "command:local:Command"
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_program(stack_config("e2e"), stack="e2e")
+
+
+def test_component_type_tokens_follow_pkg_module_type(run):
+    components = [r for r in run.resources if not r.custom]
+    assert components, "no component resources registered"
+    for resource in components:
+        assert re.fullmatch(r"gpu-cluster:[a-z]+:[A-Z][A-Za-z]+", resource.type), resource.urn
+
+
+def test_every_resource_has_a_parent_below_the_cluster(run):
+    by_urn = run.by_urn
+    cluster = run.by_name("e2e")
+    assert cluster.type == "gpu-cluster:cluster:GpuCluster"
+    for resource in run.resources:
+        if resource is cluster:
+            continue
+        assert resource.parent in by_urn, f"{resource.name} is not parented to a component"
+        assert resource.name.startswith("e2e-"), f"{resource.name} is not named after its component"
+    for command in run.of_type(COMMAND):
+        assert not by_urn[command.parent].custom, f"{command.name}'s parent is not a component"
+
+
+def test_resource_names_are_unique(run):
+    names = [r.name for r in run.resources]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(
+    ("resource", "dependency"),
+    [
+        ("e2e-host-packages", "e2e-host-preflight"),
+        ("e2e-bridges-nat", "e2e-host-preflight"),
+        ("e2e-c000-lxc", "e2e-bridges-nat"),
+        ("e2e-c000-lxc", "e2e-bridges-cluster"),
+        ("e2e-c003-lxc", "e2e-image-rootfs"),
+        ("e2e-c001-lxc", "e2e-host-shared-dir"),
+        ("e2e-slurm-client", "e2e-slurm-munge-key"),
+        ("e2e-slurm-slurmctld", "e2e-slurm-munge-key"),
+        ("e2e-slurm-slurmctld", "e2e-c000-lxc"),
+        ("e2e-c002-slurm-slurmd", "e2e-slurm-munge-key"),
+        ("e2e-c002-slurm-slurmd", "e2e-slurm-slurmctld"),
+        ("e2e-c002-slurm-slurmd", "e2e-c002-lxc"),
+        ("e2e-health", "e2e-c000-slurm-slurmd"),
+        ("e2e-health", "e2e-c003-slurm-slurmd"),
+        ("e2e-web-container-lxc", "e2e-bridges-nat"),
+        ("e2e-web-service", "e2e-web-container-lxc"),
+        ("e2e-fwd-7000-rules", "e2e-web-service"),
+    ],
+)
+def test_dependency_edge(run, resource, dependency):
+    assert run.depends_on(resource, dependency), f"{resource} does not wait for {dependency}"
+
+
+def test_containers_have_no_edges_between_them(run):
+    containers = [r.name for r in run.of_type(COMMAND) if r.name.endswith("-lxc")]
+    assert len(containers) == 5
+    for a in containers:
+        for b in containers:
+            assert a == b or not run.depends_on(a, b), f"{a} waits for {b}: they could run in parallel"
+
+
+def test_a_node_does_not_wait_for_other_nodes(run):
+    assert not run.depends_on("e2e-c001-slurm-slurmd", "e2e-c002-lxc")
+    assert not run.depends_on("e2e-c001-slurm-slurmd", "e2e-c000-slurm-slurmd")
+
+
+def test_commands_run_scripts_with_parameters_in_the_environment(run):
+    for command in run.of_type(COMMAND):
+        inputs = command.inputs
+        assert inputs["interpreter"] == ["/bin/bash", "-c"]
+        for phase in ("create", "update", "delete"):
+            script = inputs.get(phase)
+            if not script:
+                continue
+            assert script.startswith("#!/usr/bin/env bash\n# Shared helpers"), f"{command.name} {phase}"
+            for key, value in inputs["environment"].items():
+                # A config value never appears in the script text: it is passed, not pasted.
+                if len(value) > 4 and key not in {"CLUSTER"}:
+                    assert value not in script, f"{command.name}: {key}={value!r} pasted into its {phase}"
+
+
+def test_every_command_that_changes_the_host_can_be_undone(run):
+    read_only = {"e2e-host-preflight", "e2e-health"}
+    for command in run.of_type(COMMAND):
+        if command.name not in read_only:
+            assert command.inputs.get("delete"), f"{command.name} has no delete"
+
+
+def test_scripts_are_valid_bash():
+    scripts = sorted(SCRIPTS_DIR.glob("*.sh"))
+    assert len(scripts) > 20
+    for script in scripts:
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"{script.name}: {done.stderr}"
+
+
+def test_no_secret_reaches_the_state(run):
+    for command in run.of_type(COMMAND):
+        environment = command.inputs["environment"]
+        assert not any("KEY" in key and key != "MUNGE_KEY_FILE" for key in environment)
+    key_file = run.by_name("e2e-slurm-munge-key").inputs["environment"]["MUNGE_KEY_FILE"]
+    assert key_file == "/var/lib/gpucluster/e2e/munge.key"
+
+
+def test_outputs(run):
+    outputs = run.outputs
+    assert outputs["controller_address"] == "10.43.3.2"
+    assert outputs["node_list"] == "c[000-003]"
+    assert outputs["nodes"]["c002"] == {
+        "container": "e2e-c002",
+        "nat_address": "10.43.3.4",
+        "cluster_address": "10.43.5.3",
+        "gpus": ["/run/gpucluster-e2e-dev/nvidia2"],
+    }
+    assert outputs["web_url"] == "http://10.43.3.1:7000/"
+    assert outputs["slurm_env"] == "export SLURM_CONF=/var/lib/gpucluster/e2e/slurm.conf"
+    assert outputs["node_shells"]["c000"] == "lxc-attach -n e2e-c000"
+
+
+def test_one_port_value_sets_the_app_and_the_forward(run):
+    service = run.by_name("e2e-web-service").inputs["environment"]
+    forward = run.by_name("e2e-fwd-7000-rules").inputs["environment"]
+    assert service["APP_PORT"] == forward["TARGET_PORT"] == "8080"
+    assert forward["TARGET_ADDRESS"] == service["APP_ADDRESS"] == "10.43.3.10"
+
+
+def test_adding_a_node_touches_only_that_node_and_the_controller_config():
+    config = stack_config("e2e")
+    before = run_program(config, stack="e2e")
+    grown = copy.deepcopy(config)
+    grown["cluster"]["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
+    grown["cluster"]["gpu"]["devices"].append("/run/gpucluster-e2e-dev/nvidia4")
+    after = run_program(grown, stack="e2e")
+
+    old = {r.name: r.inputs for r in before.of_type(COMMAND)}
+    new = {r.name: r.inputs for r in after.of_type(COMMAND)}
+    added = set(new) - set(old)
+    changed = {name for name in old if new.get(name) != old[name]}
+    assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd"}
+    # The controller's slurm.conf, the host's client copy, the checks that cover every node.
+    assert changed == {"e2e-slurm-slurmctld", "e2e-slurm-client", "e2e-host-preflight", "e2e-health"}
+
+
+def test_controller_on_the_host():
+    config = stack_config("e2e")
+    config["cluster"]["slurm"]["controller"] = {"placement": "host"}
+    run = run_program(config, stack="e2e")
+    slurmctld = run.by_name("e2e-slurm-slurmctld")
+    assert "slurmctld -f" in slurmctld.inputs["create"]
+    assert not run.depends_on("e2e-slurm-slurmctld", "e2e-c000-lxc")
+    assert run.outputs["controller_address"] == "10.43.3.1"
+    assert "SlurmctldHost=" in slurmctld.inputs["environment"]["SLURM_CONF_TEXT"]
+    assert "(10.43.3.1)" in slurmctld.inputs["environment"]["SLURM_CONF_TEXT"]
+
+
+def test_without_web_app_there_is_no_forward():
+    config = stack_config("e2e")
+    del config["cluster"]["web_app"]
+    run = run_program(config, stack="e2e")
+    assert not [r for r in run.resources if "web" in r.name or "fwd" in r.name]
+    assert run.outputs["web_url"] == ""

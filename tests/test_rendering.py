@@ -1,0 +1,186 @@
+"""Rendered slurm.conf, gres.conf and LXC config: exact lines, and accepted by Slurm 22.05 / LXC 5.
+
+The acceptance checks parse the text with the real tools (installed by .ci/run): every Slurm
+command parses slurm.conf and aborts on a key 22.05 removed; `lxc-info` loads an LXC config
+and fails on an unknown key.
+"""
+
+import copy
+import re
+import shutil
+import subprocess
+from ipaddress import IPv4Address
+from pathlib import Path
+
+import pytest
+from program_harness import stack_config
+
+from components.config import ClusterConfig
+from components.lxc_conf import render_lxc_config
+from components.slurm_conf import format_line, render_gres_conf, render_slurm_conf
+
+
+def cluster(stack: str = "e2e", **changes) -> ClusterConfig:
+    raw = copy.deepcopy(stack_config(stack)["cluster"])
+    raw.update(changes)
+    return ClusterConfig.model_validate(raw)
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize(
+    ("pairs", "expected"),
+    [
+        ({"A": 1, "B": None, "C": "x"}, "A=1 C=x"),
+        ({"Default": True, "Hidden": False}, "Default=YES Hidden=NO"),
+    ],
+)
+def test_format_line(pairs, expected):
+    assert format_line(pairs) == expected
+
+
+def test_slurm_conf_node_and_partition_lines():
+    text = render_slurm_conf(cluster(), "c000")
+    assert text.startswith("# Managed by the gpu-cluster Pulumi program")
+    body = lines(text)
+    assert "GresTypes=gpu" in body
+    assert "SelectType=select/cons_tres" in body
+    assert "SlurmctldHost=c000(10.43.3.2)" in body
+    assert "SlurmctldParameters=enable_configless" in body
+    assert "AuthInfo=socket=/run/gpucluster-e2e/munge.socket" in body
+    assert [line for line in body if line.startswith("NodeName=")] == [
+        f"NodeName=c00{i} NodeAddr=10.43.3.{i + 2} CPUs=1 Gres=gpu:1 State=UNKNOWN" for i in range(4)
+    ]
+    assert [line for line in body if line.startswith("PartitionName=")] == [
+        "PartitionName=tutorial Nodes=c[000-003] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
+    ]
+
+
+def test_slurm_conf_has_none_of_the_tutorials_removed_keys():
+    text = render_slurm_conf(cluster(), "c000")
+    for removed in ("ControlMachine", "CacheGroups", "SchedulerPort", "FastSchedule", "Shared=", "filetxt"):
+        assert removed not in text
+
+
+def test_node_without_gpus_has_no_gres():
+    config = cluster()
+    raw = config.model_dump(mode="json")
+    raw["nodes"][3]["gpus"] = 0
+    config = ClusterConfig.model_validate(raw)
+    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=1 State=UNKNOWN" in render_slurm_conf(config, "c000")
+    assert "c003" not in render_gres_conf(config)
+
+
+def test_gres_conf_matches_the_node_lines():
+    config = cluster()
+    gres = lines(render_gres_conf(config))
+    assert gres == [f"NodeName=c00{i} Name=gpu File=/dev/nvidia{i}" for i in range(4)]
+    slurm = render_slurm_conf(config, "c000")
+    for node in config.nodes:
+        files = [line for line in gres if line.startswith(f"NodeName={node.name} ")]
+        assert f"NodeName={node.name} " in slurm
+        assert re.search(rf"NodeName={node.name} .*Gres=gpu:{len(files)} ", slurm)
+
+
+def test_shared_gpu_appears_on_every_node():
+    gres = lines(render_gres_conf(cluster("local")))
+    assert gres == [f"NodeName=c00{i} Name=gpu File=/dev/nvidia0" for i in range(4)]
+
+
+def test_controller_on_the_host_keeps_its_state_in_the_cluster_dir():
+    raw = stack_config("e2e")["cluster"]
+    raw["slurm"]["controller"] = {"placement": "host"}
+    text = render_slurm_conf(ClusterConfig.model_validate(raw), "gpuhost")
+    assert "SlurmctldHost=gpuhost(10.43.3.1)" in text
+    assert "StateSaveLocation=/var/lib/gpucluster/e2e/slurmctld" in text
+
+
+def slurm_parses(text: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    assert shutil.which("scontrol"), "scontrol is missing: run `bash .ci/run` (installs slurm-client)"
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(text)
+    return subprocess.run(
+        ["scontrol", "show", "hostnames", "c[000-001]"],
+        env={"SLURM_CONF": str(conf), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("stack", ["e2e", "local"])
+def test_slurm_2205_accepts_the_rendered_slurm_conf(stack, tmp_path):
+    done = slurm_parses(render_slurm_conf(cluster(stack), "c000"), tmp_path)
+    assert done.returncode == 0 and "error" not in done.stderr, done.stderr
+
+
+def test_slurm_2205_rejects_a_removed_key(tmp_path):
+    # The check above can fail: the tutorial's CacheGroups aborts parsing on 22.05.
+    done = slurm_parses(render_slurm_conf(cluster(), "c000") + "CacheGroups=0\n", tmp_path)
+    assert done.returncode != 0 and "CacheGroups" in done.stderr
+
+
+def node_lxc_config(config: ClusterConfig, index: int = 0) -> str:
+    node = config.nodes[index]
+    return render_lxc_config(
+        config, node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name]
+    )
+
+
+def test_lxc_config_networks_devices_and_mounts():
+    body = lines(node_lxc_config(cluster(), 1))
+    expected = [
+        "lxc.uts.name = c001",
+        "lxc.net =",
+        "lxc.net.0.type = veth",
+        "lxc.net.0.link = e2ebr0",
+        "lxc.net.0.ipv4.address = 10.43.3.3/24",
+        "lxc.net.0.ipv4.gateway = 10.43.3.1",
+        "lxc.net.1.type = macvlan",
+        "lxc.net.1.macvlan.mode = bridge",
+        "lxc.net.1.link = e2ebr1",
+        "lxc.net.1.ipv4.address = 10.43.5.2/24",
+        "lxc.cgroup.devices.allow = c 195:* rwm",
+        "lxc.cgroup2.devices.allow = c 195:* rwm",
+        "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidia1 dev/nvidia1 none bind,optional,create=file 0 0",
+        "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidiactl dev/nvidiactl none bind,optional,create=file 0 0",
+        "lxc.mount.entry = /usr/local/cuda usr/local/cuda none bind,ro,optional,create=dir 0 0",
+        "lxc.mount.entry = /srv/gpucluster/e2e/shared srv/gpucluster/e2e/shared none bind,create=dir 0 0",
+    ]
+    for line in expected:
+        assert line in body
+    # Only this node's GPU: another node's device never reaches it.
+    assert not any("nvidia0 " in line for line in body)
+
+
+def test_web_app_container_is_not_on_the_cluster_bridge():
+    config = cluster()
+    text = render_lxc_config(config, "web", IPv4Address("10.43.3.10"), None, config.gpu.devices[:1])
+    assert "lxc.net.1" not in text
+    assert "lxc.net.0.ipv4.address = 10.43.3.10/24" in text
+
+
+def lxc_loads(text: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    assert shutil.which("lxc-info"), "lxc-info is missing: run `bash .ci/run` (installs lxc)"
+    container = tmp_path / "probe"
+    container.mkdir()
+    (container / "config").write_text(f"lxc.rootfs.path = dir:{container}/rootfs\n{text}")
+    return subprocess.run(
+        ["lxc-info", "-P", str(tmp_path), "-n", "probe", "-c", "lxc.net.1.link"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_lxc5_loads_the_rendered_config(tmp_path):
+    done = lxc_loads(node_lxc_config(cluster()), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "lxc.net.1.link = e2ebr1"
+
+
+def test_lxc5_rejects_the_tutorials_lxc08_keys(tmp_path):
+    done = lxc_loads(node_lxc_config(cluster()) + "lxc.network.type = veth\n", tmp_path)
+    assert done.returncode != 0
