@@ -86,6 +86,7 @@ def host_snapshot() -> dict:
         "containers": sorted(p.name for p in Path("/var/lib/lxc").glob("*")) if Path("/var/lib/lxc").exists() else [],
         "daemons": sorted(p for p in processes if p in {"munged", "slurmctld", "slurmd"}),
         "lxc_cache": Path("/var/cache/lxc/debian").exists(),
+        "lxc_cgroups": sorted(str(path) for path in Path("/sys/fs/cgroup").glob("*/lxc*")),
         "state": Path("/var/lib/gpucluster").exists(),
         "shared": Path("/srv/gpucluster").exists(),
     }
@@ -245,7 +246,4 @@ def test_cluster_up_check_reapply_destroy(capsys):
             f"second apply (no changes): {sum(s.seconds for s in second.steps):.1f} s of command time, "
             f"{len(second.steps)} creates"
         )
-        print(
-            f"destroy: {removal.wall_seconds:.1f} s; "
-            f"whole test {total:.0f} s"
-        )
+        print(f"destroy: {removal.wall_seconds:.1f} s; whole test {total:.0f} s")

@@ -129,3 +129,14 @@ def test_every_problem_is_reported_at_once(preflight):
     done = preflight(GPU_DEVICES="/dev/nvidia7")
     assert "/dev/nvidia7 is missing" in done.stderr
     assert "interface pftbr1 already exists" in done.stderr
+
+
+def test_a_host_port_forwarded_by_someone_else_is_refused(preflight):
+    rule = ["PREROUTING", "-p", "tcp", "--dport", "7999", "-j", "DNAT", "--to-destination", "10.96.0.2:80"]
+    subprocess.run(["iptables", "-t", "nat", "-A", *rule], check=True)
+    try:
+        done = preflight(HOST_PORTS="7999")
+    finally:
+        subprocess.run(["iptables", "-t", "nat", "-D", *rule], check=True)
+    assert done.returncode == 1
+    assert "host port 7999 is already forwarded by another iptables DNAT rule" in done.stderr

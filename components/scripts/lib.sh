@@ -84,7 +84,8 @@ ct_setup_munge() {
   require MUNGE_KEY_FILE MUNGE_SOCKET
   [ -s "$MUNGE_KEY_FILE" ] || die "munge key $MUNGE_KEY_FILE is missing (created by the munge-key resource)"
   socket_dir=$(dirname "$MUNGE_SOCKET")
-  ct_write_if_changed "$name" /etc/munge/munge.key 0400 munge:munge < "$MUNGE_KEY_FILE" && changed=0
+  # Piped, not redirected: lxc-attach would chmod a host file given as its stdin.
+  cat "$MUNGE_KEY_FILE" | ct_write_if_changed "$name" /etc/munge/munge.key 0400 munge:munge && changed=0
   printf '[Service]\nRuntimeDirectory=munge %s\nExecStart=\nExecStart=/usr/sbin/munged --socket=%s\nExecStartPost=/bin/ln -sfn %s /run/munge/munge.socket.2\n' \
     "${socket_dir#/run/}" "$MUNGE_SOCKET" "$MUNGE_SOCKET" |
     ct_write_if_changed "$name" /etc/systemd/system/munge.service.d/gpucluster.conf 0644 root:root && changed=0

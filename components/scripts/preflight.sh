@@ -58,6 +58,14 @@ while read -r port; do
   if ss -Htln "sport = :$port" | grep -q .; then
     problems+=("host port $port is in use by a listening process (web_app.host_port / forwards[].host_port)")
   fi
+  # ...or already forwarded by someone else's DNAT rule.
+  foreign=0
+  if command -v iptables >/dev/null; then
+    foreign=$(iptables -t nat -S | grep -E -- "--dport $port( |$)" | grep -vc -- "gpucluster:$CLUSTER:" || true)
+  fi
+  if [ "${foreign:-0}" -gt 0 ]; then
+    problems+=("host port $port is already forwarded by another iptables DNAT rule (web_app.host_port / forwards[].host_port)")
+  fi
 done < <(lines "$HOST_PORTS")
 
 # Containers: a name already taken must be ours.
