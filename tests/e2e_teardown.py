@@ -15,6 +15,7 @@ from command_executor import destroy, host_commands  # noqa: E402
 from program_harness import run_program, stack_config  # noqa: E402
 
 STACK = "e2e"
+PLACEMENTS = ("container", "host")  # where slurmctld runs: both layouts are brought up
 STAND_IN_DIR = Path("/run/gpucluster-e2e-dev")
 OUTSIDE_NS, OUTSIDE_LINK = "e2e-outside", "e2e-out0"
 
@@ -31,10 +32,20 @@ def remove_stand_in_gpus() -> None:
         STAND_IN_DIR.rmdir()
 
 
+def e2e_config(placement: str) -> dict:
+    """The e2e stack's config with slurmctld placed in c000 ('container') or on the host."""
+    config = stack_config(STACK)
+    config["cluster"]["slurm"]["controller"] = (
+        {"placement": "container", "node": "c000"} if placement == "container" else {"placement": "host"}
+    )
+    return config
+
+
 def teardown() -> None:
     remove_outside_namespace()
     try:
-        destroy(host_commands(run_program(stack_config(STACK), stack=STACK)))
+        for placement in PLACEMENTS:
+            destroy(host_commands(run_program(e2e_config(placement), stack=STACK)))
     finally:
         remove_stand_in_gpus()
 

@@ -19,13 +19,15 @@ from command_executor import apply, destroy, host_commands
 from e2e_teardown import (
     OUTSIDE_LINK,
     OUTSIDE_NS,
+    PLACEMENTS,
     STACK,
     STAND_IN_DIR,
+    e2e_config,
     remove_outside_namespace,
     remove_stand_in_gpus,
     teardown,
 )
-from program_harness import run_program, stack_config
+from program_harness import run_program
 
 REQUIRED_TOOLS = [
     "lxc-create",
@@ -191,9 +193,16 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     assert json.loads(outside) == {"status": "ok"}
 
 
-def test_cluster_up_check_reapply_destroy(capsys):
+def slurmctld_pid(cluster: str, placement: str) -> str:
+    if placement == "host":
+        return Path(f"/var/lib/gpucluster/{cluster}/slurmctld.pid").read_text()
+    return sh("lxc-attach", "-n", f"{cluster}-c000", "--", "pidof", "slurmctld").stdout
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_cluster_up_check_reapply_destroy(placement, capsys):
     require_host()
-    config = stack_config(STACK)
+    config = e2e_config(placement)
     cluster = config["cluster"]["name"]
     run = run_program(config, stack=STACK)
     commands = host_commands(run)
@@ -212,12 +221,10 @@ def test_cluster_up_check_reapply_destroy(capsys):
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}
-        slurmctld_pid = sh("lxc-attach", "-n", f"{cluster}-c000", "--", "pidof", "slurmctld").stdout
+        controller_pid = slurmctld_pid(cluster, placement)
         second = apply(commands)
         assert {p: p.read_bytes() for p in config_files} == config_files
-        assert sh("lxc-attach", "-n", f"{cluster}-c000", "--", "pidof", "slurmctld").stdout == slurmctld_pid, (
-            "re-apply restarted slurmctld"
-        )
+        assert slurmctld_pid(cluster, placement) == controller_pid, "re-apply restarted slurmctld"
 
         # Leftovers of an interruption (a stopped node, the host's munged gone): apply converges.
         sh("lxc-stop", "-n", f"{cluster}-c002", "-k")
@@ -235,7 +242,7 @@ def test_cluster_up_check_reapply_destroy(capsys):
     assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
 
     with capsys.disabled():
-        print("\n" + "\n".join(report))
+        print(f"\n== slurmctld placement: {placement} ==\n" + "\n".join(report))
         print(
             f"bring-up ({len(config['cluster']['nodes'])} nodes, clean host with packages -> "
             f"health gate's first successful srun): {bring_up:.1f} s"

@@ -1,0 +1,31 @@
+"""Every stack file under stacks/ validates and the whole program runs for it under mocks."""
+
+import pytest
+from program_harness import ROOT, run_program, stack_config
+
+STACKS = sorted(
+    path.name.removeprefix("Pulumi.").removesuffix(".yaml") for path in (ROOT / "stacks").glob("Pulumi.*.yaml")
+)
+
+
+def test_the_stacks_are_there():
+    assert {"local", "e2e", "k8s"} <= set(STACKS)
+    assert (ROOT / "Pulumi.yaml").read_text().count("stackConfigDir: stacks") == 1
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_program_runs_for_stack(stack):
+    run = run_program(stack_config(stack), stack=stack)
+    types = {resource.type for resource in run.resources}
+    config = stack_config(stack)
+    assert ("gpu-cluster:cluster:GpuCluster" in types) == ("cluster" in config)
+    assert ("kubernetes:apps/v1:Deployment" in types) == ("kubernetes" in config)
+    assert run.outputs
+
+
+def test_a_stack_can_have_the_local_cluster_and_kubernetes_side_by_side():
+    config = {**stack_config("local"), **stack_config("k8s")}
+    run = run_program(config, stack="both")
+    assert run.by_name("gpu").type == "gpu-cluster:cluster:GpuCluster"
+    assert run.by_name("k8s-web-app-deployment").type == "kubernetes:apps/v1:Deployment"
+    assert {"node_list", "k8s_web_app_service"} <= set(run.outputs)
