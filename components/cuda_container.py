@@ -7,7 +7,8 @@ import pulumi
 from components.config import ClusterConfig
 from components.lxc_conf import render_lxc_config
 from components.node_image import image_fingerprint
-from components.shell import child_options, env_list, host_command
+from components.options import child_options
+from components.shell import env_list, host_command
 
 
 class CudaContainer(pulumi.ComponentResource):

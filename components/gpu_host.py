@@ -5,7 +5,8 @@ import json
 import pulumi
 
 from components.config import ClusterConfig
-from components.shell import child_options, env_list, host_command
+from components.options import child_options
+from components.shell import env_list, host_command
 
 # Debian packages the host needs: LXC and its Debian template, Slurm's client tools (sinfo,
 # srun from the host) and controller, munge, and the network tools the scripts call.

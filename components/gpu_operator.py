@@ -8,8 +8,8 @@ diff and a test checks them without a cluster.
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gpu_workloads import child_options
 from components.kubernetes_config import GpuOperatorConfig
+from components.options import child_options
 
 CHART = "gpu-operator"
 

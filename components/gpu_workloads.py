@@ -21,6 +21,7 @@ from components.kubernetes_config import (
     NotebookPod,
     NvidiaSmiJob,
 )
+from components.options import child_options
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PART_OF = "gpu-cluster"
@@ -210,19 +211,6 @@ _RESOURCE_CLASSES = {
     ("v1", "Pod"): k8s.core.v1.Pod,
     ("v1", "Service"): k8s.core.v1.Service,
 }
-
-
-def child_options(parent: pulumi.Resource, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
-    """Options for a component's child: the component as parent, plus its provider and deps.
-
-    Only `provider` and `depends_on` are passed on, not the whole of `opts`: aliases or
-    ignore_changes meant for the component must not land on every child. `depends_on` is
-    passed on because children do not inherit it, and a GPU pod must not be created before
-    its namespace and the GPU operator.
-    """
-    provider = opts.provider if opts is not None else None
-    depends_on = opts.depends_on if opts is not None else None
-    return pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on)
 
 
 class GpuWorkloads(pulumi.ComponentResource):

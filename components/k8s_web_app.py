@@ -9,13 +9,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.gpu_workloads import (
-    child_options,
     gpu_limits,
     gpu_pod_scheduling,
     object_metadata,
     selector_labels,
 )
 from components.kubernetes_config import KubernetesConfig, WebAppConfig
+from components.options import child_options
 
 PORT_NAME = "http"
 

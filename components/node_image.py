@@ -3,7 +3,8 @@
 import pulumi
 
 from components.config import ClusterConfig
-from components.shell import child_options, env_list, host_command
+from components.options import child_options
+from components.shell import env_list, host_command
 
 # What every node, the controller and the web app need, so no container downloads packages.
 IMAGE_PACKAGES = ["slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2"]

@@ -49,24 +49,3 @@ def host_command(
         triggers=triggers,
         opts=opts,
     )
-
-
-def child_options(
-    parent: pulumi.Resource,
-    opts: pulumi.ResourceOptions | None,
-    *depends_on: pulumi.Resource,
-    delete_before_replace: bool = False,
-) -> pulumi.ResourceOptions:
-    """Options of a component's command: parented, and ordered after what the component is.
-
-    The engine does not make children wait for their parent's `depends_on`, so the
-    component's own dependencies are handed to its commands explicitly.
-    """
-    inherited = (opts.depends_on if opts else None) or []
-    if not isinstance(inherited, list):
-        inherited = [inherited]
-    return pulumi.ResourceOptions(
-        parent=parent,
-        depends_on=[*inherited, *depends_on],
-        delete_before_replace=delete_before_replace,
-    )

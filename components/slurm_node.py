@@ -3,7 +3,8 @@
 import pulumi
 
 from components.config import ClusterConfig, NodeConfig
-from components.shell import child_options, host_command
+from components.options import child_options
+from components.shell import host_command
 
 
 class SlurmNode(pulumi.ComponentResource):

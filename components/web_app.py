@@ -6,7 +6,8 @@ import pulumi
 
 from components.config import ClusterConfig
 from components.cuda_container import CudaContainer
-from components.shell import child_options, env_list, host_command
+from components.options import child_options
+from components.shell import env_list, host_command
 
 APP_SOURCE = Path(__file__).parent / "app" / "gpu_web_app.py"
 

@@ -91,8 +91,24 @@ def test_a_job_past_its_timeout_is_killed(start_app, tmp_path):
 
 def test_a_burst_cannot_start_more_jobs_than_the_limit(start_app, tmp_path):
     (tmp_path / "nvidia0").touch()
-    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sleep", "1"], max_concurrent_jobs=2)
+    started = tmp_path / "started"
+    started.mkdir()
+    # Each job marks that it runs, then holds its slot until the test releases it.
+    release = tmp_path / "release"
+    job = f'touch "{started}/$$"; while [ ! -e "{release}" ]; do sleep 0.05; done'
+    url = start_app(
+        gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sh", "-c", job], max_concurrent_jobs=2
+    )
     with ThreadPoolExecutor(max_workers=8) as pool:
-        statuses = sorted(status for status, _ in pool.map(lambda _: get(f"{url}/"), range(8)))
-    assert statuses.count(200) == 2, statuses
-    assert statuses.count(503) == 6, statuses
+        holders = [pool.submit(get, f"{url}/") for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while len(list(started.iterdir())) < 2:
+            assert time.monotonic() < deadline, "the first two jobs did not start"
+            time.sleep(0.05)
+        burst = [status for status, _ in pool.map(lambda _: get(f"{url}/"), range(6))]
+        release.touch()
+        held = [future.result()[0] for future in holders]
+    assert burst == [503] * 6, burst
+    assert held == [200, 200]
+    assert len(list(started.iterdir())) == 2, "a refused request started a job"
+    assert get(f"{url}/")[0] == 200, "a slot was not given back"
