@@ -23,13 +23,12 @@ class Bridges(pulumi.ComponentResource):
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:network:Bridges", name, None, opts)
         # A renamed bridge is a new bridge: delete the old one first (same subnet), while
-        # an address change converges in place through the update script.
+        # an address change converges in place when the create runs again.
         nat, cluster = config.network.nat_bridge, config.network.cluster_bridge
         common = {"CLUSTER": config.name, "CLUSTER_DIR": config.cluster_dir}
         self.nat = host_command(
             f"{name}-nat",
             create="bridge_create.sh",
-            update="bridge_create.sh",
             delete="bridge_delete.sh",
             triggers=[nat.name],
             environment={
@@ -43,7 +42,6 @@ class Bridges(pulumi.ComponentResource):
         self.cluster = host_command(
             f"{name}-cluster",
             create="bridge_create.sh",
-            update="bridge_create.sh",
             delete="bridge_delete.sh",
             triggers=[cluster.name],
             environment={**common, "BRIDGE": cluster.name, "ADDRESS": "", "NAT_SUBNET": ""},

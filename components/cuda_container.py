@@ -42,8 +42,7 @@ class CudaContainer(pulumi.ComponentResource):
         self.lxc = host_command(
             f"{name}-lxc",
             create="container_create.sh",
-            # A config change is applied in place: the script rewrites it and restarts.
-            update="container_create.sh",
+            # A config change runs the create again: it rewrites the config and restarts.
             delete="container_delete.sh",
             environment={
                 "CLUSTER": config.name,

@@ -31,7 +31,6 @@ class PortForward(pulumi.ComponentResource):
         self.rules = host_command(
             f"{name}-rules",
             create="forward_create.sh",
-            update="forward_create.sh",
             delete="forward_delete.sh",
             environment={
                 "TAG": f"gpucluster:{config.name}:fwd:{forward.host_port}",

@@ -29,20 +29,19 @@ def host_command(
     *,
     create: str,
     delete: str | None = None,
-    update: str | None = None,
     environment: dict[str, pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
     triggers: list | None = None,
 ) -> local.Command:
-    """A Command on the local host running scripts/<create> (and <update>, <delete>).
+    """A Command on the local host running scripts/<create> (and <delete>).
 
-    Without `update`, changing an input other than a trigger re-runs nothing; give an
-    update script wherever a changed input must reach the host in place.
+    A changed trigger replaces the resource; any other changed input runs the create script
+    again (pulumi-command's behaviour without an `update`), so every create converges the
+    host to its inputs and is safe to repeat.
     """
     return local.Command(
         name,
         create=script(create),
-        update=script(update) if update else None,
         delete=script(delete) if delete else None,
         environment=environment,
         interpreter=INTERPRETER,

@@ -18,7 +18,8 @@ class SlurmController(pulumi.ComponentResource):
         slurm.conf on the host, so `SLURM_CONF=... sinfo/srun` work from the host while the
         host's own munge and /etc/slurm stay untouched.
       - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
-        change is written in place and applied with a slurmctld restart.
+        change is written in place and applied with `scontrol reconfigure`, or a slurmctld
+        restart when the node list changed (Slurm 22.05 cannot add nodes on a reconfigure).
     """
 
     slurm_conf: pulumi.Output[str]
@@ -54,7 +55,6 @@ class SlurmController(pulumi.ComponentResource):
         self.client = host_command(
             f"{name}-client",
             create="client_create.sh",
-            update="client_create.sh",
             delete="client_delete.sh",
             environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
             opts=child_options(self, opts, self.munge_key),
@@ -64,12 +64,12 @@ class SlurmController(pulumi.ComponentResource):
         self.slurmctld = host_command(
             f"{name}-slurmctld",
             create=f"slurmctld_{config.slurm.controller.placement}_create.sh",
-            update=f"slurmctld_{config.slurm.controller.placement}_create.sh",
             delete=f"slurmctld_{config.slurm.controller.placement}_delete.sh",
             environment={
                 **common,
                 **placement,
                 "SLURM_CONF_PATH": conf_path,
+                "CONTROLLER_CONF_DIR": f"{config.cluster_dir}/controller",
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
             },

@@ -29,7 +29,6 @@ class SlurmNode(pulumi.ComponentResource):
         self.slurmd = host_command(
             f"{name}-slurmd",
             create="slurmd_create.sh",
-            update="slurmd_create.sh",
             delete="slurmd_delete.sh",
             environment={
                 "CLUSTER": config.name,

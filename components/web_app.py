@@ -42,7 +42,6 @@ class WebApp(pulumi.ComponentResource):
         self.service = host_command(
             f"{name}-service",
             create="webapp_create.sh",
-            update="webapp_create.sh",
             delete="webapp_delete.sh",
             environment={
                 "CONTAINER": config.container_name(app.name),

@@ -27,6 +27,17 @@ class HostCommand:
     environment: dict
     interpreter: tuple[str, ...]
     dependencies: frozenset[str]
+    triggers: tuple = ()
+    delete_before_replace: bool = False
+
+    def same_inputs(self, other: "HostCommand") -> bool:
+        return (self.create, self.update, self.delete, self.environment, self.interpreter) == (
+            other.create,
+            other.update,
+            other.delete,
+            other.environment,
+            other.interpreter,
+        )
 
 
 @dataclass
@@ -112,7 +123,7 @@ def _run_graph(commands, waits_for, script_of, phase, timeline, workers, timeout
                     if waits_for[urn] <= done:
                         del pending[urn]
                         started = time.monotonic()
-                        future = pool.submit(_timed, command, script_of(command), timeout, started)
+                        future = pool.submit(_timed, script_of(command), timeout, started)
                         running[future] = (command, started)
             if not running:
                 break
@@ -132,8 +143,9 @@ def _run_graph(commands, waits_for, script_of, phase, timeline, workers, timeout
         raise CommandFailedError(f"{phase}: never started {sorted(c.name for c in pending.values())}")
 
 
-def _timed(command: HostCommand, script: str | None, timeout: int, started: float):
-    stdout = _execute(command, script, {}, timeout) if script else ""
+def _timed(steps: list[tuple[HostCommand, str | None]], timeout: int, started: float):
+    """Run a command's scripts in order (two for a replacement); no script, nothing to do."""
+    stdout = "".join(_execute(command, script, {}, timeout) for command, script in steps if script)
     return stdout, time.monotonic() - started
 
 
@@ -141,7 +153,7 @@ def apply(commands: list[HostCommand], workers: int = 8, timeout: int = 900) -> 
     """Run every create in dependency order, independent ones concurrently."""
     timeline = Timeline()
     waits_for = {c.urn: c.dependencies for c in commands}
-    _run_graph(commands, waits_for, lambda c: c.create, "create", timeline, workers, timeout)
+    _run_graph(commands, waits_for, lambda c: [(c, c.create)], "create", timeline, workers, timeout)
     return timeline
 
 
@@ -149,5 +161,40 @@ def destroy(commands: list[HostCommand], workers: int = 8, timeout: int = 600) -
     """Run every delete after the deletes of everything that depends on it."""
     timeline = Timeline()
     dependents = {c.urn: frozenset(d.urn for d in commands if c.urn in d.dependencies) for c in commands}
-    _run_graph(commands, dependents, lambda c: c.delete, "delete", timeline, workers, timeout)
+    _run_graph(commands, dependents, lambda c: [(c, c.delete)], "delete", timeline, workers, timeout)
     return timeline
+
+
+def update(
+    old: list[HostCommand], new: list[HostCommand], workers: int = 8, timeout: int = 900
+) -> tuple[Timeline, dict[str, str]]:
+    """What `pulumi up` does when the program changed: per command of the new program,
+    create it (new), replace it (a trigger changed), run its update script (another input
+    changed; pulumi-command 1.2 runs `create` again when there is no `update`), or leave it;
+    then delete the commands that are gone. Returns the timeline and the action per command.
+    """
+    before = {c.name: c for c in old}
+    actions: dict[str, str] = {}
+
+    def steps(command: HostCommand) -> list[tuple[HostCommand, str | None]]:
+        previous = before.get(command.name)
+        if previous is None:
+            actions[command.name] = "create"
+            return [(command, command.create)]
+        if previous.triggers != command.triggers:
+            actions[command.name] = "replace"
+            replace = [(previous, previous.delete), (command, command.create)]
+            return replace if command.delete_before_replace else replace[::-1]
+        if not previous.same_inputs(command):
+            actions[command.name] = "update"
+            return [(command, command.update or command.create)]
+        actions[command.name] = "same"
+        return []
+
+    timeline = Timeline()
+    waits_for = {c.urn: c.dependencies for c in new}
+    _run_graph(new, waits_for, steps, "update", timeline, workers, timeout)
+    gone = [c for c in old if c.name not in {n.name for n in new}]
+    actions.update({c.name: "delete" for c in gone})
+    timeline.steps += destroy(gone, workers, timeout).steps
+    return timeline, actions

@@ -32,12 +32,19 @@ def remove_stand_in_gpus() -> None:
         STAND_IN_DIR.rmdir()
 
 
-def e2e_config(placement: str) -> dict:
-    """The e2e stack's config with slurmctld placed in c000 ('container') or on the host."""
+def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = False) -> dict:
+    """The e2e stack's config with slurmctld placed in c000 ('container') or on the host;
+    optionally with another partition MaxTime, and grown by a fifth node (c004)."""
     config = stack_config(STACK)
-    config["cluster"]["slurm"]["controller"] = (
+    cluster = config["cluster"]
+    cluster["slurm"]["controller"] = (
         {"placement": "container", "node": "c000"} if placement == "container" else {"placement": "host"}
     )
+    if max_time:
+        cluster["slurm"]["partitions"][0]["max_time"] = max_time
+    if grow:
+        cluster["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
+        cluster["gpu"]["devices"].append(f"{STAND_IN_DIR}/nvidia4")
     return config
 
 
@@ -45,7 +52,8 @@ def teardown() -> None:
     remove_outside_namespace()
     try:
         for placement in PLACEMENTS:
-            destroy(host_commands(run_program(e2e_config(placement), stack=STACK)))
+            # The grown config holds every command of the smaller ones.
+            destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))
     finally:
         remove_stand_in_gpus()
 

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from command_executor import apply, destroy, host_commands
+from command_executor import apply, destroy, host_commands, update
 from e2e_teardown import (
     OUTSIDE_LINK,
     OUTSIDE_NS,
@@ -193,6 +193,18 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     assert json.loads(outside) == {"status": "ok"}
 
 
+def slurm_env(cluster: str) -> dict:
+    return {"SLURM_CONF": f"/var/lib/gpucluster/{cluster}/slurm.conf"}
+
+
+def changed(actions: dict[str, str]) -> dict[str, str]:
+    return {name: action for name, action in actions.items() if action != "same"}
+
+
+def slurmd_pid(cluster: str, node: str) -> str:
+    return sh("lxc-attach", "-n", f"{cluster}-{node}", "--", "pidof", "slurmd").stdout
+
+
 def slurmctld_pid(cluster: str, placement: str) -> str:
     if placement == "host":
         return Path(f"/var/lib/gpucluster/{cluster}/slurmctld.pid").read_text()
@@ -231,10 +243,45 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         sh("pkill", "-f", f"munged --socket=/run/gpucluster-{cluster}/")
         apply(commands)
         check_cluster(config, run.outputs, [])
+
+        # A change in place: a partition's MaxTime is a reconfigure; nothing else runs or restarts.
+        controller_pid = slurmctld_pid(cluster, placement)
+        retimed = host_commands(run_program(e2e_config(placement, max_time="1-00:00:00"), stack=STACK))
+        _, actions = update(commands, retimed)
+        commands = retimed
+        assert changed(actions) == {f"{cluster}-slurm-slurmctld": "update", f"{cluster}-slurm-client": "update"}
+        assert slurmctld_pid(cluster, placement) == controller_pid, "a MaxTime change restarted slurmctld"
+        partition = sh("scontrol", "show", "partition", "tutorial", env=slurm_env(cluster)).stdout
+        assert "MaxTime=1-00:00:00" in partition, partition
+
+        # Grow by one node: that node is created and the controller's config changes; the
+        # other nodes are not touched (their slurmd keeps running).
+        grown_config = e2e_config(placement, max_time="1-00:00:00", grow=True)
+        make_stand_in_gpus(grown_config)
+        slurmd_pids = {node: slurmd_pid(cluster, node) for node in ("c001", "c003")}
+        grown = host_commands(run_program(grown_config, stack=STACK))
+        growth, actions = update(commands, grown)
+        commands = grown
+        assert changed(actions) == {
+            f"{cluster}-c004-lxc": "create",
+            f"{cluster}-c004-slurm-slurmd": "create",
+            f"{cluster}-slurm-slurmctld": "update",
+            f"{cluster}-slurm-client": "update",
+            f"{cluster}-host-preflight": "replace",
+            f"{cluster}-health": "replace",
+        }
+        assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
+        states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
+        assert states.count("idle") == 5, states
+        report.append(
+            f"grow 4 -> 5 nodes: {growth.wall_seconds:.1f} s; changed: "
+            + ", ".join(f"{name} ({action})" for name, action in sorted(changed(actions).items()))
+        )
         total = time.monotonic() - started
     finally:
         remove_outside_namespace()
-        removal = destroy(commands)
+        # The grown config's commands are a superset: nothing is missed whatever step failed.
+        removal = destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))
         remove_stand_in_gpus()
 
     assert leftovers(cluster) == []

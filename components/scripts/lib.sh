@@ -44,6 +44,9 @@ write_if_changed() {
   mv -f "$tmp" "$path"
 }
 
+# node_lines: the NodeName= lines of a slurm.conf on stdin (what a restart, not a reconfigure, needs).
+node_lines() { grep '^NodeName=' || true; }
+
 # ---- LXC ----
 lxc_dir() { printf '/var/lib/lxc/%s' "$1"; }
 lxc_exists() { [ -f "$(lxc_dir "$1")/config" ]; }
