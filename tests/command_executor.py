@@ -87,6 +87,8 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 environment=dict(inputs.get("environment") or {}),
                 interpreter=tuple(inputs.get("interpreter") or ("/bin/sh", "-c")),
                 dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type == COMMAND_TYPE),
+                triggers=tuple(inputs.get("triggers") or ()),
+                delete_before_replace=resource.delete_before_replace,
             )
         )
     return commands
