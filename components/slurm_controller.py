@@ -60,7 +60,12 @@ class SlurmController(pulumi.ComponentResource):
             opts=child_options(self, opts, self.munge_key),
         )
         node = config.controller_node
-        placement = {"CONTAINER": config.container_name(node.name)} if node else {}
+        # In a container slurmctld reads /etc/slurm there; on the host, a directory of its own.
+        placement = (
+            {"CONTAINER": config.container_name(node.name), "SLURM_CONF_PATH": conf_path}
+            if node
+            else {"CONTROLLER_CONF_DIR": f"{config.cluster_dir}/controller"}
+        )
         self.slurmctld = host_command(
             f"{name}-slurmctld",
             create=f"slurmctld_{config.slurm.controller.placement}_create.sh",
@@ -68,8 +73,6 @@ class SlurmController(pulumi.ComponentResource):
             environment={
                 **common,
                 **placement,
-                "SLURM_CONF_PATH": conf_path,
-                "CONTROLLER_CONF_DIR": f"{config.cluster_dir}/controller",
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
             },

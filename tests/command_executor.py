@@ -94,8 +94,8 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
     return commands
 
 
-def _execute(command: HostCommand, script: str, extra_env: dict, timeout: int) -> str:
-    environment = {**os.environ, **command.environment, **extra_env}
+def _execute(command: HostCommand, script: str, timeout: int) -> str:
+    environment = {**os.environ, **command.environment}
     done = subprocess.run(
         [*command.interpreter, script],
         env=environment,
@@ -147,7 +147,7 @@ def _run_graph(commands, waits_for, script_of, phase, timeline, workers, timeout
 
 def _timed(steps: list[tuple[HostCommand, str | None]], timeout: int, started: float):
     """Run a command's scripts in order (two for a replacement); no script, nothing to do."""
-    stdout = "".join(_execute(command, script, {}, timeout) for command, script in steps if script)
+    stdout = "".join(_execute(command, script, timeout) for command, script in steps if script)
     return stdout, time.monotonic() - started
 
 

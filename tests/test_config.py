@@ -19,6 +19,13 @@ def error_of(cluster: dict) -> str:
     return str(caught.value)
 
 
+def error_after(change) -> str:
+    """The config error of the local stack with `change` applied to its cluster section."""
+    cluster = local_cluster()
+    change(cluster)
+    return error_of(cluster)
+
+
 @pytest.mark.parametrize("stack", ["local", "e2e"])
 def test_stack_files_validate(stack):
     config = parse_stack_config(stack_config(stack)).cluster
@@ -181,9 +188,7 @@ RULE_CASES = [
 
 @pytest.mark.parametrize(("rule", "change", "message"), RULE_CASES, ids=[c[0] for c in RULE_CASES])
 def test_cross_field_rule_message(rule, change, message):
-    cluster = local_cluster()
-    change(cluster)
-    assert message in error_of(cluster)
+    assert message in error_after(change)
 
 
 def test_every_rule_has_a_case():
@@ -270,9 +275,7 @@ FIELD_CASES = [
 
 @pytest.mark.parametrize(("case", "change", "message"), FIELD_CASES, ids=[c[0] for c in FIELD_CASES])
 def test_field_rule_message(case, change, message):
-    cluster = local_cluster()
-    change(cluster)
-    assert message in error_of(cluster)
+    assert message in error_after(change)
 
 
 def test_invalid_config_fails_before_any_resource_is_registered():

@@ -138,7 +138,7 @@ def http_get(url: str) -> dict:
 def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     cluster = config["cluster"]
     nodes = [node["name"] for node in cluster["nodes"]]
-    slurm = {"SLURM_CONF": f"/var/lib/gpucluster/{cluster['name']}/slurm.conf"}
+    slurm = slurm_env(cluster["name"])
     shared = Path(cluster["host"]["shared_dir"])
 
     sinfo = sh("sinfo", env=slurm).stdout
