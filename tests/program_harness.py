@@ -34,6 +34,7 @@ class Registration:
     inputs: dict
     dependencies: frozenset[str]
     delete_before_replace: bool
+    replace_with: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -101,6 +102,7 @@ class _RecordingMonitor(MockMonitor):
                     inputs=rpc.deserialize_properties(request.object) if request.custom else {},
                     dependencies=frozenset(request.dependencies),
                     delete_before_replace=request.deleteBeforeReplace,
+                    replace_with=frozenset(request.replace_with),
                 )
             )
         return response
