@@ -50,6 +50,7 @@ class GpuCluster(pulumi.ComponentResource):
                 nat_address=node.nat_address,
                 cluster_address=node.cluster_address,
                 gpu_devices=gpus[node.name],
+                image=self.image.rootfs,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
             for node in config.nodes
@@ -64,6 +65,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-slurm",
             config,
             controller_hostname=controller_hostname,
+            container=self.containers[controller_node.name].lxc if controller_node else None,
             opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
         )
         self.slurm_nodes = [
@@ -71,19 +73,19 @@ class GpuCluster(pulumi.ComponentResource):
                 f"{name}-{node.name}-slurm",
                 config,
                 node,
+                container=self.containers[node.name].lxc,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.containers[node.name], self.controller]),
             )
             for node in config.nodes
         ]
-        # Fails the apply, loudly, when a node is not idle or a GPU job cannot run.
+        # Fails the apply, loudly, when a node does not serve or a test job cannot run; never
+        # waits on users' jobs (components/scripts/health_check.sh).
         self.health = host_command(
             f"{name}-health",
             create="health_check.sh",
             environment={
                 "SLURM_CONF": f"{config.cluster_dir}/slurm.conf",
                 "NODES": config.hostlist,
-                "NODE_COUNT": str(len(config.nodes)),
-                "GPU_NODES": str(sum(1 for paths in gpus.values() if paths)),
             },
             triggers=[config.hostlist],
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.slurm_nodes),
@@ -94,6 +96,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.web_app = WebApp(
                 f"{name}-web",
                 config,
+                image=self.image.rootfs,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
         self.forwards = [

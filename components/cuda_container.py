@@ -34,6 +34,7 @@ class CudaContainer(pulumi.ComponentResource):
         nat_address: IPv4Address,
         cluster_address: IPv4Address | None,
         gpu_devices: list[str],
+        image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
@@ -54,9 +55,10 @@ class CudaContainer(pulumi.ComponentResource):
                 "DRIVER_FILES": env_list(config.gpu.driver_files),
                 "SHARED_DIR": config.host.shared_dir,
             },
-            # A new image means a new clone; the name is reused, so delete first.
+            # A new image means a new clone (replace_with the image); the name and addresses are
+            # reused, so the old clone goes first (and, with it, what was set up inside it).
             triggers=image_fingerprint(config),
-            opts=child_options(self, opts, delete_before_replace=True),
+            opts=child_options(self, opts, delete_before_replace=True, replace_with=[image]),
         )
         self.container = pulumi.Output.from_input(container)
         self.lxc_config = pulumi.Output.from_input(lxc_config)

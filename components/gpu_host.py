@@ -58,6 +58,7 @@ class GpuHost(pulumi.ComponentResource):
             "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
             "HOST_PORTS": env_list(f.host_port for f in config.all_forwards),
             "CONTAINERS": env_list(containers),
+            "CLUSTER_DIR": config.cluster_dir,
         }
         # Re-run the checks whenever what they check changes.
         self.preflight = host_command(

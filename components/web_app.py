@@ -27,7 +27,13 @@ class WebApp(pulumi.ComponentResource):
     url: pulumi.Output[str]
     container: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        image: pulumi.Resource,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
         app = config.web_app
         self.container_resource = CudaContainer(
@@ -37,6 +43,7 @@ class WebApp(pulumi.ComponentResource):
             nat_address=app.nat_address,
             cluster_address=None,
             gpu_devices=config.gpu.devices[:1],
+            image=image,
             opts=child_options(self, opts),
         )
         self.service = host_command(
@@ -52,7 +59,7 @@ class WebApp(pulumi.ComponentResource):
                 "MAX_CONCURRENT_JOBS": str(app.max_concurrent_jobs),
                 "JOB_TIMEOUT_S": str(app.job_timeout_s),
             },
-            opts=child_options(self, opts, self.container_resource),
+            opts=child_options(self, opts, self.container_resource, replace_with=[self.container_resource.lxc]),
         )
         self.url = pulumi.Output.from_input(f"http://{app.nat_address}:{app.port}/")
         self.container = self.container_resource.container

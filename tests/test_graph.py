@@ -21,13 +21,13 @@ def test_component_type_tokens_follow_pkg_module_type(run):
     components = [r for r in run.resources if not r.custom]
     assert components, "no component resources registered"
     for resource in components:
-        assert re.fullmatch(r"gpu-cluster:[a-z]+:[A-Z][A-Za-z]+", resource.type), resource.urn
+        assert re.fullmatch(r"e2e-cluster:[a-z]+:[A-Z][A-Za-z]+", resource.type), resource.urn
 
 
 def test_every_resource_has_a_parent_below_the_cluster(run):
     by_urn = run.by_urn
     cluster = run.by_name("e2e")
-    assert cluster.type == "gpu-cluster:cluster:GpuCluster"
+    assert cluster.type == "e2e-cluster:cluster:GpuCluster"
     for resource in run.resources:
         if resource is cluster:
             continue
@@ -176,3 +176,21 @@ def test_without_web_app_there_is_no_forward():
     run = run_program(config, stack="e2e")
     assert not [r for r in run.resources if "web" in r.name or "fwd" in r.name]
     assert run.outputs["web_url"] == ""
+
+
+def test_what_lives_inside_a_thing_is_replaced_with_it(run):
+    """Replacing the image replaces its clones; replacing a container replaces the daemons set
+    up inside it (slurmd, the app, slurmctld when it runs there); fixed names and addresses
+    mean the old one goes first."""
+    by_urn = run.by_urn
+
+    def lives_on(resource: str) -> set[str]:
+        return {by_urn[urn].name for urn in run.by_name(resource).replace_with}
+
+    assert lives_on("e2e-c001-lxc") == {"e2e-image-rootfs"}
+    assert lives_on("e2e-web-container-lxc") == {"e2e-image-rootfs"}
+    assert lives_on("e2e-c001-slurm-slurmd") == {"e2e-c001-lxc"}
+    assert lives_on("e2e-web-service") == {"e2e-web-container-lxc"}
+    assert lives_on("e2e-slurm-slurmctld") == {"e2e-c000-lxc"}
+    for name in ("e2e-image-rootfs", "e2e-c001-lxc", "e2e-web-container-lxc", "e2e-bridges-nat"):
+        assert run.by_name(name).delete_before_replace, name

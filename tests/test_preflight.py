@@ -36,6 +36,7 @@ def preflight(tmp_path):
         "CLUSTER_SUBNET": "10.97.5.0/24",
         "HOST_PORTS": "",
         "CONTAINERS": "pft-c000",
+        "CLUSTER_DIR": str(tmp_path / "state"),
     }
     made_links: list[str] = []
 
@@ -57,8 +58,13 @@ def preflight(tmp_path):
         if address:
             subprocess.run(["ip", "addr", "add", address, "dev", name], check=True)
 
+    def alias(name: str, text: str) -> None:
+        subprocess.run(["ip", "link", "set", name, "alias", text], check=True)
+
     run.dummy = dummy
+    run.alias = alias
     run.device = device
+    run.cluster_dir = tmp_path / "state"
     yield run
     for name in made_links:
         subprocess.run(["ip", "link", "del", name], check=False)
@@ -140,3 +146,26 @@ def test_a_host_port_forwarded_by_someone_else_is_refused(preflight):
         subprocess.run(["iptables", "-t", "nat", "-D", *rule], check=True)
     assert done.returncode == 1
     assert "host port 7999 is already forwarded by another iptables DNAT rule" in done.stderr
+
+
+def test_a_bridge_of_another_cluster_names_it_and_the_rename_case(preflight):
+    # What a changed `name` meets: the old cluster's bridges, marked with its name.
+    preflight.dummy("pftbr0")
+    preflight.alias("pftbr0", "gpucluster:oldname")
+    done = preflight()
+    assert done.returncode == 1
+    assert (
+        "interface pftbr0 belongs to the cluster 'oldname' (network.*.name): if you renamed the cluster (name), "
+        "destroy it under its old name first"
+    ) in done.stderr
+
+
+def test_a_moved_state_dir_of_a_running_cluster_is_refused(preflight):
+    preflight.dummy("pftbr0")
+    preflight.alias("pftbr0", "gpucluster:pft")
+    done = preflight()
+    assert done.returncode == 1
+    assert "changing host.state_dir in place is not supported" in done.stderr
+    preflight.cluster_dir.mkdir()
+    (preflight.cluster_dir / "munge.key").write_text("k")
+    assert preflight().returncode == 0

@@ -1,7 +1,18 @@
 # One node container: an overlay clone of the image with our LXC config, started and ready.
 # Safe to run for many containers at once: each touches only its own directory.
 require CLUSTER IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
+# stdout is the resource's output (the container's name); everything else goes to stderr.
+exec 3>&1 1>&2
 dir=$(lxc_dir "$CONTAINER")
+# Renamed (the web app's name changed): the previous run printed the old name, which the
+# engine hands back on update. Same address, so the old container goes before the new one.
+previous=${PULUMI_COMMAND_STDOUT:-}
+if [ -n "$previous" ] && [ "$previous" != "$CONTAINER" ] && lxc_exists "$previous" &&
+  [ "$(lxc_owner "$previous")" = "$CLUSTER" ]; then
+  log "renamed from $previous: removing it"
+  lxc-stop -n "$previous" -k >/dev/null 2>&1 || true
+  lxc-destroy -n "$previous" -f >&2
+fi
 if lxc_exists "$CONTAINER"; then
   [ "$(lxc_owner "$CONTAINER")" = "$CLUSTER" ] || die "LXC container $CONTAINER exists and is not this cluster's"
 else
@@ -40,3 +51,4 @@ in_ct "$CONTAINER" ip -4 -o addr show dev eth0 | grep -qF " $NAT_ADDRESS/" ||
 printf '%s\n' "$NODE_HOSTNAME" | ct_write_if_changed "$CONTAINER" /etc/hostname 0644 root:root || true
 in_ct "$CONTAINER" hostname "$NODE_HOSTNAME"
 in_ct "$CONTAINER" sed -i "s/^127\.0\.1\.1[[:space:]].*/127.0.1.1\t$NODE_HOSTNAME/" /etc/hosts
+printf '%s\n' "$CONTAINER" >&3

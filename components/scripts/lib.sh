@@ -122,3 +122,33 @@ ensure_rule() {
   local table=$1 chain=$2; shift 2
   iptables -t "$table" -C "$chain" "$@" 2>/dev/null || iptables -t "$table" -A "$chain" "$@"
 }
+
+# ---- the cluster's slurmctld, wherever it runs ----
+# stop_host_slurmctld: stop a slurmctld started on the host for this cluster (checked by
+# name, so a reused pid is never killed) and remove its files.
+stop_host_slurmctld() {
+  require CLUSTER_DIR
+  local pidfile="$CLUSTER_DIR/slurmctld.pid" pid
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmctld ]; then
+    kill "$pid"
+    wait_until 30 "slurmctld to stop" /bin/sh -c '! kill -0 "$1"' sh "$pid"
+  fi
+  rm -rf "$CLUSTER_DIR/slurmctld" "$pidfile" "$CLUSTER_DIR/slurmctld.log" "$CLUSTER_DIR/controller"
+}
+
+# stop_other_slurmctld KEEP: the controller moved to KEEP (`host` or a container): stop this
+# cluster's slurmctld everywhere else, so that two never serve one cluster.
+stop_other_slurmctld() {
+  require CLUSTER CLUSTER_DIR
+  local keep=$1 dir name
+  [ "$keep" = host ] || stop_host_slurmctld
+  for dir in /var/lib/lxc/*/; do
+    name=$(basename "$dir")
+    [ "$name" != "$keep" ] && [ "$(lxc_owner "$name")" = "$CLUSTER" ] && lxc_running "$name" || continue
+    in_ct "$name" test -e /etc/slurm/slurm.conf || continue
+    log "the controller moved: stopping slurmctld in $name"
+    in_ct "$name" systemctl disable --now --quiet slurmctld || true
+    in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf
+  done
+}

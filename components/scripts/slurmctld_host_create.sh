@@ -3,6 +3,7 @@
 # directory to the configless nodes, so they live in a directory of their own. A changed
 # node list restarts it (state survives in StateSaveLocation); other changes reconfigure.
 require CLUSTER_DIR CONTROLLER_CONF_DIR SLURM_CONF_TEXT GRES_CONF_TEXT
+stop_other_slurmctld host
 conf="$CONTROLLER_CONF_DIR/slurm.conf"
 old_nodes=$(cat "$conf" 2>/dev/null | node_lines) || true
 changed=1
