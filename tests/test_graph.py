@@ -21,13 +21,13 @@ def test_component_type_tokens_follow_pkg_module_type(run):
     components = [r for r in run.resources if not r.custom]
     assert components, "no component resources registered"
     for resource in components:
-        assert re.fullmatch(r"e2e-cluster:[a-z]+:[A-Z][A-Za-z]+", resource.type), resource.urn
+        assert re.fullmatch(r"gpu-cluster:[a-z]+:[A-Z][A-Za-z]+", resource.type), resource.urn
 
 
 def test_every_resource_has_a_parent_below_the_cluster(run):
     by_urn = run.by_urn
     cluster = run.by_name("e2e")
-    assert cluster.type == "e2e-cluster:cluster:GpuCluster"
+    assert cluster.type == "gpu-cluster:cluster:GpuCluster"
     for resource in run.resources:
         if resource is cluster:
             continue
