@@ -44,6 +44,9 @@ if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
   lxc-stop -n "$CONTAINER" -t 30 >&2
 fi
 lxc_running "$CONTAINER" || lxc-start -n "$CONTAINER" -d >&2
+# A container that comes back at an address another one had (a rename, a replacement) has a
+# new MAC: forget the host's stale neighbour entry instead of waiting for it to expire.
+ip neigh flush to "$NAT_ADDRESS" 2>/dev/null || true
 wait_until 120 "systemd in $CONTAINER" systemd_ready "$CONTAINER"
 in_ct "$CONTAINER" ip -4 -o addr show dev eth0 | grep -qF " $NAT_ADDRESS/" ||
   die "$CONTAINER has no address $NAT_ADDRESS on eth0"
