@@ -74,6 +74,10 @@ def slurmctld_processes() -> list[str]:
     return found
 
 
+def job_state(job: str) -> str:
+    return sh("squeue", "-h", "-j", job, "-o", "%T", env=SLURM).stdout.strip()
+
+
 def wait_for(condition: str, seconds: int = 60) -> None:
     """Poll a shell condition (with the cluster's SLURM_CONF) until it holds."""
     loop = f"for _ in $(seq {seconds * 2}); do {condition} && exit 0; sleep 0.5; done; exit 1"
@@ -185,7 +189,9 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
         assert '"ok"' in curl(7001)
         config = renamed
 
-        # Move the controller: container c000 -> host -> container c001; one slurmctld at a time.
+        # Move the controller: container c000 -> host -> container c001; one slurmctld at a time,
+        # and the queue (a held job) moves with it.
+        held = sh("sbatch", "--parsable", "--hold", "--chdir=/tmp", "--wrap", "true", env=SLURM).stdout.strip()
         for placement, where in (({"placement": "host"}, "host"), ({"placement": "container", "node": "c001"}, "c001")):
             move = copy.deepcopy(config)
             move["cluster"]["slurm"]["controller"] = placement
@@ -194,6 +200,7 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
             assert len(running) == 1, running
             assert (where == "host") == ("in " not in running[0]), running
             assert set(node_states().values()) == {"idle"}, node_states()
+            assert job_state(held) == "PENDING", f"the queue was lost moving the controller to {where}"
             config = move
         check_cluster(config, replay.outputs, [])
 
@@ -207,7 +214,21 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
         assert actions["e2e-slurm-slurmctld"] == "replace" and actions["e2e-web-service"] == "replace"
         assert sh("lxc-attach", "-n", "e2e-c002", "--", "test", "-x", "/usr/bin/less", check=False).returncode == 0
         assert containers("e2e-") == ["e2e-c000", "e2e-c001", "e2e-c002", "e2e-c003", "e2e-image", "e2e-portal"]
+        assert job_state(held) == "PENDING", "the queue was lost replacing the controller's container"
+        sh("scancel", held, env=SLURM)
         config = rebuilt
+        check_cluster(config, replay.outputs, [])
+
+        # A bridge's name: the bridge is replaced (the old one first) and every container is
+        # restarted onto the new one.
+        rebridged = copy.deepcopy(config)
+        rebridged["cluster"]["network"]["nat_bridge"]["name"] = "e2ebr2"
+        actions = replay.apply("network.nat_bridge.name (restarts every container)", rebridged)
+        assert actions["e2e-bridges-nat"] == "replace"
+        assert all(actions[f"e2e-{node}-lxc"] == "update" for node in ("c000", "c001", "c002", "c003"))
+        assert not Path("/sys/class/net/e2ebr0").exists() and Path("/sys/class/net/e2ebr2").exists()
+        wait_for('[ "$(sinfo -h -o %T | sort -u)" = idle ]')
+        config = rebridged
         check_cluster(config, replay.outputs, [])
 
         # A changed name or state_dir is another cluster: refused before anything changes.

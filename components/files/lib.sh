@@ -124,8 +124,40 @@ ensure_rule() {
 }
 
 # ---- the cluster's slurmctld, wherever it runs ----
+# The controller's state (its job queue) is kept on the host, in $CLUSTER_DIR/slurmctld: there
+# slurmctld on the host runs from it, and a slurmctld in a container saves it there when it
+# stops, so a controller that moves or whose container is replaced starts from the same queue.
+CT_SLURMCTLD_STATE=/var/lib/slurm/slurmctld
+
+# stop_ct_slurmctld CONTAINER: stop slurmctld there and save its state to the host.
+stop_ct_slurmctld() {
+  require CLUSTER_DIR
+  local name=$1 saved="$CLUSTER_DIR/slurmctld"
+  in_ct "$name" systemctl disable --now --quiet slurmctld || true
+  if in_ct "$name" test -e "$CT_SLURMCTLD_STATE/job_state"; then
+    rm -rf "$saved.new" && mkdir -p "$saved.new"
+    in_ct "$name" tar -C "$CT_SLURMCTLD_STATE" -cf - . | tar -C "$saved.new" -xf -
+    chown -R slurm:slurm "$saved.new" 2>/dev/null || true
+    rm -rf "$saved" && mv "$saved.new" "$saved"
+  fi
+  in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf
+}
+
+# restore_ct_slurmctld CONTAINER: a slurmctld about to start there for the first time takes
+# the saved state (which then lives in the container only).
+restore_ct_slurmctld() {
+  require CLUSTER_DIR
+  local name=$1 saved="$CLUSTER_DIR/slurmctld"
+  [ -e "$saved/job_state" ] || return 0
+  in_ct "$name" test -e "$CT_SLURMCTLD_STATE/job_state" && return 0
+  log "starting slurmctld in $name from the saved queue"
+  tar -C "$saved" -cf - . |
+    in_ct "$name" /bin/sh -c 'set -e; mkdir -p "$1"; tar -C "$1" -xf -; chown -R slurm:slurm "$1"' sh "$CT_SLURMCTLD_STATE"
+  rm -rf "$saved"
+}
+
 # stop_host_slurmctld: stop a slurmctld started on the host for this cluster (checked by
-# name, so a reused pid is never killed) and remove its files.
+# name, so a reused pid is never killed); its state stays for the next controller.
 stop_host_slurmctld() {
   require CLUSTER_DIR
   local pidfile="$CLUSTER_DIR/slurmctld.pid" pid
@@ -134,7 +166,7 @@ stop_host_slurmctld() {
     kill "$pid"
     wait_until 30 "slurmctld to stop" /bin/sh -c '! kill -0 "$1"' sh "$pid"
   fi
-  rm -rf "$CLUSTER_DIR/slurmctld" "$pidfile" "$CLUSTER_DIR/slurmctld.log" "$CLUSTER_DIR/controller"
+  rm -rf "$pidfile" "$CLUSTER_DIR/slurmctld.log" "$CLUSTER_DIR/controller"
 }
 
 # stop_other_slurmctld KEEP: the controller moved to KEEP (`host` or a container): stop this
@@ -148,7 +180,6 @@ stop_other_slurmctld() {
     [ "$name" != "$keep" ] && [ "$(lxc_owner "$name")" = "$CLUSTER" ] && lxc_running "$name" || continue
     in_ct "$name" test -e /etc/slurm/slurm.conf || continue
     log "the controller moved: stopping slurmctld in $name"
-    in_ct "$name" systemctl disable --now --quiet slurmctld || true
-    in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf
+    stop_ct_slurmctld "$name"
   done
 }

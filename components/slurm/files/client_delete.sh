@@ -7,3 +7,5 @@ if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
 fi
 rm -rf "$state" "$(dirname "$MUNGE_SOCKET")"
 rm -f "$SLURM_CONF_PATH"
+# The controller's saved state goes with the cluster (the client lives as long as it does).
+rm -rf "$CLUSTER_DIR/slurmctld"
