@@ -43,16 +43,18 @@ if [ "$(cat "/sys/class/net/$NAT_BRIDGE/ifalias" 2>/dev/null)" = "$owner_alias" 
   problems+=("the cluster $CLUSTER is up on this host with its state elsewhere ($CLUSTER_DIR has no munge key): changing host.state_dir in place is not supported; destroy the cluster with its old config first, then apply")
 fi
 
-# Subnets: no other interface may hold an address inside ours (Debian's lxc-net takes 10.0.3.1/24).
+# Subnets: no other interface (but our own bridges) may hold an address inside ours (Debian's lxc-net takes 10.0.3.1/24).
 while read -r line; do
   problems+=("$line")
-done < <(python3 - "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" <<'PY'
-import ipaddress, json, subprocess, sys
-nat, cluster, *ours = sys.argv[1:]
+done < <(python3 - "$owner_alias" "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" <<'PY'
+import ipaddress, json, pathlib, subprocess, sys
+owner, nat, cluster, *ours = sys.argv[1:]
 wanted = {"network.nat_bridge.address": ipaddress.ip_interface(nat).network,
           "network.cluster_bridge.subnet": ipaddress.ip_network(cluster)}
 for link in json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True).stdout or "[]"):
-    if link["ifname"] in ours:
+    alias = pathlib.Path(f"/sys/class/net/{link['ifname']}/ifalias")
+    # Ours by name, or a bridge of this cluster being renamed (it goes before the new one).
+    if link["ifname"] in ours or (alias.exists() and alias.read_text().strip() == owner):
         continue
     for info in link.get("addr_info", []):
         net = ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network
