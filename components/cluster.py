@@ -4,6 +4,7 @@ import socket
 
 import pulumi
 
+from components.boot_unit import BootUnit
 from components.bridges import Bridges
 from components.config import ClusterConfig
 from components.cuda_container import CudaContainer
@@ -31,6 +32,7 @@ class GpuCluster(pulumi.ComponentResource):
     slurm_env: pulumi.Output[str]
     node_shells: pulumi.Output[dict]
     host_facts: pulumi.Output[dict]
+    boot_command: pulumi.Output[str]
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
@@ -106,6 +108,10 @@ class GpuCluster(pulumi.ComponentResource):
             for forward in config.all_forwards
         ]
 
+        # Written last, deleted first: a destroy cut short is not brought back at the next boot.
+        everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
+        self.boot = BootUnit(f"{name}-boot", config, opts=pulumi.ResourceOptions(parent=self, depends_on=everything))
+
         nat_gateway = config.network.nat_bridge.address.ip
         self.controller_address = self.controller.address
         self.nodes = pulumi.Output.from_input(
@@ -133,8 +139,10 @@ class GpuCluster(pulumi.ComponentResource):
             cgroup_version=self.host.cgroup_version,
             uvm_major=self.host.uvm_major,
         )
+        self.boot_command = self.boot.boot_command
         self.register_outputs(
             {
+                "boot_command": self.boot_command,
                 "controller_address": self.controller_address,
                 "nodes": self.nodes,
                 "node_list": self.node_list,

@@ -234,6 +234,10 @@ class ClusterConfig(StrictModel):
         )
         return web + list(self.forwards)
 
+    def forward_tag(self, host_port: int) -> str:
+        """The iptables comment on every rule of a forward (delete and verify find them by it)."""
+        return f"gpucluster:{self.name}:fwd:{host_port}"
+
     def target_address(self, target: str) -> IPv4Address:
         """NAT-bridge address of a node or of the web app (a forward's target)."""
         if self.web_app and target == self.web_app.name:

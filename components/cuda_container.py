@@ -46,6 +46,7 @@ class CudaContainer(pulumi.ComponentResource):
             delete="container_delete.sh",
             environment={
                 "CLUSTER": config.name,
+                "CLUSTER_DIR": config.cluster_dir,
                 "IMAGE": config.container_name("image"),
                 "CONTAINER": container,
                 "NODE_HOSTNAME": hostname,

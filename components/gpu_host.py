@@ -24,6 +24,9 @@ HOST_PACKAGES = [
     "procps",
 ]
 
+# What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
+KEEP_DIR = "/var/cache/gpucluster"
+
 
 class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
@@ -33,7 +36,9 @@ class GpuHost(pulumi.ComponentResource):
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
         a host port already listening, a container name taken by a foreign container; its
         stdout (JSON) reports what it found.
-      - `<name>-packages`: installs missing packages; destroy removes only those it installed.
+      - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
+        one can take reverse dependencies and other users' packages along) and keeps their
+        list in KEEP_DIR/<cluster>/packages-left-installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
     """
@@ -51,6 +56,8 @@ class GpuHost(pulumi.ComponentResource):
             containers.append(config.container_name(config.web_app.name))
         environment = {
             "CLUSTER": config.name,
+            "CLUSTER_DIR": config.cluster_dir,
+            "IMAGE": config.container_name("image"),
             "GPU_DEVICES": env_list(config.gpu.devices),
             "NAT_BRIDGE": net.nat_bridge.name,
             "NAT_ADDRESS": str(net.nat_bridge.address),
@@ -72,8 +79,10 @@ class GpuHost(pulumi.ComponentResource):
             create="packages_create.sh",
             delete="packages_delete.sh",
             environment={
+                "CLUSTER": config.name,
                 "PACKAGES": env_list(HOST_PACKAGES if config.host.install_packages else []),
                 "RECORD": f"{config.cluster_dir}/host-packages",
+                "KEEP_DIR": KEEP_DIR,
             },
             opts=child_options(self, opts, self.preflight),
         )

@@ -33,7 +33,7 @@ class PortForward(pulumi.ComponentResource):
             create="forward_create.sh",
             delete="forward_delete.sh",
             environment={
-                "TAG": f"gpucluster:{config.name}:fwd:{forward.host_port}",
+                "TAG": config.forward_tag(forward.host_port),
                 "HOST_PORT": str(forward.host_port),
                 "TARGET_ADDRESS": str(address),
                 "TARGET_PORT": str(forward.port),

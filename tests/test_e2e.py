@@ -269,6 +269,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-slurm-client": "update",
             f"{cluster}-host-preflight": "replace",
             f"{cluster}-health": "replace",
+            f"{cluster}-boot-unit": "update",
         }
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
