@@ -21,7 +21,7 @@ if stack.cluster:
     pulumi.export("verify_command", f"./verify.sh {pulumi.get_stack()}")
 
 if stack.kubernetes:
-    from components.kubernetes_target import build_kubernetes
+    from components.kubernetes.target import build_kubernetes
 
     for key, value in build_kubernetes(stack.kubernetes).items():
         pulumi.export(key, value)

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 [ -x venv/bin/python ] || { python3 -m venv venv && venv/bin/python -m pip install -q -r requirements.txt; }
-exec venv/bin/python -m components.verify "$@"
+exec venv/bin/python -m components.host.verify "$@"
