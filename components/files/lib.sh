@@ -320,6 +320,6 @@ load_host_state() {
   local line
   [ -r "$1" ] || die "host state file $1 is missing (written by the cluster's boot-unit resource)"
   while IFS= read -r line; do
-    [[ "$line" =~ ^([A-Z_]+)=(.*)$ ]] && export "${BASH_REMATCH[1]}=${BASH_REMATCH[2]}"
+    if [[ "$line" =~ ^([A-Z_]+)=(.*)$ ]]; then export "${BASH_REMATCH[1]}=${BASH_REMATCH[2]}"; fi
   done < "$1"
 }
