@@ -134,8 +134,9 @@ def interrupted_clone_recovers(config: dict, commands: list, report: list[str]) 
 # ---- destroy beside a second cluster ----
 
 
-def small_cluster(name: str, octet: int, host_port: int, device: str) -> dict:
-    """A one-node cluster of the e2e stack's shape with its own names, subnets and port."""
+def small_cluster(name: str, octet: int, host_port: int | None, device: str) -> dict:
+    """A one-node cluster of the e2e stack's shape with its own names, subnets and port
+    (no web app without a port)."""
     config = stack_config("e2e")
     cluster = config["cluster"]
     cluster["name"] = name
@@ -148,6 +149,8 @@ def small_cluster(name: str, octet: int, host_port: int, device: str) -> dict:
     cluster["nodes"] = [{"name": "c000", "nat_address": f"10.{octet}.3.2", "cluster_address": f"10.{octet}.5.1"}]
     cluster["slurm"]["controller"] = {"placement": "host"}
     cluster["web_app"] = {"name": "web", "nat_address": f"10.{octet}.3.10", "host_port": host_port}
+    if host_port is None:
+        del cluster["web_app"]
     return config
 
 
@@ -158,7 +161,7 @@ def packages() -> str:
 @pytest.mark.e2e
 def test_destroy_beside_a_second_cluster(capsys):
     require_host()
-    first, second = small_cluster("sidea", 45, 7010, "nvidia0"), small_cluster("sideb", 46, 7011, "nvidia1")
+    first, second = small_cluster("sidea", 45, None, "nvidia0"), small_cluster("sideb", 46, 7011, "nvidia1")
     runs = {c["cluster"]["name"]: host_commands(run_program(c, stack="e2e")) for c in (first, second)}
     report: list[str] = []
     for commands in runs.values():

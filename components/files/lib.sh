@@ -57,7 +57,7 @@ lxc_owner() { cat "$(lxc_dir "$1")/gpucluster-owner" 2>/dev/null || true; }
 # made, says it is ours: `lxc_pending CLUSTER_DIR NAME`. Clones must also sit on our image.
 lxc_pending_marker() { printf '%s/pending/%s' "$1" "$2"; }
 lxc_pending() { [ -f "$(lxc_pending_marker "$1" "$2")" ] && [ -z "$(lxc_owner "$2")" ]; }
-lxc_on_image() { grep -qsE "^lxc\.rootfs\.path = overlay:$(lxc_dir "$2")/rootfs:" "$(lxc_dir "$1")/config"; }
+lxc_on_image() { grep -qsE "^lxc\.rootfs\.path *= *overlay(fs)?:$(lxc_dir "$2")/rootfs:" "$(lxc_dir "$1")/config"; }
 
 # lxc_ours CLUSTER CLUSTER_DIR NAME [IMAGE]: the container is this cluster's: marked, or a
 # half-made one this cluster was making (for a clone: an overlay of the cluster's image).
