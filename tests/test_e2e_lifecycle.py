@@ -167,6 +167,8 @@ def test_destroy_beside_a_second_cluster(capsys):
     for commands in runs.values():
         destroy(commands)
     forward_before = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
+    shared_parent = Path("/srv/gpucluster")
+    shared_before = shared_parent.exists()
     make_stand_in_gpus(first)
     make_stand_in_gpus(second)
     try:
@@ -203,6 +205,10 @@ def test_destroy_beside_a_second_cluster(capsys):
             destroy(commands)
         sh(str(ROOT / "purge-kept.sh"), "sidea", check=False)
         remove_stand_in_gpus()
+        # Each cluster removes the shared directories it made; a parent made by the first
+        # cluster and still holding the second's stays behind (the record is per cluster).
+        if not shared_before:
+            sh("rmdir", "--ignore-fail-on-non-empty", str(shared_parent), check=False)
     assert leftovers("sideb") == []
     assert not IP_FORWARD_DIR.exists()
     assert Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() == forward_before
