@@ -7,6 +7,7 @@ import pulumi
 
 from components.app.web_app import WebApp
 from components.config import ClusterConfig
+from components.host.boot_unit import BootUnit, render_host_state
 from components.host.gpu_host import GpuHost
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
@@ -39,6 +40,7 @@ class GpuCluster(pulumi.ComponentResource):
     slurm_env: pulumi.Output[str]
     node_shells: pulumi.Output[dict]
     host_facts: pulumi.Output[dict]
+    boot_command: pulumi.Output[str]
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
@@ -146,6 +148,15 @@ class GpuCluster(pulumi.ComponentResource):
             for forward in config.all_forwards
         ]
 
+        # Written last, deleted first: a destroy cut short is not brought back at the next boot.
+        everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
+        self.boot = BootUnit(
+            f"{name}-boot",
+            cluster,
+            render_host_state(config),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
+        )
+
         nat_gateway = config.network.nat_bridge.address.ip
         self.controller_address = self.controller.address
         self.nodes = pulumi.Output.from_input(
@@ -173,8 +184,10 @@ class GpuCluster(pulumi.ComponentResource):
             cgroup_version=self.host.cgroup_version,
             uvm_major=self.host.uvm_major,
         )
+        self.boot_command = self.boot.boot_command
         self.register_outputs(
             {
+                "boot_command": self.boot_command,
                 "controller_address": self.controller_address,
                 "nodes": self.nodes,
                 "node_list": self.node_list,

@@ -153,8 +153,9 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     added = set(new) - set(old)
     changed = {name for name in old if new.get(name) != old[name]}
     assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd"}
-    # The controller's slurm.conf, the host's client copy, the checks that cover every node.
-    assert changed == {"e2e-slurm-slurmctld", "e2e-slurm-client", "e2e-host-preflight", "e2e-health"}
+    # The controller's slurm.conf, the host's client copy, the checks that cover every node,
+    # and the boot unit's list of containers.
+    assert changed == {"e2e-slurm-slurmctld", "e2e-slurm-client", "e2e-host-preflight", "e2e-health", "e2e-boot-unit"}
 
 
 def test_controller_on_the_host():

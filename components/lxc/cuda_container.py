@@ -58,6 +58,7 @@ class CudaContainer(pulumi.ComponentResource):
             delete=FILES / "container_delete.sh",
             environment={
                 "CLUSTER": cluster.name,
+                "CLUSTER_DIR": cluster.cluster_dir,
                 "IMAGE": cluster.container_name("image"),
                 "CONTAINER": container,
                 "NODE_HOSTNAME": spec.hostname,

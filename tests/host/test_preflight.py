@@ -30,6 +30,7 @@ def preflight(tmp_path):
     subprocess.run(["mknod", str(device), "c", "195", "0"], check=True)
     environment = {
         "CLUSTER": "pft",
+        "IMAGE": "pft-image",
         "GPU_DEVICES": str(device),
         "NAT_BRIDGE": "pftbr0",
         "NAT_ADDRESS": "10.97.3.1/24",
@@ -170,3 +171,28 @@ def test_a_moved_state_dir_of_a_running_cluster_is_refused(preflight):
     preflight.cluster_dir.mkdir()
     (preflight.cluster_dir / "munge.key").write_text("k")
     assert preflight().returncode == 0
+
+
+def half_made_clone(preflight, rootfs: str) -> subprocess.CompletedProcess:
+    """A clone whose create was cut between lxc-copy and the owner marker: only the pending
+    marker, written before the clone, says whose it is."""
+    container = Path("/var/lib/lxc/pft-c000")
+    container.mkdir(parents=True)
+    pending = preflight.cluster_dir / "pending" / "pft-c000"
+    pending.parent.mkdir(parents=True)
+    pending.touch()
+    try:
+        (container / "config").write_text(f"lxc.rootfs.path = {rootfs}\n")
+        return preflight()
+    finally:
+        shutil.rmtree(container)
+
+
+def test_a_clone_cut_short_before_its_owner_marker_is_still_ours(preflight):
+    done = half_made_clone(preflight, "overlay:/var/lib/lxc/pft-image/rootfs:/var/lib/lxc/pft-c000/delta0")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_pending_marker_does_not_claim_a_container_on_another_image(preflight):
+    done = half_made_clone(preflight, "overlay:/var/lib/lxc/other-image/rootfs:/var/lib/lxc/pft-c000/delta0")
+    assert "LXC container pft-c000 already exists and is not this cluster's" in done.stderr

@@ -1,6 +1,6 @@
 # Preflight: read-only checks of the host, before anything is changed. Every problem is
 # reported (not just the first), then it fails. Prints one JSON line of what it found.
-require CLUSTER GPU_DEVICES NAT_BRIDGE NAT_ADDRESS CLUSTER_BRIDGE CLUSTER_SUBNET HOST_PORTS CONTAINERS CLUSTER_DIR
+require CLUSTER CLUSTER_DIR IMAGE GPU_DEVICES NAT_BRIDGE NAT_ADDRESS CLUSTER_BRIDGE CLUSTER_SUBNET HOST_PORTS CONTAINERS
 problems=()
 owner_alias="gpucluster:$CLUSTER"
 
@@ -81,8 +81,11 @@ done < <(lines "$HOST_PORTS")
 
 # Containers: a name already taken must be ours.
 while read -r container; do
-  owner=$(lxc_owner "$container")
-  if lxc_exists "$container" && [ "$owner" != "$CLUSTER" ]; then
+  image=$IMAGE
+  [ "$container" != "$IMAGE" ] || image=
+  if { lxc_exists "$container" || [ -d "$(lxc_dir "$container")" ]; } &&
+    ! lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$container" "$image"; then
+    owner=$(lxc_owner "$container")
     problems+=("LXC container $container already exists and is not this cluster's${owner:+ (it belongs to the cluster $owner)}: rename the cluster or remove it")
   fi
 done < <(lines "$CONTAINERS")

@@ -1,6 +1,6 @@
 # One node container: an overlay clone of the image with our LXC config, started and ready.
 # Safe to run for many containers at once: each touches only its own directory.
-require CLUSTER IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
+require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
 # stdout is the resource's output (the container's name); everything else goes to stderr.
 exec 3>&1 1>&2
 dir=$(lxc_dir "$CONTAINER")
@@ -13,12 +13,21 @@ if [ -n "$previous" ] && [ "$previous" != "$CONTAINER" ] && lxc_exists "$previou
   lxc-stop -n "$previous" -k >/dev/null 2>&1 || true
   lxc-destroy -n "$previous" -f >&2
 fi
-if lxc_exists "$CONTAINER"; then
-  [ "$(lxc_owner "$CONTAINER")" = "$CLUSTER" ] || die "LXC container $CONTAINER exists and is not this cluster's"
-else
+if lxc_exists "$CONTAINER" || [ -d "$dir" ]; then
+  lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER" "$IMAGE" || die "LXC container $CONTAINER exists and is not this cluster's"
+  if lxc_pending "$CLUSTER_DIR" "$CONTAINER"; then
+    log "removing $CONTAINER left half-made by an interrupted run"
+    lxc-destroy -n "$CONTAINER" -f >&2 || rm -rf "$dir"
+  fi
+fi
+if ! lxc_exists "$CONTAINER"; then
   lxc_exists "$IMAGE" || die "node image $IMAGE is missing"
+  # The pending marker first: an interruption before the owner marker leaves a clone that
+  # the next run still recognizes as this cluster's (and makes again).
+  mkdir -p "$CLUSTER_DIR/pending"
+  touch "$(lxc_pending_marker "$CLUSTER_DIR" "$CONTAINER")"
   lxc-copy -n "$IMAGE" -N "$CONTAINER" -s -B overlay >&2
-  echo "$CLUSTER" > "$dir/gpucluster-owner"
+  lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER"
 fi
 mkdir -p "$SHARED_DIR"
 
