@@ -7,7 +7,7 @@ import pulumi
 from components.config import ClusterConfig
 from components.lxc.cuda_container import CudaContainer
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -29,7 +29,13 @@ class WebApp(pulumi.ComponentResource):
     url: pulumi.Output[str]
     container: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
+    ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
         app = config.web_app
         self.container_resource = CudaContainer(
@@ -40,9 +46,11 @@ class WebApp(pulumi.ComponentResource):
             cluster_address=None,
             gpu_devices=config.gpu.devices[:1],
             opts=child_options(self, opts),
+            transport=transport,
         )
         self.service = host_command(
             f"{name}-service",
+            transport=transport,
             create=FILES / "webapp_create.sh",
             delete=FILES / "webapp_delete.sh",
             environment={

@@ -7,7 +7,7 @@ import pulumi
 
 from components.config import ClusterConfig
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -46,7 +46,13 @@ class GpuHost(pulumi.ComponentResource):
     cgroup_version: pulumi.Output[str]
     uvm_major: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
+    ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         net = config.network
         containers = [config.container_name(n) for n in [*config.node_names, "image"]]
@@ -65,6 +71,7 @@ class GpuHost(pulumi.ComponentResource):
         # Re-run the checks whenever what they check changes.
         self.preflight = host_command(
             f"{name}-preflight",
+            transport=transport,
             create=FILES / "preflight.sh",
             environment=environment,
             triggers=[json.dumps(environment, sort_keys=True)],
@@ -72,6 +79,7 @@ class GpuHost(pulumi.ComponentResource):
         )
         self.packages = host_command(
             f"{name}-packages",
+            transport=transport,
             create=FILES / "packages_create.sh",
             delete=FILES / "packages_delete.sh",
             environment={
@@ -82,6 +90,7 @@ class GpuHost(pulumi.ComponentResource):
         )
         self.shared_dir = host_command(
             f"{name}-shared-dir",
+            transport=transport,
             create=FILES / "shared_dir_create.sh",
             delete=FILES / "shared_dir_delete.sh",
             environment={

@@ -9,7 +9,7 @@ from components.config import ClusterConfig
 from components.lxc.lxc_conf import render_lxc_config
 from components.lxc.node_image import image_fingerprint
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -38,12 +38,14 @@ class CudaContainer(pulumi.ComponentResource):
         cluster_address: IPv4Address | None,
         gpu_devices: list[str],
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
         container = config.container_name(hostname)
         lxc_config = render_lxc_config(config, hostname, nat_address, cluster_address, gpu_devices)
         self.lxc = host_command(
             f"{name}-lxc",
+            transport=transport,
             create=FILES / "container_create.sh",
             # A config change runs the create again: it rewrites the config and restarts.
             delete=FILES / "container_delete.sh",

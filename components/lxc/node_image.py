@@ -6,7 +6,7 @@ import pulumi
 
 from components.config import ClusterConfig
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -25,12 +25,19 @@ class NodeImage(pulumi.ComponentResource):
 
     container: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
+    ):
         super().__init__("gpu-cluster:lxc:NodeImage", name, None, opts)
         image = config.container_name("image")
         packages = image_packages(config)
         self.rootfs = host_command(
             f"{name}-rootfs",
+            transport=transport,
             create=FILES / "image_create.sh",
             delete=FILES / "image_delete.sh",
             environment={

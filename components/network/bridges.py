@@ -6,7 +6,7 @@ import pulumi
 
 from components.config import ClusterConfig
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -24,7 +24,13 @@ class Bridges(pulumi.ComponentResource):
     nat_bridge: pulumi.Output[str]
     cluster_bridge: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
+    ):
         super().__init__("gpu-cluster:network:Bridges", name, None, opts)
         # A renamed bridge is a new bridge: delete the old one first (same subnet), while
         # an address change converges in place when the create runs again.
@@ -32,6 +38,7 @@ class Bridges(pulumi.ComponentResource):
         common = {"CLUSTER": config.name, "CLUSTER_DIR": config.cluster_dir}
         self.nat = host_command(
             f"{name}-nat",
+            transport=transport,
             create=FILES / "bridge_create.sh",
             delete=FILES / "bridge_delete.sh",
             triggers=[nat.name],
@@ -45,6 +52,7 @@ class Bridges(pulumi.ComponentResource):
         )
         self.cluster = host_command(
             f"{name}-cluster",
+            transport=transport,
             create=FILES / "bridge_create.sh",
             delete=FILES / "bridge_delete.sh",
             triggers=[cluster.name],

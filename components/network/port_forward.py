@@ -6,7 +6,7 @@ import pulumi
 
 from components.config import ClusterConfig, PortForwardConfig
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -29,11 +29,13 @@ class PortForward(pulumi.ComponentResource):
         config: ClusterConfig,
         forward: PortForwardConfig,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:network:PortForward", name, None, opts)
         address = config.target_address(forward.target)
         self.rules = host_command(
             f"{name}-rules",
+            transport=transport,
             create=FILES / "forward_create.sh",
             delete=FILES / "forward_delete.sh",
             environment={

@@ -7,7 +7,7 @@ import pulumi
 from components.config import ClusterConfig
 from components.options import child_options
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 # The munge key is a host secret: its scripts live with the host's.
@@ -39,6 +39,7 @@ class SlurmController(pulumi.ComponentResource):
         config: ClusterConfig,
         controller_hostname: str,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         slurm_conf = render_slurm_conf(config, controller_hostname)
@@ -53,6 +54,7 @@ class SlurmController(pulumi.ComponentResource):
         }
         self.munge_key = host_command(
             f"{name}-munge-key",
+            transport=transport,
             create=HOST_FILES / "munge_key_create.sh",
             delete=HOST_FILES / "munge_key_delete.sh",
             environment=common,
@@ -60,6 +62,7 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.client = host_command(
             f"{name}-client",
+            transport=transport,
             create=FILES / "client_create.sh",
             delete=FILES / "client_delete.sh",
             environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
@@ -74,6 +77,7 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.slurmctld = host_command(
             f"{name}-slurmctld",
+            transport=transport,
             create=FILES / f"slurmctld_{config.slurm.controller.placement}_create.sh",
             delete=FILES / f"slurmctld_{config.slurm.controller.placement}_delete.sh",
             environment={

@@ -6,7 +6,7 @@ import pulumi
 
 from components.config import ClusterConfig, NodeConfig
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -28,10 +28,12 @@ class SlurmNode(pulumi.ComponentResource):
         config: ClusterConfig,
         node: NodeConfig,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmNode", name, None, opts)
         self.slurmd = host_command(
             f"{name}-slurmd",
+            transport=transport,
             create=FILES / "slurmd_create.sh",
             delete=FILES / "slurmd_delete.sh",
             environment={
