@@ -220,6 +220,9 @@ class ClusterHostConfig(StrictModel):
     address: IPv4Address | None = Field(
         None, description="address the other hosts reach this host at: their route to its container subnets"
     )
+    hostname: Hostname | None = Field(
+        None, description="the machine's short hostname (`hostname -s`): needed where slurmctld runs on the host"
+    )
     retired: bool = Field(
         False,
         description="the host is gone for good: its commands are dropped from the program (and the "
@@ -369,7 +372,15 @@ class ClusterConfig(StrictModel):
     @property
     def munge_socket(self) -> str:
         """Cluster-private munge socket: the host's own munge (if any) is left alone."""
-        return f"/run/gpucluster-{self.name}/munge.socket"
+        run_dir = self.controller_host.run_dir if self.multi_host else "/run"
+        return f"{run_dir}/gpucluster-{self.name}/munge.socket"
+
+    def host_munge_socket(self, host: "ClusterHostConfig") -> str:
+        """The socket of the cluster's munged on a host (for its Slurm client)."""
+        return f"{host.run_dir}/gpucluster-{self.name}/munge.socket"
+
+    def host_cluster_dir(self, host: "ClusterHostConfig") -> str:
+        return f"{host.state_dir}/{self.name}"
 
     @property
     def cluster_dir(self) -> str:
@@ -611,6 +622,12 @@ def rule_hosts(c: ClusterConfig) -> Iterator[str]:
                     f"({a.name}, {b.name}); give each host its own"
                 )
     controller = c.slurm.controller
+    if controller.placement == "host" and controller.node is None and c.controller_host.hostname is None:
+        where = next(i for i, h in enumerate(hosts) if h.name == c.controller_host.name)
+        yield (
+            f"hosts[{where}].hostname: required, slurmctld runs on this host and Slurm compares "
+            "SlurmctldHost with the machine's hostname (`hostname -s`)"
+        )
     if controller.host is not None and controller.placement != "host":
         yield "slurm.controller.host: only valid with placement 'host' (the container's host is its node's)"
     if (controller.node is None or controller.node in c.node_names) and c.controller_host.retired:

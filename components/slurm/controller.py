@@ -40,6 +40,7 @@ class SlurmController(pulumi.ComponentResource):
         controller_hostname: str,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
+        munge_key: pulumi.Resource | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         slurm_conf = render_slurm_conf(config, controller_hostname)
@@ -52,7 +53,8 @@ class SlurmController(pulumi.ComponentResource):
             "MUNGE_KEY_FILE": key_file,
             "MUNGE_SOCKET": config.munge_socket,
         }
-        self.munge_key = host_command(
+        # Several hosts share one key, installed on each host by the cluster (`munge_key`).
+        self.munge_key = munge_key or host_command(
             f"{name}-munge-key",
             transport=transport,
             create=HOST_FILES / "munge_key_create.sh",

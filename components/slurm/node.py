@@ -29,6 +29,7 @@ class SlurmNode(pulumi.ComponentResource):
         node: NodeConfig,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
+        host_dir: str | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmNode", name, None, opts)
         self.slurmd = host_command(
@@ -40,10 +41,10 @@ class SlurmNode(pulumi.ComponentResource):
                 "CLUSTER": config.name,
                 "CONTAINER": config.container_name(node.name),
                 "NODE": node.name,
-                "MUNGE_KEY_FILE": f"{config.cluster_dir}/munge.key",
+                "MUNGE_KEY_FILE": f"{host_dir or config.cluster_dir}/munge.key",
                 "MUNGE_SOCKET": config.munge_socket,
                 "CONF_SERVER": str(config.controller_address),
-                "SLURM_CONF_PATH": f"{config.cluster_dir}/slurm.conf",
+                "SLURM_CONF_PATH": f"{host_dir or config.cluster_dir}/slurm.conf",
             },
             opts=child_options(self, opts),
         )
