@@ -21,3 +21,10 @@ sshd_master() {
   done
   return 1
 }
+
+# sshd_config_of PID: the config file of that sshd (-f, else the default). sshd rewrites its
+# process title ("sshd: /usr/sbin/sshd -f FILE [listener] ..."), so the words are split here.
+sshd_config_of() {
+  tr '\0' ' ' < "/proc/$1/cmdline" | awk '{for (i = 1; i < NF; i++) if ($i == "-f") {print $(i + 1); exit}}' |
+    grep . || echo /etc/ssh/sshd_config
+}

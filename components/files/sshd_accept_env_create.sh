@@ -3,8 +3,7 @@
 # The drop-in goes into the directory its config includes; `sshd -t` checks it; a reload
 # (SIGHUP: sshd re-executes itself, open sessions stay) applies it. Never a restart.
 master=$(sshd_master) || die "no sshd found above this session"
-config=$(tr '\0' '\n' < "/proc/$master/cmdline" | sed -n '/^-f$/{n;p;q}')
-config=${config:-/etc/ssh/sshd_config}
+config=$(sshd_config_of "$master")
 include=$(awk 'tolower($1) == "include" && $2 ~ /\/\*\.conf$/ {print $2; exit}' "$config")
 [ -n "$include" ] ||
   die "$config includes no drop-in directory (Include DIR/*.conf): add 'AcceptEnv GPUCLUSTER_* PULUMI_COMMAND_*' to it yourself"

@@ -1,7 +1,6 @@
 # Remove the drop-in of the create, check the config and reload sshd; nothing to do when gone.
 master=$(sshd_master) || die "no sshd found above this session"
-config=$(tr '\0' '\n' < "/proc/$master/cmdline" | sed -n '/^-f$/{n;p;q}')
-config=${config:-/etc/ssh/sshd_config}
+config=$(sshd_config_of "$master")
 include=$(awk 'tolower($1) == "include" && $2 ~ /\/\*\.conf$/ {print $2; exit}' "$config")
 [ -n "$include" ] || exit 0
 dropin="$(dirname "$include")/gpucluster.conf"
