@@ -68,9 +68,10 @@ def load_stack_config() -> StackConfig:
     prefix = f"{NAMESPACE}:"
     keys = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.config.get_config_env())
     config = pulumi.Config(NAMESPACE)
+    # Secrets (an SSH host's private key) are read where they are used, never parsed here.
     raw = {
         key.removeprefix(prefix): config.get_object(key.removeprefix(prefix))
         for key in sorted(keys)
-        if key.startswith(prefix)
+        if key.startswith(prefix) and not pulumi.runtime.config.is_config_secret(key)
     }
     return parse_stack_config(raw)

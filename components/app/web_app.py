@@ -8,7 +8,7 @@ from components.config import ClusterIdentity, WebAppConfig
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -38,6 +38,7 @@ class WebApp(pulumi.ComponentResource):
         platform: ContainerPlatform,
         image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
         self.container_resource = CudaContainer(
@@ -52,9 +53,11 @@ class WebApp(pulumi.ComponentResource):
             platform,
             image=image,
             opts=child_options(self, opts),
+            transport=transport,
         )
         self.service = host_command(
             f"{name}-service",
+            transport=transport,
             create=FILES / "webapp_create.sh",
             delete=FILES / "webapp_delete.sh",
             environment={

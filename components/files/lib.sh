@@ -48,7 +48,17 @@ write_if_changed() {
 node_lines() { grep '^NodeName=' || true; }
 
 # ---- LXC ----
-lxc_dir() { printf '/var/lib/lxc/%s' "$1"; }
+# A host may keep the cluster's containers under an LXC path of its own (LXC_PATH, set by the
+# command or the host state file): every lxc-* command then gets `-P LXC_PATH`.
+lxc_dir() { printf '%s/%s' "${LXC_PATH:-/var/lib/lxc}" "$1"; }
+lxc-attach() { command lxc-attach ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-copy() { command lxc-copy ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-create() { command lxc-create ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-destroy() { command lxc-destroy ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-info() { command lxc-info ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-start() { command lxc-start ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-stop() { command lxc-stop ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-wait() { command lxc-wait ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc_exists() { [ -f "$(lxc_dir "$1")/config" ]; }
 lxc_owner() { cat "$(lxc_dir "$1")/gpucluster-owner" 2>/dev/null || true; }
 
@@ -167,6 +177,39 @@ forward_rules() {
     "nat PREROUTING $match -j DNAT --to-destination $address:$port" \
     "nat OUTPUT $match -j DNAT --to-destination $address:$port" \
     "filter FORWARD -p tcp -d $address --dport $port -m conntrack --ctstate DNAT -m comment --comment $tag -j ACCEPT"
+}
+
+# route_rules CLUSTER BRIDGE NAT_SUBNET SUBNET VIA: another host's containers (SUBNET, routed via
+# that host at VIA) and ours talk with their own addresses (no masquerading), and connections
+# from there, or from that host itself (its Slurm clients), are forwarded into our NAT bridge.
+route_rules() {
+  local tag="gpucluster:$1:route:$4" bridge=$2 nat_subnet=$3 subnet=$4 via=$5
+  printf '%s\n' \
+    "nat POSTROUTING -s $nat_subnet -d $subnet -m comment --comment $tag -j RETURN" \
+    "filter FORWARD -s $subnet -o $bridge -m comment --comment $tag -j ACCEPT" \
+    "filter FORWARD -s $via/32 -o $bridge -m comment --comment $tag -j ACCEPT"
+}
+
+# routes_up CLUSTER BRIDGE NAT_SUBNET SUBNET,VIA...: a route to each other host's container
+# subnet via that host, and its rules, inserted first (the RETURN must precede MASQUERADE).
+routes_up() {
+  local cluster=$1 bridge=$2 nat_subnet=$3 route subnet via line words
+  shift 3
+  for route in "$@"; do
+    IFS=, read -r subnet via <<< "$route"
+    ip route replace "$subnet" via "$via"
+    while read -r line; do
+      read -ra words <<< "$line"
+      iptables -t "${words[0]}" -C "${words[@]:1}" 2>/dev/null ||
+        iptables -t "${words[0]}" -I "${words[1]}" 1 "${words[@]:2}"
+    done < <(route_rules "$cluster" "$bridge" "$nat_subnet" "$subnet" "$via")
+  done
+}
+
+# route_down CLUSTER SUBNET VIA: the route and its rules gone (nothing to do when they are).
+route_down() {
+  ip route del "$2" via "$3" 2>/dev/null || true
+  delete_tagged_rules "gpucluster:$1:route:$2"
 }
 
 # rule_present RULE_LINE: whether iptables holds exactly this rule.
@@ -373,7 +416,7 @@ stop_other_slurmctld() {
   require CLUSTER CLUSTER_DIR
   local keep=$1 dir name
   [ "$keep" = host ] || stop_host_slurmctld
-  for dir in /var/lib/lxc/*/; do
+  for dir in "${LXC_PATH:-/var/lib/lxc}"/*/; do
     name=$(basename "$dir")
     [ "$name" != "$keep" ] && [ "$(lxc_owner "$name")" = "$CLUSTER" ] && lxc_running "$name" || continue
     in_ct "$name" test -e /etc/slurm/slurm.conf || continue

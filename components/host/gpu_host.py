@@ -7,7 +7,7 @@ import pulumi
 
 from components.config import ClusterIdentity, HostConfig, NetworkConfig
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -64,6 +64,7 @@ class GpuHost(pulumi.ComponentResource):
         host_ports: list[int],
         containers: list[str],
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         net = network
@@ -82,6 +83,7 @@ class GpuHost(pulumi.ComponentResource):
         # Re-run the checks whenever what they check changes.
         self.preflight = host_command(
             f"{name}-preflight",
+            transport=transport,
             create=FILES / "preflight.sh",
             environment=environment,
             triggers=[json.dumps(environment, sort_keys=True)],
@@ -89,6 +91,7 @@ class GpuHost(pulumi.ComponentResource):
         )
         self.packages = host_command(
             f"{name}-packages",
+            transport=transport,
             create=FILES / "packages_create.sh",
             delete=FILES / "packages_delete.sh",
             environment={
@@ -101,6 +104,7 @@ class GpuHost(pulumi.ComponentResource):
         )
         self.shared_dir = host_command(
             f"{name}-shared-dir",
+            transport=transport,
             create=FILES / "shared_dir_create.sh",
             delete=FILES / "shared_dir_delete.sh",
             environment={

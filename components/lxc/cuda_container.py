@@ -9,7 +9,7 @@ from components.config import ClusterIdentity, GpuConfig, ImageConfig, NetworkCo
 from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
 from components.lxc.node_image import image_fingerprint
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -47,12 +47,14 @@ class CudaContainer(pulumi.ComponentResource):
         platform: ContainerPlatform,
         image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
         container = cluster.container_name(spec.hostname)
         lxc_config = render_lxc_config(spec, platform.network, platform.gpu, platform.shared_dir)
         self.lxc = host_command(
             f"{name}-lxc",
+            transport=transport,
             create=FILES / "container_create.sh",
             # A config change runs the create again: it rewrites the config and restarts.
             delete=FILES / "container_delete.sh",

@@ -7,7 +7,7 @@ import pulumi
 
 from components.config import ClusterIdentity, PortForwardConfig
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -31,10 +31,12 @@ class PortForward(pulumi.ComponentResource):
         forward: PortForwardConfig,
         address: IPv4Address,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:network:PortForward", name, None, opts)
         self.rules = host_command(
             f"{name}-rules",
+            transport=transport,
             create=FILES / "forward_create.sh",
             delete=FILES / "forward_delete.sh",
             environment={

@@ -8,7 +8,7 @@ import pulumi
 
 from components.config import ClusterIdentity
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 # The munge key is a host secret: its scripts live with the host's.
@@ -37,6 +37,8 @@ class SlurmController(pulumi.ComponentResource):
     Builds:
       - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
         cluster directory (0400); it never enters the repository, the Pulumi state or a log.
+        Not built when `munge_key` is given (several hosts share one key, installed by the
+        cluster on each host).
       - `<name>-client`: a munged for this cluster on a private socket and a copy of
         slurm.conf on the host, so `SLURM_CONF=... sinfo/srun` work from the host while the
         host's own munge and /etc/slurm stay untouched.
@@ -59,6 +61,8 @@ class SlurmController(pulumi.ComponentResource):
         gres_conf: str,
         container: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
+        munge_key: pulumi.Resource | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         key_file = f"{cluster.cluster_dir}/munge.key"
@@ -69,8 +73,10 @@ class SlurmController(pulumi.ComponentResource):
             "MUNGE_KEY_FILE": key_file,
             "MUNGE_SOCKET": cluster.munge_socket,
         }
-        self.munge_key = host_command(
+        # With several hosts the cluster installs one key on each (`munge_key`, from a secret).
+        self.munge_key = munge_key or host_command(
             f"{name}-munge-key",
+            transport=transport,
             create=HOST_FILES / "munge_key_create.sh",
             delete=HOST_FILES / "munge_key_delete.sh",
             environment=common,
@@ -78,6 +84,7 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.client = host_command(
             f"{name}-client",
+            transport=transport,
             create=FILES / "client_create.sh",
             delete=FILES / "client_delete.sh",
             environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
@@ -91,6 +98,7 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.slurmctld = host_command(
             f"{name}-slurmctld",
+            transport=transport,
             create=FILES / f"slurmctld_{placement.kind}_create.sh",
             delete=FILES / f"slurmctld_{placement.kind}_delete.sh",
             environment={

@@ -7,7 +7,7 @@ import pulumi
 
 from components.config import ClusterIdentity, NodeConfig
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -31,10 +31,12 @@ class SlurmNode(pulumi.ComponentResource):
         controller_address: IPv4Address,
         container: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmNode", name, None, opts)
         self.slurmd = host_command(
             f"{name}-slurmd",
+            transport=transport,
             create=FILES / "slurmd_create.sh",
             delete=FILES / "slurmd_delete.sh",
             environment={

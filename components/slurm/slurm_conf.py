@@ -46,8 +46,9 @@ def controller_paths(config: ClusterConfig) -> dict[str, str]:
     }
 
 
-def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
-    """slurm.conf: served to every slurmd by the controller (configless mode)."""
+def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_socket: str | None = None) -> str:
+    """slurm.conf: served to every slurmd by the controller (configless mode). Another host's
+    client copy names that host's own munge socket (`munge_socket`)."""
     gpus = config.gpu_assignment()
     general = {
         "ClusterName": config.name,
@@ -57,7 +58,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
         "SlurmctldParameters": "enable_configless",
         "AuthType": "auth/munge",
         "CredType": "cred/munge",
-        "AuthInfo": f"socket={config.munge_socket}",
+        "AuthInfo": f"socket={munge_socket or config.munge_socket}",
         "SlurmUser": "slurm",
         "SlurmdUser": "root",
         "SlurmctldPort": 6817,

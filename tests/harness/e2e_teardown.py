@@ -18,6 +18,16 @@ STACK = "e2e"
 PLACEMENTS = ("container", "host")  # where slurmctld runs: both layouts are brought up
 STAND_IN_DIR = Path("/run/gpucluster-e2e-dev")
 OUTSIDE_NS, OUTSIDE_LINK = "e2e-outside", "e2e-out0"
+SSHD_DIR = Path("/run/gpucluster-e2e-sshd")  # the SSH tests' own sshd: config, keys, pid file
+
+
+def stop_test_sshd() -> None:
+    """Stop the SSH tests' sshd (by its pid file, never by name) and remove its directory."""
+    pid_file = SSHD_DIR / "sshd.pid"
+    if pid_file.exists():
+        subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True, check=False)
+    if SSHD_DIR.exists():
+        subprocess.run(["rm", "-rf", str(SSHD_DIR)], check=True)
 
 
 def remove_outside_namespace() -> None:
@@ -49,6 +59,7 @@ def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = Fals
 
 
 def teardown() -> None:
+    stop_test_sshd()
     remove_outside_namespace()
     try:
         for placement in PLACEMENTS:

@@ -1,6 +1,7 @@
 # Bring the cluster's host state back after a boot, as the create scripts made it: bridges
-# with their addresses, ip_forward, the iptables rules, the host munged (and slurmctld when
-# it runs on the host), then the containers, whose daemons are systemd units inside them.
+# with their addresses, ip_forward, the iptables rules, routes to the other hosts (several
+# hosts), the host munged (and slurmctld when it runs on the host), then the containers,
+# whose daemons are systemd units inside them.
 # Idempotent: what is already there is left alone. Usage: boot.sh HOST_STATE_FILE
 load_host_state "${1:?usage: boot.sh HOST_STATE_FILE}"
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
@@ -13,7 +14,10 @@ for forward in $FORWARDS; do
   IFS=, read -r tag host_port address port <<< "$forward"
   forward_up "$tag" "$host_port" "$address" "$port"
 done
-log "$CLUSTER: bridges, ip_forward and firewall rules in place"
+# With several hosts: routes to the other hosts' container subnets (SUBNET,VIA ...).
+read -ra routes <<< "${ROUTES:-}"
+[ "${#routes[@]}" = 0 ] || routes_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "${routes[@]}"
+log "$CLUSTER: bridges, ip_forward, routes and firewall rules in place"
 cluster_munged_up "$MUNGE_KEY_FILE" "$MUNGE_SOCKET" "$CLUSTER_DIR/munge"
 [ -z "$CONTROLLER_CONF" ] || host_slurmctld_up "$CLUSTER_DIR" "$CONTROLLER_CONF"
 log "$CLUSTER: host daemons running"
