@@ -62,8 +62,12 @@ def require_host() -> None:
 
 def make_stand_in_gpus(config: dict) -> None:
     """Character devices with NVIDIA's majors, at the paths the stack's gpu config names."""
+    make_stand_in_devices(config["cluster"]["gpu"])
+
+
+def make_stand_in_devices(gpu: dict) -> None:
+    """Character devices with NVIDIA's majors, at the paths of a `gpu` config section."""
     STAND_IN_DIR.mkdir(parents=True, exist_ok=True)
-    gpu = config["cluster"]["gpu"]
     for path in gpu["devices"]:
         minor = int(Path(path).name.removeprefix("nvidia"))
         if not Path(path).exists():
@@ -147,7 +151,7 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     cluster = config["cluster"]
     nodes = [node["name"] for node in cluster["nodes"]]
     slurm = slurm_env(cluster["name"])
-    shared = Path(cluster["host"]["shared_dir"])
+    shared = Path(cluster["host"]["shared_dir"] if "host" in cluster else cluster["hosts"][0]["shared_dir"])
 
     sinfo = sh("sinfo", env=slurm).stdout
     report.append("$ sinfo\n" + sinfo)

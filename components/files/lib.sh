@@ -271,7 +271,12 @@ bridge_up() {
 # ---- ip_forward: one host setting shared by every cluster on the host ----
 # The first cluster that turns it on records the host's value; each cluster that needs it is
 # a user; the last user to leave puts the value back, whatever order clusters go in.
+# ip_forward belongs to a network namespace: a host that is a named namespace of a bigger
+# machine (`ip netns`) keeps its own record.
 IP_FORWARD_DIR=/var/lib/gpucluster-host/ip_forward
+__netns=$(ip netns identify 2>/dev/null || true)
+[ -z "$__netns" ] || IP_FORWARD_DIR+="-netns-$__netns"
+unset __netns
 
 # with_ip_forward_lock COMMAND...: run COMMAND holding the lock of IP_FORWARD_DIR (the lock
 # file goes with its directory, so retry when it was removed while we waited).

@@ -24,6 +24,9 @@ the engine does with them follows its real semantics, so a test fails where `pul
   nothing.
 - Parallelism: the CLI's `--parallel` default is unbounded, so every step whose dependencies
   are done starts at once.
+- `command:remote:Command` (provider/pkg/provider/remote/): the same Create/Update/Delete
+  semantics, each script run over real SSH by tests/harness/ssh_executor.py: environment
+  (and the previous outputs) as SSH env requests, the pinned host key checked, stdin passed.
 """
 
 import os
@@ -33,9 +36,23 @@ import time
 from dataclasses import dataclass, field
 
 from tests.harness.program_harness import ProgramRun
+from tests.harness.ssh_executor import run_over_ssh
 
-COMMAND_TYPE = "command:local:Command"
+LOCAL_TYPE, REMOTE_TYPE = "command:local:Command", "command:remote:Command"
+COMMAND_TYPES = (LOCAL_TYPE, REMOTE_TYPE)
 STDOUT, STDERR = "PULUMI_COMMAND_STDOUT", "PULUMI_COMMAND_STDERR"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def unwrap(value):
+    """An input as the provider receives it: secret wrappers removed."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return unwrap(value["value"])
+        return {key: unwrap(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unwrap(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -51,15 +68,15 @@ class HostCommand:
     triggers: tuple = ()
     delete_before_replace: bool = False
     replace_with: frozenset[str] = frozenset()
+    stdin: str | None = None
+    connection: dict | None = None
+    """A remote command's SSH connection; None for a local command."""
 
     def same_inputs(self, other: "HostCommand") -> bool:
-        return (self.create, self.update, self.delete, self.environment, self.interpreter) == (
-            other.create,
-            other.update,
-            other.delete,
-            other.environment,
-            other.interpreter,
-        )
+        return self._inputs() == other._inputs()
+
+    def _inputs(self) -> tuple:
+        return (self.create, self.update, self.delete, self.environment, self.interpreter, self.stdin, self.connection)
 
 
 @dataclass
@@ -119,8 +136,9 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
     """The Command resources of a run, each with its dependencies on other Commands."""
     by_urn = run.by_urn
     commands = []
-    for resource in run.of_type(COMMAND_TYPE):
-        inputs = resource.inputs
+    for resource in (r for r in run.resources if r.type in COMMAND_TYPES):
+        inputs = unwrap(resource.inputs)
+        remote = resource.type == REMOTE_TYPE
         commands.append(
             HostCommand(
                 name=resource.name,
@@ -129,32 +147,47 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 update=inputs.get("update"),
                 delete=inputs.get("delete"),
                 environment=dict(inputs.get("environment") or {}),
-                interpreter=tuple(inputs.get("interpreter") or ("/bin/sh", "-c")),
-                dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type == COMMAND_TYPE),
+                # A remote command has no interpreter: sshd runs it with the login shell.
+                interpreter=() if remote else tuple(inputs.get("interpreter") or ("/bin/sh", "-c")),
+                dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type in COMMAND_TYPES),
                 triggers=tuple(inputs.get("triggers") or ()),
                 delete_before_replace=resource.delete_before_replace,
                 replace_with=frozenset(resource.replace_with),
+                stdin=inputs.get("stdin"),
+                connection=inputs["connection"] if remote else None,
             )
         )
     return commands
 
 
+def run_script(command: HostCommand, script: str, previous: StateEntry | None = None, timeout: int = 900):
+    """Run one script of a command as its provider does; (stdout, stderr), trailing newline
+    trimmed, or CommandFailedError."""
+    return _execute(command, script, previous, timeout)
+
+
 def _execute(command: HostCommand, script: str, previous: StateEntry | None, timeout: int) -> tuple[str, str]:
-    environment = {**os.environ, **command.environment}
+    remote = command.connection is not None
+    # A local command inherits the engine's environment; a remote one sends only its own.
+    environment = dict(command.environment) if remote else {**os.environ, **command.environment}
     # The provider appends the previous outputs after `environment`, so they win.
     for key, value in ((STDOUT, previous.stdout if previous else ""), (STDERR, previous.stderr if previous else "")):
         if value:
             environment[key] = value
         else:
             environment.pop(key, None)
-    done = subprocess.run(
-        [*command.interpreter, script],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    if remote:
+        done = run_over_ssh(command.connection, script, environment, command.stdin, timeout)
+    else:
+        done = subprocess.run(
+            [*command.interpreter, script],
+            env=environment,
+            input=command.stdin or "",
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     if done.returncode != 0:
         raise CommandFailedError(
             f"{command.name} exited {done.returncode}\n--- stderr ---\n{done.stderr[-4000:]}"
