@@ -166,6 +166,10 @@ def teardown_ssh_stacks() -> None:
     finally:
         ssh_hosts.remove(SSH_HOST)
         ssh_hosts.remove(SECOND_HOST)
+        # The second host's own directories, as the stack names them (empty after a destroy).
+        second = two_host_config()["cluster"]["hosts"][1]
+        for directory in (second["state_dir"], second["run_dir"], second["lxc_dir"]):
+            subprocess.run(["rmdir", directory], capture_output=True, check=False)
         # The two-host test makes the shared directory itself (a site's network filesystem).
         for directory in (SHARED_DIR, Path(SHARED_DIR).parent, Path(SHARED_DIR).parent.parent):
             subprocess.run(["rmdir", str(directory)], capture_output=True, check=False)

@@ -1,0 +1,251 @@
+"""End-to-end over SSH: the e2e stack's one host reached over SSH, and a cluster of two hosts.
+
+Every command of an SSH host is a `remote.Command`; the harness runs it over real SSH as
+pulumi-command does (environment as SSH env requests, the pinned host key, stdin), through an
+sshd that the test starts with its own config file, port and drop-in directory
+(tests/harness/ssh_hosts.py). The second host is a network namespace with its own bridges,
+routes, iptables rules, sshd, LXC path, state and run directories. Everything is removed in
+`finally` blocks, and the host is compared with its state before the test.
+"""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import ssh_hosts
+from tests.harness.command_executor import State, apply, destroy_state, host_commands, up
+from tests.harness.e2e_teardown import (
+    SECOND_HOST,
+    SECRET,
+    SHARED_DIR,
+    SSH_HOST,
+    STACK,
+    one_ssh_host_config,
+    remove_outside_namespace,
+    remove_stand_in_gpus,
+    teardown,
+    teardown_ssh_stacks,
+    two_host_config,
+)
+from tests.harness.program_harness import run_program
+from tests.test_e2e import (
+    check_cluster,
+    host_snapshot,
+    leftovers,
+    make_outside_namespace,
+    make_stand_in_devices,
+    require_host,
+    sh,
+    slurm_env,
+)
+
+pytestmark = pytest.mark.e2e
+CLUSTER = "e2e"
+SLURM = slurm_env(CLUSTER)
+SECOND_STATE = f"/var/lib/gpucluster-e2e-h2/{CLUSTER}"
+
+
+def changed(actions: dict[str, str]) -> dict[str, str]:
+    return {name: action for name, action in actions.items() if action != "same"}
+
+
+def on_second_host(*argv: str, check: bool = True, env: dict | None = None):
+    """A command run on the second host directly (its namespaces), to look, not to change."""
+    return sh(*ssh_hosts.host_argv(SECOND_HOST), *argv, check=check, env=env)
+
+
+def pids(command: list[str], nodes: list[str], lxc_path: dict[str, str]) -> dict[str, str]:
+    found = {}
+    for node in nodes:
+        prefix = ssh_hosts.host_argv(SECOND_HOST) if node in lxc_path else []
+        path = ["-P", lxc_path[node]] if node in lxc_path else []
+        found[node] = sh(*prefix, "lxc-attach", *path, "-n", f"{CLUSTER}-{node}", "--", *command).stdout.strip()
+    return found
+
+
+def second_host_leftovers() -> list[str]:
+    """Anything of the cluster still on the second host."""
+    found = []
+    links = on_second_host("ip", "-o", "link").stdout
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if f"{CLUSTER}br" in line]
+    rules = on_second_host("iptables-save").stdout
+    found += [f"iptables rule {line}" for line in rules.splitlines() if f"gpucluster:{CLUSTER}:" in line]
+    routes = on_second_host("ip", "-4", "route").stdout
+    found += [f"route {line}" for line in routes.splitlines() if line.startswith("10.43.")]
+    for path in (
+        SECOND_STATE,
+        "/run/gpucluster-e2e-h2-run/gpucluster-e2e",
+        "/var/lib/gpucluster-host/ip_forward-netns-e2e-h2",
+        str(SECOND_HOST.directory / "systemd-system" / f"gpucluster-{CLUSTER}.service"),
+    ):
+        if Path(path).exists():
+            found.append(f"path {path}")
+    found += [f"container {p.name}" for p in Path("/var/lib/lxc-e2e-h2").glob(f"{CLUSTER}-*")]
+    ps = sh("ps", "-eo", "args=").stdout
+    found += [f"process {line}" for line in ps.splitlines() if "gpucluster-e2e-h2" in line and "sshd" not in line]
+    return found
+
+
+def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
+    require_host()
+    teardown()
+    before = host_snapshot()
+    report: list[str] = []
+    try:
+        server = ssh_hosts.start(SSH_HOST)
+        config = one_ssh_host_config(server["host_key"])
+        make_stand_in_devices(config["cluster"]["hosts"][0]["gpu"])
+        make_outside_namespace()
+        run = run_program(config, stack=STACK, secrets={SECRET: server["client_key"]})
+        commands = host_commands(run)
+        assert commands and all(c.connection for c in commands), "a command of the SSH stack runs locally"
+
+        state = State()
+        started = time.monotonic()
+        first, _ = up(state, commands)
+        bring_up = first.finished(f"{CLUSTER}-health")
+        check_cluster(config, run.outputs, report)
+
+        # Apply again: the engine finds nothing changed, nothing runs.
+        _, actions = up(state, commands)
+        assert changed(actions) == {}
+        # Every create once more over SSH converges: no config rewritten, no daemon restarted.
+        config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{CLUSTER}-*/gpucluster.conf")}
+        controller = pids(["pidof", "slurmctld"], ["c000"], {})
+        again = apply(commands)
+        assert {p: p.read_bytes() for p in config_files} == config_files
+        assert pids(["pidof", "slurmctld"], ["c000"], {}) == controller, "a second apply restarted slurmctld"
+        removal = destroy_state(state)
+        total = time.monotonic() - started
+    finally:
+        remove_outside_namespace()
+        teardown_ssh_stacks()
+        remove_stand_in_gpus()
+
+    assert leftovers(CLUSTER) == []
+    after = host_snapshot()
+    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+    with capsys.disabled():
+        print("\n== one host over SSH (sshd -f on 127.0.0.1:2222, host key pinned) ==\n" + "\n".join(report))
+        print(f"bring-up over SSH ({len(commands)} remote commands): {bring_up:.1f} s")
+        print(f"every create again over SSH: {again.wall_seconds:.1f} s; destroy: {removal.wall_seconds:.1f} s")
+        print(f"whole test {total:.0f} s")
+
+
+def test_two_hosts_one_slurm(capsys):
+    require_host()
+    teardown()
+    before = host_snapshot()
+    report: list[str] = []
+    state = State()
+    lxc_path = {"c002": "/var/lib/lxc-e2e-h2", "c003": "/var/lib/lxc-e2e-h2"}
+    try:
+        server = ssh_hosts.start(SECOND_HOST)
+        config = two_host_config(server["host_key"])
+        secrets = {SECRET: server["client_key"]}
+        make_stand_in_devices(config["cluster"]["hosts"][0]["gpu"])
+        # The shared directory stands in for a network filesystem mounted on every host.
+        Path(SHARED_DIR).mkdir(parents=True, exist_ok=True)
+        run = run_program(config, stack=STACK, secrets=secrets)
+        commands = host_commands(run)
+        remote = sorted(c.name for c in commands if c.connection)
+        assert "e2e-h2-sshd-accept-env" in remote and "e2e-c002-lxc" in remote and "e2e-c000-lxc" not in remote
+
+        started = time.monotonic()
+        first, _ = up(state, commands)
+        bring_up = first.finished(f"{CLUSTER}-health")
+        nodes = ["c000", "c001", "c002", "c003"]
+
+        sinfo = sh("sinfo", "-N", "-o", "%N %T %G %o", env=SLURM).stdout
+        report.append("$ sinfo -N -o '%N %T %G %o'   (on h1)\n" + sinfo)
+        idle = {line.split()[0] for line in sinfo.splitlines()[1:] if line.split()[1] == "idle"}
+        assert idle == set(nodes), sinfo
+        remote_sinfo = on_second_host("sinfo", env={"SLURM_CONF": f"{SECOND_STATE}/slurm.conf"}).stdout
+        report.append(f"$ SLURM_CONF={SECOND_STATE}/slurm.conf sinfo   (on h2, its own munged)\n" + remote_sinfo)
+        assert "idle" in remote_sinfo
+
+        hostnames = sh("srun", "--chdir=/tmp", "-N4", "hostname", env=SLURM).stdout
+        report.append("$ srun -N4 hostname\n" + hostnames)
+        assert sorted(hostnames.split()) == nodes
+
+        gpu = sh(
+            "srun", "--chdir=/tmp", "-w", "c002", "--gres=gpu:1", "sh", "-c",
+            'echo "$(hostname) CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; ls -l /dev/nvidia[0-9]*',
+            env=SLURM,
+        ).stdout  # fmt: skip
+        report.append("$ srun -w c002 --gres=gpu:1 sh -c 'echo ... ; ls -l /dev/nvidia[0-9]*'   (a node of h2)\n" + gpu)
+        assert gpu.startswith("c002 CUDA_VISIBLE_DEVICES=0") and " 195, " in gpu, gpu
+
+        job = Path(SHARED_DIR) / "across-hosts.sh"
+        job.write_text("#!/bin/sh\necho \"$(hostname): $(ip -4 -o addr show dev eth0 | awk '{print $4}')\"\n")
+        job.chmod(0o755)
+        try:
+            ran = sh("srun", f"--chdir={SHARED_DIR}", "-N4", str(job), env=SLURM).stdout
+        finally:
+            job.unlink()
+        ran = "".join(sorted(ran.splitlines(True)))
+        report.append(f"$ srun -N4 {job}   (the script in the shared directory)\n" + ran)
+        assert sorted(line.split(":")[0] for line in ran.splitlines()) == nodes
+        assert "10.46.3." in ran and "10.43.3." in ran
+
+        routes = (
+            sh("ip", "-4", "route", "show", "10.46.3.0/24").stdout
+            + on_second_host("ip", "-4", "route", "show", "10.43.3.0/24").stdout
+        )
+        report.append("routes (h1, then h2):\n" + routes)
+        state_file = Path(f"{SECOND_STATE}/host-state.env").read_text()
+        assert "ROUTES=10.43.3.0/24,10.45.0.1" in state_file, state_file
+
+        # Apply again: nothing changes; every create once more converges on both hosts.
+        _, actions = up(state, commands)
+        assert changed(actions) == {}
+        slurmd = pids(["pidof", "slurmd"], nodes, lxc_path)
+        controller = pids(["pidof", "slurmctld"], ["c000"], lxc_path)
+        again = apply(commands)
+        assert pids(["pidof", "slurmd"], nodes, lxc_path) == slurmd, "a second apply restarted a slurmd"
+        assert pids(["pidof", "slurmctld"], ["c000"], lxc_path) == controller
+
+        # Remove the second host's nodes (and the host): a job running on h1 is left alone.
+        running = sh("sbatch", "--parsable", "-w", "c001", "--chdir=/tmp", "--wrap", "sleep 600", env=SLURM).stdout
+        running = running.strip()
+        deadline = time.monotonic() + 60
+        while sh("squeue", "-h", "-j", running, "-o", "%T", env=SLURM).stdout.strip() != "RUNNING":
+            assert time.monotonic() < deadline, "the job does not start"
+            time.sleep(0.5)
+        kept = pids(["pidof", "slurmd"], ["c000", "c001"], lxc_path)
+        one_host = two_host_config(server["host_key"], second=False)
+        smaller = host_commands(run_program(one_host, stack=STACK, secrets=secrets))
+        shrink, actions = up(state, smaller)
+        deleted = sorted(name for name, action in actions.items() if action == "delete")
+        assert all(name.startswith(("e2e-h2-", "e2e-c002-", "e2e-c003-", "e2e-h1-routes")) for name in deleted)
+        assert "e2e-c002-lxc" in deleted and "e2e-h2-bridges-nat" in deleted and "e2e-h1-routes" in deleted
+        assert sh("squeue", "-h", "-j", running, "-o", "%T", env=SLURM).stdout.strip() == "RUNNING", "the job died"
+        assert pids(["pidof", "slurmd"], ["c000", "c001"], lxc_path) == kept
+        after_shrink = sh("sinfo", "-N", "-o", "%N %T", env=SLURM).stdout
+        report.append(
+            f"remove h2 and its nodes while job {running} runs on c001: {shrink.wall_seconds:.1f} s\n"
+            f"$ squeue -j {running} -o %T -h\nRUNNING\n$ sinfo -N -o '%N %T'\n{after_shrink}"
+        )
+        assert sorted(line.split()[0] for line in after_shrink.splitlines()[1:]) == ["c000", "c001"]
+        assert second_host_leftovers() == []
+        assert "10.46.3.0/24" not in sh("ip", "-4", "route").stdout
+        sh("scancel", running, env=SLURM)
+        removal = destroy_state(state)
+        total = time.monotonic() - started
+    finally:
+        # Without SSH: the stack's deletes run on each host directly, whatever state sshd is in.
+        teardown_ssh_stacks()
+        remove_stand_in_gpus()
+
+    assert leftovers(CLUSTER) == []
+    after = host_snapshot()
+    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+    with capsys.disabled():
+        print("\n== two hosts: h1 local (c000 with slurmctld, c001), h2 over SSH in its own netns (c002, c003) ==")
+        print("\n".join(report))
+        print(f"bring-up of both hosts (clean hosts with packages -> health gate): {bring_up:.1f} s")
+        slowest = sorted(first.steps, key=lambda s: -s.seconds)[:6]
+        print("slowest creates: " + ", ".join(f"{s.name} {s.seconds:.1f}s" for s in slowest))
+        print(f"every create again (both hosts): {again.wall_seconds:.1f} s; destroy: {removal.wall_seconds:.1f} s")
+        print(f"whole test {total:.0f} s")
