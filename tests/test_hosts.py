@@ -296,3 +296,60 @@ def test_single_host_stack_has_no_remote_command_nor_random_key():
     assert (
         ClusterConfig.model_validate(stack_config("e2e")["cluster"]).munge_socket == "/run/gpucluster-e2e/munge.socket"
     )
+
+
+def test_each_host_brings_back_its_own_part_with_its_routes(run):
+    from components.host.boot_unit import host_state
+
+    config = parse_stack_config(stack_config("twohost")).cluster
+    config = config.model_copy(
+        update={"hosts": [config.hosts[0], config.hosts[1].model_copy(update={"lxc_dir": "/var/lib/lxc-gpu2"})]}
+    )
+    gpu1, gpu2 = (host_state(config, host) for host in config.hosts)
+    assert gpu1["ROUTES"] == "10.47.3.0/24,192.168.10.12" and gpu2["ROUTES"] == "10.46.3.0/24,192.168.10.11"
+    assert gpu1["NODE_CONTAINERS"] == "duo-c000 duo-c001" and gpu2["NODE_CONTAINERS"] == "duo-c002 duo-c003"
+    assert gpu1["CONTROLLER_CONTAINER"] == "duo-c000" and gpu2["CONTROLLER_CONTAINER"] == ""
+    assert gpu1["WEB_CONTAINER"] == "duo-web" and gpu2["WEB_CONTAINER"] == "" and gpu2["FORWARDS"] == ""
+    assert gpu2["LXC_PATH"] == "/var/lib/lxc-gpu2" and "LXC_PATH" not in gpu1
+    # One boot unit per host, each with its host's description, over that host's transport.
+    gpu2_unit = run.by_name("duo-gpu2-boot-unit")
+    assert gpu2_unit.type == REMOTE
+    assert "ROUTES=10.46.3.0/24,192.168.10.11" in gpu2_unit.inputs["environment"]["GPUCLUSTER_HOST_STATE_TEXT"]
+    assert run.by_name("duo-gpu1-boot-unit").type == LOCAL
+
+
+def test_a_one_host_description_has_no_routes_nor_lxc_path():
+    from components.host.boot_unit import host_state
+
+    state = host_state(parse_stack_config(stack_config("e2e")).cluster)
+    assert "ROUTES" not in state and "LXC_PATH" not in state
+
+
+def test_a_host_with_its_own_lxc_path_passes_it_to_every_command():
+    config = stack_config("twohost")
+    config["cluster"]["hosts"][1]["lxc_dir"] = "/var/lib/lxc-gpu2"
+    run = run_program(config, stack="twohost", secrets=SECRETS)
+    for command in run.of_type(REMOTE):
+        environment = command.inputs.get("environment") or {}
+        if environment:
+            assert environment["GPUCLUSTER_LXC_PATH"] == "/var/lib/lxc-gpu2", command.name
+    assert all("LXC_PATH" not in (c.inputs.get("environment") or {}) for c in run.of_type(LOCAL))
+
+
+def test_the_harness_runs_remote_commands_with_their_connection_key_and_stdin(run, tmp_path):
+    from tests.harness.command_executor import host_commands
+    from tests.harness.ssh_executor import ssh_argv
+
+    commands = {c.name: c for c in host_commands(run)}
+    assert commands["duo-c000-lxc"].connection is None
+    lxc = commands["duo-c002-lxc"]
+    assert lxc.connection["privateKey"] == PRIVATE_KEY and lxc.interpreter == ()
+    assert lxc.dependencies >= {commands["duo-gpu2-sshd-accept-env"].urn}
+    assert commands["duo-gpu2-munge-key"].stdin and commands["duo-gpu1-munge-key"].stdin
+    argv = ssh_argv(lxc.connection, tmp_path, lxc.environment)
+    # Exactly the command's variables go as env requests, and only the pinned key is trusted.
+    assert sorted(a.removeprefix("SendEnv=") for a in argv if a.startswith("SendEnv=")) == sorted(lxc.environment)
+    assert "StrictHostKeyChecking=yes" in argv
+    assert (
+        tmp_path / "host-known_hosts"
+    ).read_text() == f"[192.168.10.12]:22 {twohost()['hosts'][1]['connection']['host_key']}\n"

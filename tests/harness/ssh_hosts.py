@@ -15,6 +15,7 @@ Its sshd runs in both namespaces, so every command arriving over SSH acts there,
 included. Its LXC path, state and run directories are given by the stack (hosts[]).
 """
 
+import ipaddress
 import shutil
 import subprocess
 import time
@@ -49,7 +50,7 @@ class SshHost:
 
     @property
     def site_subnet(self) -> str:
-        return f"{self.site_address}/30"
+        return str(ipaddress.ip_interface(f"{self.site_address}/30").network)
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -74,7 +75,7 @@ def ensure_namespaces(host: SshHost) -> None:
     sh("ip", "link", "del", outer, check=False)
     sh("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
     sh("ip", "link", "set", inner, "netns", host.netns)
-    sh("ip", "addr", "add", host.site_subnet, "dev", outer)
+    sh("ip", "addr", "add", f"{host.site_address}/30", "dev", outer)
     sh("ip", "link", "set", outer, "up")
     ns = ("ip", "netns", "exec", host.netns)
     sh(*ns, "ip", "addr", "add", f"{host.address}/30", "dev", inner)
@@ -87,9 +88,9 @@ def ensure_namespaces(host: SshHost) -> None:
     if not record.exists():
         record.write_text(Path("/proc/sys/net/ipv4/ip_forward").read_text())
     sh("sysctl", "-qw", "net.ipv4.ip_forward=1")
-    for rule in _site_rules(host):
-        if sh("iptables", "-C", *rule, check=False).returncode != 0:
-            sh("iptables", "-I", *rule)
+    for table, chain, rule in _site_rules(host):
+        if sh("iptables", "-t", table, "-C", chain, *rule, check=False).returncode != 0:
+            sh("iptables", "-t", table, "-I", chain, *rule)
     # A mount namespace kept by a bind mount of its file (on a private mount, as required).
     holder = host.mount_ns.parent
     holder.mkdir(parents=True, exist_ok=True)
@@ -107,12 +108,13 @@ def ensure_namespaces(host: SshHost) -> None:
     sh(*inside, "mount", "--bind", str(systemd), "/etc/systemd/system")
 
 
-def _site_rules(host: SshHost) -> list[list[str]]:
+def _site_rules(host: SshHost) -> list[tuple[str, str, list[str]]]:
+    """(table, chain, rule) of the site network: masquerading out, forwarding both ways."""
     comment = ["-m", "comment", "--comment", f"{ROOT_TAG}:{host.name}"]
     return [
-        ["-t", "nat", "POSTROUTING", "-s", host.site_subnet, "!", "-d", host.site_subnet, *comment, "-j", "MASQUERADE"],
-        ["FORWARD", "-i", host.links[0], *comment, "-j", "ACCEPT"],
-        ["FORWARD", "-o", host.links[0], *comment, "-j", "ACCEPT"],
+        ("nat", "POSTROUTING", ["-s", host.site_subnet, "!", "-d", host.site_subnet, *comment, "-j", "MASQUERADE"]),
+        ("filter", "FORWARD", ["-i", host.links[0], *comment, "-j", "ACCEPT"]),
+        ("filter", "FORWARD", ["-o", host.links[0], *comment, "-j", "ACCEPT"]),
     ]
 
 
@@ -175,8 +177,8 @@ def remove(host: SshHost) -> None:
             sh("umount", str(host.mount_ns.parent), check=False)
         sh("ip", "netns", "del", host.netns, check=False)
         sh("ip", "link", "del", host.links[0], check=False)
-        for rule in _site_rules(host):
-            while sh("iptables", "-D", *rule, check=False).returncode == 0:
+        for table, chain, rule in _site_rules(host):
+            while sh("iptables", "-t", table, "-D", chain, *rule, check=False).returncode == 0:
                 pass
         record = host.directory / "site-ip-forward"
         if record.exists():
