@@ -352,4 +352,4 @@ def test_the_harness_runs_remote_commands_with_their_connection_key_and_stdin(ru
     assert "StrictHostKeyChecking=yes" in argv
     assert (
         tmp_path / "host-known_hosts"
-    ).read_text() == f"[192.168.10.12]:22 {twohost()['hosts'][1]['connection']['host_key']}\n"
+    ).read_text() == f"192.168.10.12 {twohost()['hosts'][1]['connection']['host_key']}\n"

@@ -32,7 +32,8 @@ def _options(connection: dict, workdir: Path, tag: str) -> list[str]:
     host, port = connection["host"], int(connection.get("port", 22))
     known = workdir / f"{tag}-known_hosts"
     if connection.get("hostKey"):
-        known.write_text(f"[{host}]:{port} {connection['hostKey']}\n")
+        name = host if port == 22 else f"[{host}]:{port}"  # how OpenSSH looks a host up
+        known.write_text(f"{name} {connection['hostKey']}\n")
         check = "yes"
     else:
         known.write_text("")
