@@ -1,0 +1,61 @@
+"""WebApp: the GPU web app in its own CUDA container."""
+
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig
+from components.lxc.cuda_container import CudaContainer
+from components.options import child_options
+from components.transport import env_list, host_command
+
+FILES = Path(__file__).parent / "files"
+
+APP_SOURCE = FILES / "gpu_web_app.py"
+
+
+class WebApp(pulumi.ComponentResource):
+    """A small Python web app that runs a GPU job per request, in a container of its own.
+
+    Builds:
+      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU.
+      - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in the
+        container, listening on `web_app.port`, the same value the port forward targets;
+        create waits for `/healthz`.
+    `GET /` runs `web_app.job_command` (a labelled CPU fallback when it cannot run) with at
+    most `max_concurrent_jobs` at once; further requests get 503 instead of queueing jobs.
+    """
+
+    url: pulumi.Output[str]
+    container: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-cluster:app:WebApp", name, None, opts)
+        app = config.web_app
+        self.container_resource = CudaContainer(
+            f"{name}-container",
+            config,
+            hostname=app.name,
+            nat_address=app.nat_address,
+            cluster_address=None,
+            gpu_devices=config.gpu.devices[:1],
+            opts=child_options(self, opts),
+        )
+        self.service = host_command(
+            f"{name}-service",
+            create=FILES / "webapp_create.sh",
+            delete=FILES / "webapp_delete.sh",
+            environment={
+                "CONTAINER": config.container_name(app.name),
+                "APP_SOURCE": APP_SOURCE.read_text(),
+                "APP_PORT": str(app.port),
+                "APP_ADDRESS": str(app.nat_address),
+                "JOB_COMMAND": env_list(app.job_command),
+                "MAX_CONCURRENT_JOBS": str(app.max_concurrent_jobs),
+                "JOB_TIMEOUT_S": str(app.job_timeout_s),
+            },
+            opts=child_options(self, opts, self.container_resource),
+        )
+        self.url = pulumi.Output.from_input(f"http://{app.nat_address}:{app.port}/")
+        self.container = self.container_resource.container
+        self.register_outputs({"url": self.url, "container": self.container})
