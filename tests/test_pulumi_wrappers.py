@@ -17,7 +17,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from program_harness import ROOT
+
+from tests.harness.program_harness import ROOT
 
 INSTALLER = ROOT / "tools" / "pulumi-cli.sh"
 PINNED = re.search(r"^VERSION=(\S+)$", INSTALLER.read_text(), re.M).group(1)
