@@ -44,6 +44,7 @@ def test_resource_names_are_unique(run):
 @pytest.mark.parametrize(
     ("resource", "dependency"),
     [
+        ("e2e-host-preflight", "e2e-host-stand-in-gpus"),
         ("e2e-host-packages", "e2e-host-preflight"),
         ("e2e-bridges-nat", "e2e-host-preflight"),
         ("e2e-c000-lxc", "e2e-bridges-nat"),
@@ -145,7 +146,7 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     before = run_program(config, stack="e2e")
     grown = copy.deepcopy(config)
     grown["cluster"]["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-    grown["cluster"]["gpu"]["devices"].append("/run/gpucluster-e2e-dev/nvidia4")
+    grown["cluster"]["gpu"]["stand_in"]["count"] = 5
     after = run_program(grown, stack="e2e")
 
     old = {r.name: r.inputs for r in before.of_type(COMMAND)}
@@ -154,7 +155,14 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     changed = {name for name in old if new.get(name) != old[name]}
     assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd"}
     # The controller's slurm.conf, the host's client copy, the checks that cover every node.
-    assert changed == {"e2e-slurm-slurmctld", "e2e-slurm-client", "e2e-host-preflight", "e2e-health"}
+    # The e2e stack's stand-in GPUs: one more.
+    assert changed == {
+        "e2e-slurm-slurmctld",
+        "e2e-slurm-client",
+        "e2e-host-preflight",
+        "e2e-health",
+        "e2e-host-stand-in-gpus",
+    }
 
 
 def test_controller_on_the_host():

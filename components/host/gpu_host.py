@@ -32,6 +32,9 @@ class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
 
     Builds:
+      - `<name>-stand-in-gpus` (only with gpu.stand_in): character devices with NVIDIA's
+        major in the cluster's private device directory, for a machine without a GPU; refused
+        where an NVIDIA driver is loaded; destroy removes them.
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
         a host port already listening, a container name taken by a foreign container; its
@@ -62,13 +65,27 @@ class GpuHost(pulumi.ComponentResource):
             "HOST_PORTS": env_list(f.host_port for f in config.all_forwards),
             "CONTAINERS": env_list(containers),
         }
+        # Stand-ins first: the preflight checks them like real GPUs.
+        self.stand_in_gpus = None
+        if config.gpu.stand_in:
+            self.stand_in_gpus = host_command(
+                f"{name}-stand-in-gpus",
+                create=FILES / "stand_in_gpus_create.sh",
+                delete=FILES / "stand_in_gpus_delete.sh",
+                environment={
+                    "CLUSTER": config.name,
+                    "DEVICE_DIR": config.device_dir,
+                    "GPU_COUNT": str(config.gpu.stand_in.count),
+                },
+                opts=child_options(self, opts),
+            )
         # Re-run the checks whenever what they check changes.
         self.preflight = host_command(
             f"{name}-preflight",
             create=FILES / "preflight.sh",
             environment=environment,
             triggers=[json.dumps(environment, sort_keys=True)],
-            opts=child_options(self, opts),
+            opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
         self.packages = host_command(
             f"{name}-packages",
