@@ -32,7 +32,8 @@ class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
 
     `containers` are the LXC names the cluster will create (the preflight refuses foreign
-    ones), `host_ports` the ports it will forward.
+    ones), `host_ports` the ports it will forward; `stand_in_gpus` stand-in GPUs are made in
+    `device_dir` (gpu.stand_in), where `gpu_devices` lists them.
 
     Builds:
       - `<name>-stand-in-gpus` (only with gpu.stand_in): character devices with NVIDIA's
@@ -61,6 +62,8 @@ class GpuHost(pulumi.ComponentResource):
         gpu_devices: list[str],
         host_ports: list[int],
         containers: list[str],
+        stand_in_gpus: int = 0,
+        device_dir: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
@@ -77,15 +80,15 @@ class GpuHost(pulumi.ComponentResource):
         }
         # Stand-ins first: the preflight checks them like real GPUs.
         self.stand_in_gpus = None
-        if config.gpu.stand_in:
+        if stand_in_gpus:
             self.stand_in_gpus = host_command(
                 f"{name}-stand-in-gpus",
                 create=FILES / "stand_in_gpus_create.sh",
                 delete=FILES / "stand_in_gpus_delete.sh",
                 environment={
-                    "CLUSTER": config.name,
-                    "DEVICE_DIR": config.device_dir,
-                    "GPU_COUNT": str(config.gpu.stand_in.count),
+                    "CLUSTER": cluster.name,
+                    "DEVICE_DIR": device_dir,
+                    "GPU_COUNT": str(stand_in_gpus),
                 },
                 opts=child_options(self, opts),
             )
