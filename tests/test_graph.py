@@ -183,3 +183,17 @@ def test_without_web_app_there_is_no_forward():
     run = run_program(config, stack="e2e")
     assert not [r for r in run.resources if "web" in r.name or "fwd" in r.name]
     assert run.outputs["web_url"] == ""
+
+
+def test_stand_in_gpus_come_first_so_a_refusal_changes_nothing(run):
+    """gpu.stand_in: the stand-ins' create (which refuses a host with an NVIDIA driver) runs
+    before every other command, and their delete after every other delete."""
+    commands = [c.name for c in run.of_type(COMMAND) if c.name != "e2e-host-stand-in-gpus"]
+    assert len(commands) > 20
+    for name in commands:
+        assert run.depends_on(name, "e2e-host-stand-in-gpus"), f"{name} does not wait for the stand-in GPUs"
+
+
+def test_without_stand_ins_there_is_no_stand_in_command():
+    run = run_program(stack_config("local"), stack="local")
+    assert not [c for c in run.of_type(COMMAND) if "stand-in" in c.name]
