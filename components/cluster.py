@@ -83,6 +83,8 @@ class GpuCluster(pulumi.ComponentResource):
                 gpu_devices=view.gpu.devices,
                 host_ports=[forward.host_port for forward in view.all_forwards],
                 containers=containers,
+                stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
+                device_dir=config.host_device_dir(host),
                 opts=child,
                 transport=transport,
             )

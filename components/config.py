@@ -64,6 +64,19 @@ class NetworkConfig(StrictModel):
     cluster_bridge: ClusterBridgeConfig
 
 
+class StandInGpus(StrictModel):
+    """Stand-in GPUs for a machine without one: the program makes them and removes them."""
+
+    count: int = Field(
+        ge=1,
+        le=64,
+        strict=True,
+        description="character devices with NVIDIA's major 195 made in the cluster's private "
+        "device directory (/run/gpucluster-<name>-dev/nvidia0..count-1, plus nvidiactl); they "
+        "become gpu.devices and gpu.control_devices. Refused on a host with an NVIDIA driver",
+    )
+
+
 class GpuConfig(StrictModel):
     """GPU device nodes of the host, passed through to containers."""
 
@@ -75,6 +88,11 @@ class GpuConfig(StrictModel):
     control_devices: list[SafePath] = Field(
         ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"],
         description="driver control devices bound into every container when present",
+    )
+    stand_in: StandInGpus | None = Field(
+        None,
+        description="make stand-in devices instead of using real GPUs (leave devices and "
+        "control_devices unset: they are the stand-ins)",
     )
     share_between_nodes: bool = Field(
         False,
@@ -281,6 +299,36 @@ class ClusterConfig(StrictModel):
     web_app: WebAppConfig | None = None
     forwards: list[PortForwardConfig] = Field([], description="extra host port forwards")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stand_in_devices(cls, data):
+        """With gpu.stand_in, the GPU devices are the stand-ins (rule_stand_in_gpus refuses others),
+        in the cluster's device directory under the host's run directory."""
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            return data
+
+        def filled(gpu, run_dir):
+            stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
+            count = stand_in.get("count") if isinstance(stand_in, dict) else None
+            if type(count) is not int or not isinstance(run_dir, str):
+                return gpu
+            devices, control_devices = stand_in_devices(device_dir_of(run_dir, data["name"]), count)
+            return {"devices": devices, "control_devices": control_devices, **gpu}
+
+        if "gpu" in data:
+            data = {**data, "gpu": filled(data["gpu"], "/run")}
+        if isinstance(data.get("hosts"), list):
+            data = {
+                **data,
+                "hosts": [
+                    {**host, "gpu": filled(host["gpu"], host.get("run_dir", "/run"))}
+                    if isinstance(host, dict) and "gpu" in host
+                    else host
+                    for host in data["hosts"]
+                ],
+            }
+        return data
+
     @model_validator(mode="after")
     def _check_rules(self) -> "ClusterConfig":
         problems = list(rule_host_layout(self))
@@ -424,6 +472,15 @@ class ClusterConfig(StrictModel):
         return f"{state_dir}/{self.name}"
 
     @property
+    def device_dir(self) -> str:
+        """The cluster-private directory where device nodes other than /dev/* may live."""
+        return device_dir_of("/run", self.name)
+
+    def host_device_dir(self, host: "ClusterHostConfig") -> str:
+        """The cluster's device directory on a host (under the host's run directory)."""
+        return device_dir_of(host.run_dir, self.name)
+
+    @property
     def all_forwards(self) -> list[PortForwardConfig]:
         web = (
             [PortForwardConfig(host_port=self.web_app.host_port, target=self.web_app.name, port=self.web_app.port)]
@@ -453,6 +510,15 @@ class ClusterConfig(StrictModel):
             assignment[node.name] = gpu.devices[start : start + node.gpus]
             next_gpu[key] += node.gpus
         return assignment
+
+
+def device_dir_of(run_dir: str, cluster: str) -> str:
+    return f"{run_dir}/gpucluster-{cluster}-dev"
+
+
+def stand_in_devices(device_dir: str, count: int) -> tuple[list[str], list[str]]:
+    """The stand-in GPUs' paths (gpu.devices) and their control device (gpu.control_devices)."""
+    return [f"{device_dir}/nvidia{i}" for i in range(count)], [f"{device_dir}/nvidiactl"]
 
 
 # ---- cross-field rules: each yields messages naming the field and what it accepts ----
@@ -541,21 +607,41 @@ def rule_gpu_devices(c: ClusterConfig) -> Iterator[str]:
             yield f"{prefix}gpu.devices: two devices would both appear as /dev/{name} in the containers"
 
 
+def rule_stand_in_gpus(c: ClusterConfig) -> Iterator[str]:
+    for prefix, host, _ in _hosts(c):
+        gpu = host.gpu
+        if gpu.stand_in is None:
+            continue
+        devices, control_devices = stand_in_devices(c.host_device_dir(host), gpu.stand_in.count)
+        for field, wanted, given in (
+            (f"{prefix}gpu.devices", devices, gpu.devices),
+            (f"{prefix}gpu.control_devices", control_devices, gpu.control_devices),
+        ):
+            if given != wanted:
+                yield (
+                    f"{field}: cannot be set together with {prefix}gpu.stand_in, whose stand-ins are the "
+                    f"devices ({', '.join(wanted)}); remove {field}, or remove {prefix}gpu.stand_in to use real GPUs"
+                )
+
+
 def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
-    """A node's GPUs come from its own host's gpu.devices."""
+    """A node's GPUs come from its own host's gpu.devices (or its stand-ins)."""
     for prefix, host, nodes in _hosts(c):
-        declared = len(host.gpu.devices)
-        if host.gpu.share_between_nodes:
+        gpu = host.gpu
+        declared = gpu.stand_in.count if gpu.stand_in else len(gpu.devices)
+        source = f"{prefix}gpu.stand_in.count" if gpu.stand_in else f"{prefix}gpu.devices"
+        if gpu.share_between_nodes:
             for i, node in nodes:
                 if node.gpus > declared:
-                    yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {prefix}gpu.devices declares only {declared}")
+                    yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}")
             continue
         wanted = sum(node.gpus for _, node in nodes)
         if wanted > declared:
             on = f" on host {host.name!r}" if c.multi_host else ""
+            more = f"raise {prefix}gpu.stand_in.count" if gpu.stand_in else "add devices"
             yield (
-                f"nodes[].gpus: the nodes{on} ask for {wanted} GPUs in all but {prefix}gpu.devices declares "
-                f"{declared}; add devices, lower nodes[].gpus, or set {prefix}gpu.share_between_nodes: true "
+                f"nodes[].gpus: the nodes{on} ask for {wanted} GPUs in all but {source} declares "
+                f"{declared}; {more}, lower nodes[].gpus, or set {prefix}gpu.share_between_nodes: true "
                 "to share GPUs between nodes"
             )
 
@@ -698,6 +784,7 @@ CLUSTER_RULES = (
     rule_cluster_addresses_in_subnet,
     rule_unique_addresses,
     rule_gpu_devices,
+    rule_stand_in_gpus,
     rule_gpus_match_devices,
     rule_controller_node,
     rule_partitions,

@@ -34,7 +34,6 @@ from tests.test_e2e import (
     host_snapshot,
     leftovers,
     make_outside_namespace,
-    make_stand_in_devices,
     require_host,
     sh,
     slurm_env,
@@ -76,6 +75,7 @@ def second_host_leftovers() -> list[str]:
     for path in (
         SECOND_STATE,
         "/run/gpucluster-e2e-h2-run/gpucluster-e2e",
+        "/run/gpucluster-e2e-h2-run/gpucluster-e2e-dev",
         "/var/lib/gpucluster-host/ip_forward-netns-e2e-h2",
         str(SECOND_HOST.directory / "systemd-system" / f"gpucluster-{CLUSTER}.service"),
     ):
@@ -95,7 +95,6 @@ def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
     try:
         server = ssh_hosts.start(SSH_HOST)
         config = one_ssh_host_config(server["host_key"])
-        make_stand_in_devices(config["cluster"]["hosts"][0]["gpu"])
         make_outside_namespace()
         run = run_program(config, stack=STACK, secrets={SECRET: server["client_key"]})
         commands = host_commands(run)
@@ -144,7 +143,6 @@ def test_two_hosts_one_slurm(capsys):
         server = ssh_hosts.start(SECOND_HOST)
         config = two_host_config(server["host_key"])
         secrets = {SECRET: server["client_key"]}
-        make_stand_in_devices(config["cluster"]["hosts"][0]["gpu"])
         # The shared directory stands in for a network filesystem mounted on every host.
         Path(SHARED_DIR).mkdir(parents=True, exist_ok=True)
         run = run_program(config, stack=STACK, secrets=secrets)

@@ -353,3 +353,22 @@ def test_the_harness_runs_remote_commands_with_their_connection_key_and_stdin(ru
     assert (
         tmp_path / "host-known_hosts"
     ).read_text() == f"192.168.10.12 {twohost()['hosts'][1]['connection']['host_key']}\n"
+
+
+def test_stand_in_gpus_per_host_live_under_its_run_directory():
+    cluster = twohost()
+    cluster["hosts"][1].update(run_dir="/run/gpu2", gpu={"stand_in": {"count": 2}})
+    config = parse_stack_config({"cluster": cluster}).cluster
+    assert config.host_named("gpu2").gpu.devices == [
+        "/run/gpu2/gpucluster-duo-dev/nvidia0",
+        "/run/gpu2/gpucluster-duo-dev/nvidia1",
+    ]
+    assert config.gpu_assignment()["c003"] == ["/run/gpu2/gpucluster-duo-dev/nvidia1"]
+    cluster["hosts"][1]["gpu"]["devices"] = ["/dev/nvidia0"]
+    with pytest.raises(
+        ConfigError, match=r"hosts\[1\]\.gpu\.devices: cannot be set together with hosts\[1\]\.gpu\.stand_in"
+    ):
+        parse_stack_config({"cluster": cluster})
+    cluster["hosts"][1]["gpu"] = {"stand_in": {"count": 1}}
+    with pytest.raises(ConfigError, match=r"but hosts\[1\]\.gpu\.stand_in\.count declares 1; raise hosts\[1\]\.gpu"):
+        parse_stack_config({"cluster": cluster})

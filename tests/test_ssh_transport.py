@@ -21,7 +21,6 @@ from tests.harness import ssh_hosts
 from tests.harness.command_executor import CommandFailedError, StateEntry, host_commands, run_script
 from tests.harness.e2e_teardown import SECRET, SSH_HOST, STACK, one_ssh_host_config, remove_stand_in_gpus
 from tests.harness.program_harness import run_program
-from tests.test_e2e import make_stand_in_devices
 
 pytestmark = pytest.mark.e2e
 
@@ -36,10 +35,10 @@ def test_ssh_commands_need_the_drop_in_the_pinned_key_and_get_secrets_by_stdin()
     try:
         server = ssh_hosts.start(SSH_HOST)
         config = one_ssh_host_config(server["host_key"])
-        make_stand_in_devices(config["cluster"]["hosts"][0]["gpu"])
         run = run_program(config, stack=STACK, secrets={SECRET: server["client_key"]})
         commands = {c.name: c for c in host_commands(run)}
         preflight, munge_key = commands["e2e-h1-host-preflight"], commands["e2e-h1-munge-key"]
+        stand_ins = commands["e2e-h1-host-stand-in-gpus"]
         ready, accept_env = commands["e2e-h1-ssh-ready"], commands["e2e-h1-sshd-accept-env"]
         assert all(c.connection for c in commands.values()), "a command of the SSH host runs locally"
 
@@ -62,7 +61,8 @@ def test_ssh_commands_need_the_drop_in_the_pinned_key_and_get_secrets_by_stdin()
         run_script(accept_env, accept_env.create)
         assert dropin.stat().st_mtime_ns == written, "a second create rewrote the drop-in"
 
-        # Now the parameters arrive: the preflight runs and reports the stand-in GPUs.
+        # Now the parameters arrive: the stand-in GPUs are made, the preflight reports them.
+        run_script(stand_ins, stand_ins.create)
         stdout, _ = run_script(preflight, preflight.create)
         facts = json.loads(stdout.splitlines()[-1])
         assert facts["devices"] == config["cluster"]["hosts"][0]["gpu"]["devices"]
@@ -81,6 +81,7 @@ def test_ssh_commands_need_the_drop_in_the_pinned_key_and_get_secrets_by_stdin()
         run_script(munge_key, munge_key.create)  # converges: same key, nothing to do
         run_script(munge_key, munge_key.delete)
         assert not key_file.exists()
+        run_script(stand_ins, stand_ins.delete)
 
         # Destroy removes the drop-in (parameters are dropped again), and succeeds when gone.
         run_script(accept_env, accept_env.delete)

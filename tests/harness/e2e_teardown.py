@@ -41,6 +41,7 @@ def remove_outside_namespace() -> None:
 
 
 def remove_stand_in_gpus() -> None:
+    """The stand-ins are the program's (its destroy removes them); this is for a destroy cut short."""
     for path in STAND_IN_DIR.glob("*"):
         path.unlink()
     if STAND_IN_DIR.exists():
@@ -59,7 +60,7 @@ def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = Fals
         cluster["slurm"]["partitions"][0]["max_time"] = max_time
     if grow:
         cluster["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-        cluster["gpu"]["devices"].append(f"{STAND_IN_DIR}/nvidia4")
+        cluster["gpu"]["stand_in"]["count"] = 5
     return config
 
 
@@ -99,8 +100,8 @@ def two_host_config(host_key: str = PLACEHOLDER_KEY, *, second: bool = True) -> 
     config = copy.deepcopy(stack_config(STACK))
     cluster = config["cluster"]
     cluster.pop("host"), cluster.pop("network")
-    gpu = cluster.pop("gpu")
-    gpu["devices"] = gpu["devices"][:2]
+    cluster.pop("gpu")
+    gpu = {"stand_in": {"count": 2}}  # on each host, in its own run directory
     cluster.pop("web_app")
     hosts = [
         {
