@@ -157,12 +157,26 @@ def run_here(commands: list[HostCommand], hosts: dict[str, SshHost]) -> list[Hos
     return local
 
 
+def second_host_may_hold_something() -> bool:
+    """Whether anything of the second host is left: its namespace, or one of its directories."""
+    second = two_host_config()["cluster"]["hosts"][1]
+    places = [
+        f"/run/netns/{SECOND_HOST.netns}",
+        SECOND_HOST.directory,
+        *(second[d] for d in ("state_dir", "run_dir", "lxc_dir")),
+    ]
+    return any(Path(place).exists() for place in places)
+
+
 def teardown_ssh_stacks() -> None:
     """Destroy what the SSH tests' stacks may have left, then their stand-in hosts."""
     try:
         by_address = {SSH_HOST.address: SSH_HOST, SECOND_HOST.address: SECOND_HOST}
+        second = second_host_may_hold_something()
         for config in (one_ssh_host_config(), two_host_config()):
             commands = host_commands(run_program(config, stack=STACK, secrets=PLACEHOLDER_SECRETS))
+            if not second:  # nothing there: no namespace is made just to delete nothing in it
+                commands = [c for c in commands if not (c.connection and c.connection["host"] == SECOND_HOST.address)]
             destroy(run_here(commands, by_address))
     finally:
         ssh_hosts.remove(SSH_HOST)
