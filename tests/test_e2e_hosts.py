@@ -8,11 +8,17 @@ routes, iptables rules, sshd, LXC path, state and run directories. Everything is
 `finally` blocks, and the host is compared with its state before the test.
 """
 
+import shlex
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from components.host.boot_unit import FILES as HOST_FILES
+from components.host.boot_unit import render_host_state
+from components.stack_config import parse_stack_config
+from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts
 from tests.harness.command_executor import State, apply, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import (
@@ -85,6 +91,41 @@ def second_host_leftovers() -> list[str]:
     ps = sh("ps", "-eo", "args=").stdout
     found += [f"process {line}" for line in ps.splitlines() if "gpucluster-e2e-h2" in line and "sshd" not in line]
     return found
+
+
+def verify_second_host(config: dict) -> tuple[int, str]:
+    """./verify.sh e2e h2, run on the second host."""
+    cluster = parse_stack_config(config).cluster
+    with tempfile.NamedTemporaryFile("w", suffix=".env") as expected:
+        expected.write(render_host_state(cluster, cluster.host_named("h2")))
+        expected.flush()
+        done = on_second_host(
+            *INTERPRETER, script(HOST_FILES / "verify_host.sh"), "verify_host.sh", expected.name, check=False
+        )
+    return done.returncode, done.stdout + done.stderr
+
+
+def routes_survive_a_lost_route(config: dict, report: list[str]) -> None:
+    """The second host's route to the first host's containers, lost (as at a reboot), is named
+    by verify and brought back by that host's boot unit, exactly its ExecStart."""
+    code, clean = verify_second_host(config)
+    assert code == 0, clean
+    on_second_host("ip", "route", "del", "10.43.3.0/24")
+    code, drifted = verify_second_host(config)
+    missing = [line for line in drifted.splitlines() if not line.startswith("ok ")]
+    report.append("$ ./verify.sh e2e h2   (on h2, its route to h1's containers deleted)\n" + "\n".join(missing))
+    assert code == 1 and any("MISSING  route 10.43.3.0/24 via 10.45.0.1" in line for line in missing), drifted
+    unit = (SECOND_HOST.directory / "systemd-system" / f"gpucluster-{CLUSTER}.service").read_text()
+    (exec_start,) = [line.removeprefix("ExecStart=") for line in unit.splitlines() if line.startswith("ExecStart=")]
+    on_second_host(*shlex.split(exec_start), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    code, clean = verify_second_host(config)
+    assert code == 0, clean
+    report.append(
+        f"$ {exec_start}   (on h2: its boot unit's ExecStart)\n$ ./verify.sh e2e h2\n{clean.splitlines()[-1]}"
+    )
+    assert sorted(sh("srun", "--chdir=/tmp", "-N4", "hostname", env=SLURM).stdout.split()) == [
+        "c000", "c001", "c002", "c003"
+    ]  # fmt: skip
 
 
 def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
@@ -194,6 +235,7 @@ def test_two_hosts_one_slurm(capsys):
         report.append("routes (h1, then h2):\n" + routes)
         state_file = Path(f"{SECOND_STATE}/host-state.env").read_text()
         assert "ROUTES=10.43.3.0/24,10.45.0.1" in state_file, state_file
+        routes_survive_a_lost_route(config, report)
 
         # Apply again: nothing changes; every create once more converges on both hosts.
         _, actions = up(state, commands)
