@@ -70,7 +70,7 @@ class GpuCluster(pulumi.ComponentResource):
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
             cluster = config.host_identity(host)
-            transport = connect(prefix, host, child)
+            transport = connect(prefix, config.name, host, child)
             self.transports[host.name] = transport
             containers = [cluster.container_name(n) for n in [*view.node_names, "image"]]
             if view.web_app:

@@ -90,6 +90,7 @@ def _endpoint(endpoint: SshEndpoint, private_key: pulumi.Input[str], dial_error_
 
 def connect(
     name: str,
+    cluster: str,
     host: ClusterHostConfig,
     opts: pulumi.ResourceOptions,
     private_key: pulumi.Input[str] | None = None,
@@ -97,11 +98,12 @@ def connect(
     """The transport of a host; for an SSH host also its bootstrap commands.
 
     `<name>-ssh-ready` polls until sshd answers (dial_error_limit -1: the host may still be
-    booting); `<name>-sshd-accept-env` installs /etc/ssh/sshd_config.d/gpucluster.conf
+    booting); `<name>-sshd-accept-env` installs /etc/ssh/sshd_config.d/gpucluster-<cluster>.conf
     (`AcceptEnv GPUCLUSTER_*`), checks it with `sshd -t` and reloads sshd (a reload keeps
-    open sessions; never a restart), and removes it on destroy. Neither has parameters, so
-    both work before sshd accepts any. `private_key` is the secret key (default: the stack
-    secret that the host's `private_key_secret` names).
+    open sessions; never a restart), and removes it on destroy. Neither has parameters in its
+    environment, so both work before sshd accepts any: the cluster's name goes by stdin.
+    `private_key` is the secret key (default: the stack secret that the host's
+    `private_key_secret` names).
     """
     if not host.is_ssh:
         return Transport(host)
@@ -120,6 +122,7 @@ def connect(
         connection=connection,
         create=remote_script(FILES / "sshd_accept_env_create.sh"),
         delete=remote_script(FILES / "sshd_accept_env_delete.sh"),
+        stdin=cluster,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[wait])),
     )
     transport.ready = [wait, accept_env]

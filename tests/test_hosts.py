@@ -204,13 +204,15 @@ def test_no_secret_in_any_readable_input(run):
         readable = {k: v for k, v in resource.inputs.items() if k not in resource.secret_paths}
         text = json.dumps(readable)
         assert "PRIVATE KEY" not in text, f"{resource.name} shows the private key"
-        assert "munge.key" not in text or "stdin" not in readable, resource.name
+        assert readable.get("stdin") in (None, "duo"), f"{resource.name} has a readable stdin"
         assert set(resource.secret_paths) <= {"connection", "stdin"}, (resource.name, resource.secret_paths)
     # The munge key travels by stdin to every host, as a secret; nothing else has a stdin.
     with_stdin = sorted(r.name for r in run.resources if "stdin" in r.inputs)
-    assert with_stdin == ["duo-gpu1-munge-key", "duo-gpu2-munge-key"]
-    for name in with_stdin:
+    assert with_stdin == ["duo-gpu1-munge-key", "duo-gpu2-munge-key", "duo-gpu2-sshd-accept-env"]
+    for name in with_stdin[:2]:
         assert "stdin" in run.by_name(name).secret_paths
+    # The sshd drop-in's one parameter, the cluster's name, by stdin (readable).
+    assert run.by_name("duo-gpu2-sshd-accept-env").inputs["stdin"] == "duo"
 
 
 def test_no_edge_between_the_hosts_containers(run):

@@ -28,10 +28,10 @@ pytestmark = pytest.mark.e2e
 def test_ssh_commands_need_the_drop_in_the_pinned_key_and_get_secrets_by_stdin():
     assert os.geteuid() == 0, "needs root (starts an sshd, writes host state)"
     assert shutil.which("ssh") and shutil.which("ssh-keygen"), "openssh-client missing: run `bash .ci/run`"
-    system_dropin = Path("/etc/ssh/sshd_config.d/gpucluster.conf")
+    system_dropin = Path("/etc/ssh/sshd_config.d/gpucluster-e2e.conf")
     system_before = system_dropin.exists()
     state_before = Path("/var/lib/gpucluster").exists()
-    dropin = SSH_HOST.directory / "sshd" / "sshd_config.d" / "gpucluster.conf"
+    dropin = SSH_HOST.directory / "sshd" / "sshd_config.d" / "gpucluster-e2e.conf"
     try:
         server = ssh_hosts.start(SSH_HOST)
         config = one_ssh_host_config(server["host_key"])

@@ -28,3 +28,16 @@ sshd_config_of() {
   tr '\0' ' ' < "/proc/$1/cmdline" | awk '{for (i = 1; i < NF; i++) if ($i == "-f") {print $(i + 1); exit}}' |
     grep . || echo /etc/ssh/sshd_config
 }
+
+# sshd_dropin_target: sets `master` (the sshd serving this session), `config` (its config file)
+# and `dropin` (this cluster's drop-in in the directory that config includes, or empty). The
+# cluster's name comes on stdin: before the drop-in exists, sshd would drop a parameter.
+sshd_dropin_target() {
+  local cluster include
+  read -r cluster || true
+  [[ "$cluster" =~ ^[a-z][a-z0-9]{0,9}$ ]] || die "expected the cluster's name on stdin, got '$cluster'"
+  master=$(sshd_master) || die "no sshd found above this session"
+  config=$(sshd_config_of "$master")
+  include=$(awk 'tolower($1) == "include" && $2 ~ /\/\*\.conf$/ {print $2; exit}' "$config")
+  dropin=${include:+$(dirname "$include")/gpucluster-$cluster.conf}
+}
