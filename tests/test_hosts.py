@@ -374,3 +374,10 @@ def test_stand_in_gpus_per_host_live_under_its_run_directory():
     cluster["hosts"][1]["gpu"] = {"stand_in": {"count": 1}}
     with pytest.raises(ConfigError, match=r"but hosts\[1\]\.gpu\.stand_in\.count declares 1; raise hosts\[1\]\.gpu"):
         parse_stack_config({"cluster": cluster})
+
+
+def test_every_command_of_a_stack_on_one_ssh_host_is_remote():
+    from tests.harness.e2e_teardown import PLACEHOLDER_SECRETS, one_ssh_host_config
+
+    run = run_program(one_ssh_host_config(), stack="e2e", secrets=PLACEHOLDER_SECRETS)
+    assert run.of_type(REMOTE) and not run.of_type(LOCAL), [r.name for r in run.of_type(LOCAL)]

@@ -91,6 +91,7 @@ class GpuHost(pulumi.ComponentResource):
         if stand_in_gpus:
             self.stand_in_gpus = host_command(
                 f"{name}-stand-in-gpus",
+                transport=transport,
                 create=FILES / "stand_in_gpus_create.sh",
                 delete=FILES / "stand_in_gpus_delete.sh",
                 environment={
