@@ -165,7 +165,10 @@ def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
 
     assert leftovers(CLUSTER) == []
     after = host_snapshot()
-    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+    assert after == before, (
+        {key: (before[key], after[key]) for key in before if before[key] != after[key]},
+        sh("ps", "-eo", "pid,ppid,args").stdout if after["daemons"] != before["daemons"] else "",
+    )
     with capsys.disabled():
         print("\n== one host over SSH (sshd -f on 127.0.0.1:2222, host key pinned) ==\n" + "\n".join(report))
         print(f"bring-up over SSH ({len(commands)} remote commands): {bring_up:.1f} s")
@@ -280,7 +283,10 @@ def test_two_hosts_one_slurm(capsys):
 
     assert leftovers(CLUSTER) == []
     after = host_snapshot()
-    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+    assert after == before, (
+        {key: (before[key], after[key]) for key in before if before[key] != after[key]},
+        sh("ps", "-eo", "pid,ppid,args").stdout if after["daemons"] != before["daemons"] else "",
+    )
     with capsys.disabled():
         print("\n== two hosts: h1 local (c000 with slurmctld, c001), h2 over SSH in its own netns (c002, c003) ==")
         print("\n".join(report))
