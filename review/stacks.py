@@ -31,8 +31,10 @@ def schema() -> dict[str, Any]:
     from components.stack_config import NAMESPACE, StackConfig
 
     model = StackConfig.model_json_schema()
+    # `cluster: X | None` is optional by leaving the key out; the schema names the model itself,
+    # so an editor points at the field that is wrong rather than at the whole key.
     namespace = {
-        f"{NAMESPACE}:{key}": {k: v for k, v in prop.items() if k != "default"}
+        f"{NAMESPACE}:{key}": next(option for option in prop["anyOf"] if option.get("type") != "null")
         for key, prop in model["properties"].items()
     }
     return {
