@@ -18,21 +18,25 @@ from review.summary import Collector, comment, summarize
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_preview(stack: str, stack_name: str, work_dir: Path = ROOT):
-    """(Summary, preview text) of one stack; a failed preview is a Summary with errors."""
+def run_preview(stack: str, stack_name: str, work_dir: Path = ROOT, select=None):
+    """(Summary, preview text) of one stack; a failed preview is a Summary with errors.
+
+    `select` opens the stack (default `pulumi.automation.select_stack`)."""
     from pulumi import automation as auto
 
     collector = Collector()
     text = ""
     try:
-        workspace_stack = auto.select_stack(stack_name=stack_name, work_dir=str(work_dir))
+        workspace_stack = (select or auto.select_stack)(stack_name=stack_name, work_dir=str(work_dir))
         result = workspace_stack.preview(diff=True, on_event=collector, color="never")
         text = result.stdout
     except auto.errors.CommandError as error:
         text = str(error)
+    except FileNotFoundError:
+        text = "the Pulumi CLI is not installed (the workflow installs it with pulumi/actions)"
     summary = summarize(stack, collector.events)
-    if not collector.events or not any(e.summary_event for e in collector.events):
-        summary.errors.append(f"the preview of {stack_name} did not finish: see preview.txt")
+    if not any(e.summary_event for e in collector.events):
+        summary.errors.append(f"the preview of {stack_name} did not finish: {text.strip().splitlines()[-1:]}")
     return summary, text
 
 

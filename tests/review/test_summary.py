@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from pulumi.automation import PreviewResult
 from pulumi.automation.events import (
     DiagnosticEvent,
     EngineEvent,
@@ -13,6 +14,7 @@ from pulumi.automation.events import (
     SummaryEvent,
 )
 
+from review.preview import run_preview
 from review.program import run_program, stack_config
 from review.summary import MARKER, Collector, comment, read_event_log, summarize
 
@@ -161,3 +163,36 @@ def test_the_collector_is_an_on_event_callback(urns):
 def test_a_long_comment_is_cut_below_githubs_limit(urns):
     text = comment(summarize("local", [_summary(1)]), "local", diff="+x\n" * 40_000)
     assert len(text) <= 64_000 and text.rstrip().endswith("artifact)")
+
+
+class _FakeStack:
+    """Stands in for `auto.Stack` (no CLI here): delivers SDK events to `on_event` as the engine would."""
+
+    def __init__(self, events, stdout):
+        self.events, self.stdout, self.calls = events, stdout, []
+
+    def preview(self, **kwargs):
+        self.calls.append(kwargs)
+        for event in self.events:
+            kwargs["on_event"](event)
+        summary = next(e.summary_event for e in self.events if e.summary_event)
+        return PreviewResult(self.stdout, "", summary.resource_changes)
+
+
+def test_the_preview_driver_asks_for_the_diff_and_summarizes_its_events(urns):
+    stack = _FakeStack([*_replace(1, urns["gpu-c000-lxc"], ["triggers"]), _summary(4, replace=1)], "  ~ diff text")
+    summary, text = run_preview("local", "acme/local", select=lambda **kw: stack)
+    assert stack.calls[0]["diff"] is True and stack.calls[0]["color"] == "never"
+    assert text == "  ~ diff text"
+    assert summary.labels() == ["replace"] and not summary.errors
+    assert [c.name for c, _ in summary.banner_changes] == ["gpu-c000-lxc"]
+
+
+def test_a_preview_that_cannot_run_is_an_error_not_no_changes():
+    def missing_cli(**kwargs):
+        raise FileNotFoundError("pulumi")
+
+    summary, text = run_preview("local", "local", select=missing_cli)
+    assert "not installed" in text
+    assert summary.errors and summary.labels() == []
+    assert "[!WARNING]" in comment(summary, "local", text)
