@@ -17,6 +17,8 @@ if stack.cluster:
     pulumi.export("slurm_env", cluster.slurm_env)
     pulumi.export("node_shells", cluster.node_shells)
     pulumi.export("host_facts", cluster.host_facts)
+    pulumi.export("boot_command", cluster.boot_command)
+    pulumi.export("verify_command", f"./verify.sh {pulumi.get_stack()}")
 
 if stack.kubernetes:
     from components.kubernetes.target import build_kubernetes

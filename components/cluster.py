@@ -7,6 +7,7 @@ import pulumi
 
 from components.app.web_app import WebApp
 from components.config import ClusterConfig
+from components.host.boot_unit import BootUnit, render_host_state
 from components.host.gpu_host import GpuHost
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
@@ -39,6 +40,7 @@ class GpuCluster(pulumi.ComponentResource):
     slurm_env: pulumi.Output[str]
     node_shells: pulumi.Output[dict]
     host_facts: pulumi.Output[dict]
+    boot_command: pulumi.Output[str]
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
@@ -77,6 +79,7 @@ class GpuCluster(pulumi.ComponentResource):
                     gpu_devices=gpus[node.name],
                 ),
                 platform,
+                image=self.image.rootfs,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
             for node in config.nodes
@@ -97,6 +100,7 @@ class GpuCluster(pulumi.ComponentResource):
             ),
             slurm_conf=render_slurm_conf(config, controller_hostname),
             gres_conf=render_gres_conf(config),
+            container=self.containers[controller_node.name].lxc if controller_node else None,
             opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
         )
         self.slurm_nodes = [
@@ -105,19 +109,19 @@ class GpuCluster(pulumi.ComponentResource):
                 cluster,
                 node,
                 controller_address=config.controller_address,
+                container=self.containers[node.name].lxc,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.containers[node.name], self.controller]),
             )
             for node in config.nodes
         ]
-        # Fails the apply, loudly, when a node is not idle or a GPU job cannot run.
+        # Fails the apply, loudly, when a node does not serve or a test job cannot run; never
+        # waits on users' jobs (components/scripts/health_check.sh).
         self.health = host_command(
             f"{name}-health",
             create=SLURM_FILES / "health_check.sh",
             environment={
                 "SLURM_CONF": f"{config.cluster_dir}/slurm.conf",
                 "NODES": config.hostlist,
-                "NODE_COUNT": str(len(config.nodes)),
-                "GPU_NODES": str(sum(1 for paths in gpus.values() if paths)),
             },
             triggers=[config.hostlist],
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.slurm_nodes),
@@ -130,6 +134,7 @@ class GpuCluster(pulumi.ComponentResource):
                 cluster,
                 config.web_app,
                 platform,
+                image=self.image.rootfs,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
         self.forwards = [
@@ -142,6 +147,15 @@ class GpuCluster(pulumi.ComponentResource):
             )
             for forward in config.all_forwards
         ]
+
+        # Written last, deleted first: a destroy cut short is not brought back at the next boot.
+        everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
+        self.boot = BootUnit(
+            f"{name}-boot",
+            cluster,
+            render_host_state(config),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
+        )
 
         nat_gateway = config.network.nat_bridge.address.ip
         self.controller_address = self.controller.address
@@ -170,8 +184,10 @@ class GpuCluster(pulumi.ComponentResource):
             cgroup_version=self.host.cgroup_version,
             uvm_major=self.host.uvm_major,
         )
+        self.boot_command = self.boot.boot_command
         self.register_outputs(
             {
+                "boot_command": self.boot_command,
                 "controller_address": self.controller_address,
                 "nodes": self.nodes,
                 "node_list": self.node_list,

@@ -179,6 +179,10 @@ class ClusterIdentity:
         """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
         return f"{self.name}-{hostname}"
 
+    def forward_tag(self, host_port: int) -> str:
+        """The iptables comment on every rule of a forward (delete and verify find them by it)."""
+        return f"gpucluster:{self.name}:fwd:{host_port}"
+
 
 class ClusterConfig(StrictModel):
     """The local GPU Slurm cluster."""
@@ -250,6 +254,9 @@ class ClusterConfig(StrictModel):
             else []
         )
         return web + list(self.forwards)
+
+    def forward_tag(self, host_port: int) -> str:
+        return self.identity.forward_tag(host_port)
 
     def target_address(self, target: str) -> IPv4Address:
         """NAT-bridge address of a node or of the web app (a forward's target)."""

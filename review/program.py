@@ -38,6 +38,7 @@ class Registration:
     inputs: dict
     dependencies: frozenset[str]
     delete_before_replace: bool
+    replace_with: frozenset[str] = frozenset()
     aliases: tuple[str, ...] = ()
     """Earlier URNs of the resource (`aliases` option), as the SDK resolves them."""
 
@@ -113,6 +114,7 @@ class _RecordingMonitor(MockMonitor):
                     inputs=rpc.deserialize_properties(request.object) if request.custom else {},
                     dependencies=frozenset(request.dependencies),
                     delete_before_replace=request.deleteBeforeReplace,
+                    replace_with=frozenset(request.replace_with),
                     aliases=tuple(sorted(request.aliasURNs)),
                 )
             )

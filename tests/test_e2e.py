@@ -43,6 +43,7 @@ REQUIRED_TOOLS = [
     "curl",
 ]
 OUTSIDE_HOST_SIDE, OUTSIDE_NS_SIDE = "10.44.0.1", "10.44.0.2"
+KEPT_AFTER_DESTROY = {"packages-left-installed"}  # the only thing destroy leaves on purpose
 
 pytestmark = pytest.mark.e2e
 
@@ -106,9 +107,15 @@ def leftovers(cluster: str) -> list[str]:
         f"/var/lib/gpucluster/{cluster}",
         f"/run/gpucluster-{cluster}",
         f"/srv/gpucluster/{cluster}",
+        f"/etc/systemd/system/gpucluster-{cluster}.service",
+        f"/etc/systemd/system/multi-user.target.wants/gpucluster-{cluster}.service",
+        f"/var/lib/gpucluster-host/ip_forward/users/{cluster}",
     ):
         if Path(path).exists():
             found.append(f"path {path}")
+    # Destroy keeps exactly this under /var/cache/gpucluster/<cluster> (purge-kept.sh removes it).
+    kept = Path(f"/var/cache/gpucluster/{cluster}")
+    found += [f"kept {p}" for p in kept.rglob("*") if p.name not in KEPT_AFTER_DESTROY]
     ps = sh("ps", "-eo", "args=").stdout
     found += [
         f"process {line}"
@@ -239,6 +246,13 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         assert {p: p.read_bytes() for p in config_files} == config_files
         assert slurmctld_pid(cluster, placement) == controller_pid, "re-apply restarted slurmctld"
 
+        # A reboot, drift, a clone cut before its owner marker (tests/test_e2e_lifecycle.py).
+        from tests.test_e2e_lifecycle import drift_is_named, interrupted_clone_recovers, simulate_reboot
+
+        simulate_reboot(config, run.outputs, report)
+        drift_is_named(config, report)
+        interrupted_clone_recovers(config, commands, report)
+
         # Leftovers of an interruption (a stopped node, the host's munged gone): apply converges.
         sh("lxc-stop", "-n", f"{cluster}-c002", "-k")
         sh("pkill", "-f", f"munged --socket=/run/gpucluster-{cluster}/")
@@ -270,6 +284,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-slurm-client": "update",
             f"{cluster}-host-preflight": "replace",
             f"{cluster}-health": "replace",
+            f"{cluster}-boot-unit": "update",
         }
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()

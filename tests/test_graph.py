@@ -153,8 +153,9 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     added = set(new) - set(old)
     changed = {name for name in old if new.get(name) != old[name]}
     assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd"}
-    # The controller's slurm.conf, the host's client copy, the checks that cover every node.
-    assert changed == {"e2e-slurm-slurmctld", "e2e-slurm-client", "e2e-host-preflight", "e2e-health"}
+    # The controller's slurm.conf, the host's client copy, the checks that cover every node,
+    # and the boot unit's list of containers.
+    assert changed == {"e2e-slurm-slurmctld", "e2e-slurm-client", "e2e-host-preflight", "e2e-health", "e2e-boot-unit"}
 
 
 def test_controller_on_the_host():
@@ -175,3 +176,21 @@ def test_without_web_app_there_is_no_forward():
     run = run_program(config, stack="e2e")
     assert not [r for r in run.resources if "web" in r.name or "fwd" in r.name]
     assert run.outputs["web_url"] == ""
+
+
+def test_what_lives_inside_a_thing_is_replaced_with_it(run):
+    """Replacing the image replaces its clones; replacing a container replaces the daemons set
+    up inside it (slurmd, the app, slurmctld when it runs there); fixed names and addresses
+    mean the old one goes first."""
+    by_urn = run.by_urn
+
+    def lives_on(resource: str) -> set[str]:
+        return {by_urn[urn].name for urn in run.by_name(resource).replace_with}
+
+    assert lives_on("e2e-c001-lxc") == {"e2e-image-rootfs"}
+    assert lives_on("e2e-web-container-lxc") == {"e2e-image-rootfs"}
+    assert lives_on("e2e-c001-slurm-slurmd") == {"e2e-c001-lxc"}
+    assert lives_on("e2e-web-service") == {"e2e-web-container-lxc"}
+    assert lives_on("e2e-slurm-slurmctld") == {"e2e-c000-lxc"}
+    for name in ("e2e-image-rootfs", "e2e-c001-lxc", "e2e-web-container-lxc", "e2e-bridges-nat"):
+        assert run.by_name(name).delete_before_replace, name

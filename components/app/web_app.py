@@ -36,6 +36,7 @@ class WebApp(pulumi.ComponentResource):
         cluster: ClusterIdentity,
         app: WebAppConfig,
         platform: ContainerPlatform,
+        image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
@@ -49,6 +50,7 @@ class WebApp(pulumi.ComponentResource):
                 gpu_devices=platform.gpu.devices[:1],
             ),
             platform,
+            image=image,
             opts=child_options(self, opts),
         )
         self.service = host_command(
@@ -64,7 +66,7 @@ class WebApp(pulumi.ComponentResource):
                 "MAX_CONCURRENT_JOBS": str(app.max_concurrent_jobs),
                 "JOB_TIMEOUT_S": str(app.job_timeout_s),
             },
-            opts=child_options(self, opts, self.container_resource),
+            opts=child_options(self, opts, self.container_resource, replace_with=[self.container_resource.lxc]),
         )
         self.url = pulumi.Output.from_input(f"http://{app.nat_address}:{app.port}/")
         self.container = self.container_resource.container

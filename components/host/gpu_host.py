@@ -27,6 +27,9 @@ HOST_PACKAGES = [
     "procps",
 ]
 
+# What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
+KEEP_DIR = "/var/cache/gpucluster"
+
 
 class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
@@ -39,7 +42,9 @@ class GpuHost(pulumi.ComponentResource):
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
         a host port already listening, a container name taken by a foreign container; its
         stdout (JSON) reports what it found.
-      - `<name>-packages`: installs missing packages; destroy removes only those it installed.
+      - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
+        one can take reverse dependencies and other users' packages along) and keeps their
+        list in KEEP_DIR/<cluster>/packages-left-installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
     """
@@ -64,6 +69,8 @@ class GpuHost(pulumi.ComponentResource):
         net = network
         environment = {
             "CLUSTER": cluster.name,
+            "CLUSTER_DIR": cluster.cluster_dir,
+            "IMAGE": cluster.container_name("image"),
             "GPU_DEVICES": env_list(gpu_devices),
             "NAT_BRIDGE": net.nat_bridge.name,
             "NAT_ADDRESS": str(net.nat_bridge.address),
@@ -85,8 +92,10 @@ class GpuHost(pulumi.ComponentResource):
             create=FILES / "packages_create.sh",
             delete=FILES / "packages_delete.sh",
             environment={
+                "CLUSTER": cluster.name,
                 "PACKAGES": env_list(HOST_PACKAGES if host.install_packages else []),
                 "RECORD": f"{cluster.cluster_dir}/host-packages",
+                "KEEP_DIR": KEEP_DIR,
             },
             opts=child_options(self, opts, self.preflight),
         )

@@ -45,6 +45,7 @@ class CudaContainer(pulumi.ComponentResource):
         cluster: ClusterIdentity,
         spec: ContainerSpec,
         platform: ContainerPlatform,
+        image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
@@ -57,6 +58,7 @@ class CudaContainer(pulumi.ComponentResource):
             delete=FILES / "container_delete.sh",
             environment={
                 "CLUSTER": cluster.name,
+                "CLUSTER_DIR": cluster.cluster_dir,
                 "IMAGE": cluster.container_name("image"),
                 "CONTAINER": container,
                 "NODE_HOSTNAME": spec.hostname,
@@ -65,9 +67,10 @@ class CudaContainer(pulumi.ComponentResource):
                 "DRIVER_FILES": env_list(platform.gpu.driver_files),
                 "SHARED_DIR": platform.shared_dir,
             },
-            # A new image means a new clone; the name is reused, so delete first.
+            # A new image means a new clone (replace_with the image); the name and addresses are
+            # reused, so the old clone goes first (and, with it, what was set up inside it).
             triggers=image_fingerprint(platform.image),
-            opts=child_options(self, opts, delete_before_replace=True),
+            opts=child_options(self, opts, delete_before_replace=True, replace_with=[image]),
         )
         self.container = pulumi.Output.from_input(container)
         self.lxc_config = pulumi.Output.from_input(lxc_config)

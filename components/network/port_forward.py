@@ -38,7 +38,7 @@ class PortForward(pulumi.ComponentResource):
             create=FILES / "forward_create.sh",
             delete=FILES / "forward_delete.sh",
             environment={
-                "TAG": f"gpucluster:{cluster.name}:fwd:{forward.host_port}",
+                "TAG": cluster.forward_tag(forward.host_port),
                 "HOST_PORT": str(forward.host_port),
                 "TARGET_ADDRESS": str(address),
                 "TARGET_PORT": str(forward.port),

@@ -57,6 +57,7 @@ class SlurmController(pulumi.ComponentResource):
         placement: ControllerPlacement,
         slurm_conf: str,
         gres_conf: str,
+        container: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
@@ -98,7 +99,10 @@ class SlurmController(pulumi.ComponentResource):
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
             },
-            opts=child_options(self, opts, self.munge_key, self.client),
+            # In a container, slurmctld lives there: a new container needs it set up again.
+            opts=child_options(
+                self, opts, self.munge_key, self.client, replace_with=[container] if container else None
+            ),
         )
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)

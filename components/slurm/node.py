@@ -29,6 +29,7 @@ class SlurmNode(pulumi.ComponentResource):
         cluster: ClusterIdentity,
         node: NodeConfig,
         controller_address: IPv4Address,
+        container: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmNode", name, None, opts)
@@ -45,7 +46,8 @@ class SlurmNode(pulumi.ComponentResource):
                 "CONF_SERVER": str(controller_address),
                 "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
             },
-            opts=child_options(self, opts),
+            # Lives in the container: a new container needs munge and slurmd set up again.
+            opts=child_options(self, opts, replace_with=[container]),
         )
         self.node_name = pulumi.Output.from_input(node.name)
         self.register_outputs({"node_name": self.node_name})

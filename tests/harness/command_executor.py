@@ -1,20 +1,41 @@
 """Execute the program's recorded pulumi-command resources on this machine, as the engine would.
 
 Test code, not a second way to deploy: the commands, their environments, interpreters and
-dependencies come from the RegisterResource requests of a mocked run (program_harness). A
-command starts once every command it depends on has finished, so independent ones (the
-node containers) run concurrently; deletes run in the reverse order, also concurrently.
+dependencies come from the RegisterResource requests of a mocked run (program_harness). What
+the engine does with them follows its real semantics, so a test fails where `pulumi up` would:
+
+- Diff (pulumi-command 1.2, provider/pkg/provider/common/inputs.go): `triggers` is marked
+  `replaceOnChanges`, so a changed trigger replaces; any other changed input is an update.
+- Update (provider/pkg/provider/local/commandController.go, `Update`): runs `update`, or
+  `create` when there is no `update`; a resource whose inputs did not change runs nothing.
+- Update and delete see the previous run's output as `PULUMI_COMMAND_STDOUT` and
+  `PULUMI_COMMAND_STDERR` (provider/pkg/provider/local/commandOutputs.go, `run`), with the
+  trailing newline trimmed as the provider stores them.
+- Replacement (pulumi engine, pkg/resource/deploy/step_generator.go): by default the new
+  resource is created first, dependents are updated, and the old one is deleted at the end
+  of the update together with the resources that left the program, in reverse dependency
+  order. With `delete_before_replace`, the old resource is deleted first, and before it every
+  resource that depends on it and will be replaced with it (`calculateDependentReplacements`;
+  here: the resources that name it, directly or transitively, in `replace_with`).
+- `replace_with` (SDK `ResourceOptions.replace_with`, engine >= 3.207): a resource is replaced
+  whenever one of the resources it names is replaced.
+- A failed create leaves nothing in the state; a failed update keeps the old state; the
+  update stops at the first failure (after the steps already running end) and deletes
+  nothing.
+- Parallelism: the CLI's `--parallel` default is unbounded, so every step whose dependencies
+  are done starts at once.
 """
 
 import os
 import subprocess
+import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from tests.harness.program_harness import ProgramRun
 
 COMMAND_TYPE = "command:local:Command"
+STDOUT, STDERR = "PULUMI_COMMAND_STDOUT", "PULUMI_COMMAND_STDERR"
 
 
 @dataclass(frozen=True)
@@ -29,6 +50,7 @@ class HostCommand:
     dependencies: frozenset[str]
     triggers: tuple = ()
     delete_before_replace: bool = False
+    replace_with: frozenset[str] = frozenset()
 
     def same_inputs(self, other: "HostCommand") -> bool:
         return (self.create, self.update, self.delete, self.environment, self.interpreter) == (
@@ -38,6 +60,25 @@ class HostCommand:
             other.environment,
             other.interpreter,
         )
+
+
+@dataclass
+class StateEntry:
+    """What the engine keeps of a command after a successful create or update."""
+
+    command: HostCommand
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class State:
+    """The stack's state: the commands that exist, by URN."""
+
+    resources: dict[str, StateEntry] = field(default_factory=dict)
+
+    def commands(self) -> list[HostCommand]:
+        return [entry.command for entry in self.resources.values()]
 
 
 @dataclass
@@ -66,6 +107,9 @@ class Timeline:
         step = next(step for step in self.steps if step.name == name)
         return step.started + step.seconds - start
 
+    def phases(self, name: str) -> list[str]:
+        return [step.phase for step in sorted(self.steps, key=lambda s: s.started) if step.name == name]
+
 
 class CommandFailedError(AssertionError):
     pass
@@ -89,13 +133,20 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type == COMMAND_TYPE),
                 triggers=tuple(inputs.get("triggers") or ()),
                 delete_before_replace=resource.delete_before_replace,
+                replace_with=frozenset(resource.replace_with),
             )
         )
     return commands
 
 
-def _execute(command: HostCommand, script: str, timeout: int) -> str:
+def _execute(command: HostCommand, script: str, previous: StateEntry | None, timeout: int) -> tuple[str, str]:
     environment = {**os.environ, **command.environment}
+    # The provider appends the previous outputs after `environment`, so they win.
+    for key, value in ((STDOUT, previous.stdout if previous else ""), (STDERR, previous.stderr if previous else "")):
+        if value:
+            environment[key] = value
+        else:
+            environment.pop(key, None)
     done = subprocess.run(
         [*command.interpreter, script],
         env=environment,
@@ -109,94 +160,239 @@ def _execute(command: HostCommand, script: str, timeout: int) -> str:
             f"{command.name} exited {done.returncode}\n--- stderr ---\n{done.stderr[-4000:]}"
             f"\n--- stdout ---\n{done.stdout[-2000:]}"
         )
-    return done.stdout
+    return done.stdout.removesuffix("\n"), done.stderr.removesuffix("\n")
 
 
-def _run_graph(commands, waits_for, script_of, phase, timeline, workers, timeout):
-    """Run every command once all the commands it waits for are done; stop at the first failure."""
-    pending = {c.urn: c for c in commands}
+@dataclass
+class _Job:
+    """One node of the step graph: a function run once all `after` jobs are done."""
+
+    key: str
+    name: str
+    phase: str
+    run: object
+    after: set[str] = field(default_factory=set)
+
+
+def _run_jobs(jobs: list[_Job], timeline: Timeline) -> None:
+    """Run every job once the jobs it waits for are done, all ready ones at once (unbounded
+    parallelism); stop starting new ones at the first failure and raise it when the running
+    ones have ended."""
+    pending = {job.key: job for job in jobs}
     done: set[str] = set()
-    running = {}
-    failure = None
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        while pending or running:
-            if failure is None:
-                for urn, command in list(pending.items()):
-                    if waits_for[urn] <= done:
-                        del pending[urn]
-                        started = time.monotonic()
-                        future = pool.submit(_timed, script_of(command), timeout, started)
-                        running[future] = (command, started)
-            if not running:
+    failures: list[BaseException] = []
+    lock = threading.Condition()
+    running = 0
+
+    def work(job: _Job) -> None:
+        nonlocal running
+        started = time.monotonic()
+        try:
+            stdout = job.run() or ""
+            with lock:
+                timeline.steps.append(Step(job.name, job.phase, started, time.monotonic() - started, stdout))
+                done.add(job.key)
+        except BaseException as error:  # noqa: BLE001 (re-raised once the running steps end)
+            with lock:
+                failures.append(error)
+        finally:
+            with lock:
+                running -= 1
+                lock.notify_all()
+
+    with lock:
+        while True:
+            if not failures:
+                for key, job in list(pending.items()):
+                    if job.after <= done:
+                        del pending[key]
+                        running += 1
+                        threading.Thread(target=work, args=(job,), daemon=True).start()
+            if running == 0:
                 break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                command, started = running.pop(future)
-                try:
-                    stdout, seconds = future.result()
-                except Exception as error:  # noqa: BLE001 (reported after the running ones end)
-                    failure = failure or error
-                    continue
-                timeline.steps.append(Step(command.name, phase, started, seconds, stdout))
-                done.add(command.urn)
-    if failure:
-        raise failure
+            lock.wait()
+    if failures:
+        raise failures[0]
     if pending:
-        raise CommandFailedError(f"{phase}: never started {sorted(c.name for c in pending.values())}")
+        raise CommandFailedError(f"never started: {sorted(job.name for job in pending.values())}")
 
 
-def _timed(steps: list[tuple[HostCommand, str | None]], timeout: int, started: float):
-    """Run a command's scripts in order (two for a replacement); no script, nothing to do."""
-    stdout = "".join(_execute(command, script, timeout) for command, script in steps if script)
-    return stdout, time.monotonic() - started
+def _dependents(commands: list[HostCommand]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {c.urn: set() for c in commands}
+    for command in commands:
+        for dependency in command.dependencies:
+            found.setdefault(dependency, set()).add(command.urn)
+    return found
 
 
-def apply(commands: list[HostCommand], workers: int = 8, timeout: int = 900) -> Timeline:
-    """Run every create in dependency order, independent ones concurrently."""
-    timeline = Timeline()
-    waits_for = {c.urn: c.dependencies for c in commands}
-    _run_graph(commands, waits_for, lambda c: [(c, c.create)], "create", timeline, workers, timeout)
-    return timeline
-
-
-def destroy(commands: list[HostCommand], workers: int = 8, timeout: int = 600) -> Timeline:
-    """Run every delete after the deletes of everything that depends on it."""
-    timeline = Timeline()
-    dependents = {c.urn: frozenset(d.urn for d in commands if c.urn in d.dependencies) for c in commands}
-    _run_graph(commands, dependents, lambda c: [(c, c.delete)], "delete", timeline, workers, timeout)
-    return timeline
-
-
-def update(
-    old: list[HostCommand], new: list[HostCommand], workers: int = 8, timeout: int = 900
-) -> tuple[Timeline, dict[str, str]]:
-    """What `pulumi up` does when the program changed: per command of the new program,
-    create it (new), replace it (a trigger changed), run its update script (another input
-    changed; pulumi-command 1.2 runs `create` again when there is no `update`), or leave it;
-    then delete the commands that are gone. Returns the timeline and the action per command.
-    """
-    before = {c.name: c for c in old}
+def plan(state: State, new: list[HostCommand]) -> dict[str, str]:
+    """The engine's decision per URN: create, update, replace, same (program order), delete."""
     actions: dict[str, str] = {}
+    for command in new:
+        old = state.resources.get(command.urn)
+        if old is None:
+            actions[command.urn] = "create"
+        elif old.command.triggers != command.triggers or command.replace_with & {
+            urn for urn, action in actions.items() if action == "replace"
+        }:
+            actions[command.urn] = "replace"
+        elif not old.command.same_inputs(command):
+            actions[command.urn] = "update"
+        else:
+            actions[command.urn] = "same"
+    wanted = {c.urn for c in new}
+    actions.update({urn: "delete" for urn in state.resources if urn not in wanted})
+    return actions
 
-    def steps(command: HostCommand) -> list[tuple[HostCommand, str | None]]:
-        previous = before.get(command.name)
-        if previous is None:
-            actions[command.name] = "create"
-            return [(command, command.create)]
-        if previous.triggers != command.triggers:
-            actions[command.name] = "replace"
-            replace = [(previous, previous.delete), (command, command.create)]
-            return replace if command.delete_before_replace else replace[::-1]
-        if not previous.same_inputs(command):
-            actions[command.name] = "update"
-            return [(command, command.update or command.create)]
-        actions[command.name] = "same"
-        return []
+
+def _replaced_with(root: str, new: list[HostCommand], actions: dict[str, str]) -> set[str]:
+    """Resources replaced because `root` is: those naming it in replace_with, transitively."""
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {
+            c.urn for c in new if c.replace_with & frontier and actions.get(c.urn) == "replace" and c.urn not in found
+        }
+        found |= frontier
+    return found
+
+
+def up(state: State, new: list[HostCommand], timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
+    """`pulumi up` of the program whose commands are `new`, against `state` (changed in place).
+
+    Returns the timeline and the action per command name (create/update/replace/same/delete).
+    """
+    actions = plan(state, new)
+    old = dict(state.resources)
+    lock = threading.Lock()
+
+    def step(command: HostCommand, script: str | None, previous: StateEntry | None, *, keep: bool):
+        """Run one script; on success, record (or drop) the command in the state."""
+
+        def run():
+            stdout, stderr = _execute(command, script, previous, timeout) if script else ("", "")
+            with lock:
+                if keep:
+                    state.resources[command.urn] = StateEntry(command, stdout, stderr)
+                elif state.resources.get(command.urn) is previous:
+                    del state.resources[command.urn]
+            return stdout
+
+        return run
+
+    apply_jobs: list[_Job] = []
+    end_jobs: list[_Job] = []
+    deleted_early: set[str] = set()
+    for command in new:
+        urn, action = command.urn, actions[command.urn]
+        after = {f"apply:{dependency}" for dependency in command.dependencies}
+        if action == "replace" and command.delete_before_replace and urn not in deleted_early:
+            # The old one goes first, and before it whatever will be replaced with it.
+            group = {urn} | _replaced_with(urn, new, actions)
+            for member in group - deleted_early:
+                first = {
+                    d
+                    for d in group
+                    if d != member and member in old[d].command.dependencies | old[d].command.replace_with
+                }
+                apply_jobs.append(
+                    _Job(
+                        f"early:{member}",
+                        old[member].command.name,
+                        "delete-replaced",
+                        step(old[member].command, old[member].command.delete, old[member], keep=False),
+                        after | {f"early:{d}" for d in first},
+                    )
+                )
+            deleted_early |= group
+        if urn in deleted_early:
+            after.add(f"early:{urn}")
+        previous = old.get(urn)
+        if action == "same":
+            run, phase = (lambda: ""), "same"
+        elif action == "update":
+            run, phase = step(command, command.update or command.create, previous, keep=True), "update"
+        else:
+            run, phase = (
+                step(command, command.create, None, keep=True),
+                "create" if action == "create" else "create-replacement",
+            )
+        apply_jobs.append(_Job(f"apply:{urn}", command.name, phase, run, after))
+        if action == "replace" and urn not in deleted_early:
+            end_jobs.append(
+                _Job(
+                    f"end:{urn}",
+                    command.name,
+                    "delete-replaced",
+                    step(previous.command, previous.command.delete, previous, keep=False),
+                )
+            )
+    end_jobs += [
+        _Job(
+            f"end:{urn}",
+            old[urn].command.name,
+            "delete",
+            step(old[urn].command, old[urn].command.delete, old[urn], keep=False),
+        )
+        for urn, action in actions.items()
+        if action == "delete"
+    ]
+    # Old copies and removed resources go at the end, each after the deletes of its dependents.
+    ending = {job.key.removeprefix("end:") for job in end_jobs}
+    for job in end_jobs:
+        urn = job.key.removeprefix("end:")
+        job.after = {f"end:{other}" for other in ending if urn in old[other].command.dependencies}
 
     timeline = Timeline()
-    waits_for = {c.urn: c.dependencies for c in new}
-    _run_graph(new, waits_for, steps, "update", timeline, workers, timeout)
-    gone = [c for c in old if c.name not in {n.name for n in new}]
-    actions.update({c.name: "delete" for c in gone})
-    timeline.steps += destroy(gone, workers, timeout).steps
-    return timeline, actions
+    _run_jobs(apply_jobs, timeline)
+    _run_jobs(end_jobs, timeline)
+    names = {urn: entry.command.name for urn, entry in old.items()} | {c.urn: c.name for c in new}
+    return timeline, {names[urn]: action for urn, action in actions.items()}
+
+
+def destroy_state(state: State, timeout: int = 600) -> Timeline:
+    """`pulumi destroy`: every delete after the deletes of everything that depends on it."""
+    entries = list(state.resources.values())
+    dependents = _dependents([e.command for e in entries])
+    lock = threading.Lock()
+
+    def delete(entry: StateEntry):
+        def run():
+            if entry.command.delete:
+                _execute(entry.command, entry.command.delete, entry, timeout)
+            with lock:
+                state.resources.pop(entry.command.urn, None)
+            return ""
+
+        return run
+
+    jobs = [
+        _Job(
+            e.command.urn,
+            e.command.name,
+            "delete",
+            delete(e),
+            {d for d in dependents.get(e.command.urn, set()) if d in state.resources},
+        )
+        for e in entries
+    ]
+    timeline = Timeline()
+    _run_jobs(jobs, timeline)
+    return timeline
+
+
+# The single-shot forms the tests use: a fresh state per call.
+def apply(commands: list[HostCommand], timeout: int = 900, state: State | None = None) -> Timeline:
+    """`pulumi up` of `commands` against `state` (a fresh, empty one by default)."""
+    timeline, _ = up(state if state is not None else State(), commands, timeout)
+    return timeline
+
+
+def destroy(commands: list[HostCommand], timeout: int = 600) -> Timeline:
+    """Destroy `commands` as if each were in the state with empty outputs (teardown of
+    whatever a run may have left: every delete succeeds when its thing is gone)."""
+    return destroy_state(State({c.urn: StateEntry(c) for c in commands}), timeout)
+
+
+def update(old: list[HostCommand], new: list[HostCommand], timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
+    """`pulumi up` of `new` against a state holding `old` (outputs unknown: empty)."""
+    return up(State({c.urn: StateEntry(c) for c in old}), new, timeout)

@@ -2,12 +2,23 @@
 
 import pytest
 
-from tests.harness.command_executor import CommandFailedError, HostCommand, apply, destroy, update
+from tests.harness.command_executor import (
+    CommandFailedError,
+    HostCommand,
+    State,
+    apply,
+    destroy,
+    destroy_state,
+    up,
+    update,
+)
 
 BASH = ("/bin/bash", "-c")
 
 
-def command(name: str, log: str, *, after=(), create=None, delete=None, triggers=(), env=None) -> HostCommand:
+def command(
+    name: str, log: str, *, after=(), create=None, delete=None, triggers=(), env=None, dbr=False, replace_with=()
+) -> HostCommand:
     return HostCommand(
         name=name,
         urn=f"urn:{name}",
@@ -18,6 +29,8 @@ def command(name: str, log: str, *, after=(), create=None, delete=None, triggers
         interpreter=BASH,
         dependencies=frozenset(f"urn:{dep}" for dep in after),
         triggers=tuple(triggers),
+        delete_before_replace=dbr,
+        replace_with=frozenset(f"urn:{other}" for other in replace_with),
     )
 
 
@@ -82,8 +95,9 @@ def test_update_creates_replaces_reruns_and_leaves_the_rest(tmp_path):
     assert actions == {"base": "same", "left": "same", "right": "replace", "top": "update", "extra": "create"}
     done = lines(log)
     assert sorted(done) == ["create extra", "create right", "create top", "delete right"]
-    # Replacement is create-before-delete unless delete_before_replace; an update runs create.
-    assert done.index("create right") < done.index("delete right") < done.index("create top")
+    # Replacement is create-before-delete: the new one first, dependents updated, the old one
+    # deleted at the end of the update. An update runs create.
+    assert done.index("create right") < done.index("create top") < done.index("delete right")
 
 
 def test_update_deletes_what_is_gone(tmp_path):
@@ -92,3 +106,94 @@ def test_update_deletes_what_is_gone(tmp_path):
     _, actions = update(old, old[:-1])
     assert actions["top"] == "delete"
     assert lines(log) == ["delete top"]
+
+
+def test_delete_before_replace_deletes_the_old_one_and_what_is_replaced_with_it_first(tmp_path):
+    log = tmp_path / "log"
+    old = [
+        command("image", log, dbr=True),
+        command("node", log, after=["image"], dbr=True, replace_with=["image"]),
+        command("daemon", log, after=["node"], replace_with=["node"]),
+        command("bystander", log, after=["image"]),
+    ]
+    new = [
+        command("image", log, dbr=True, triggers=["v2"]),
+        *old[1:],
+    ]
+    _, actions = update(old, new)
+    assert actions == {"image": "replace", "node": "replace", "daemon": "replace", "bystander": "same"}
+    assert lines(log) == [
+        "delete daemon",
+        "delete node",
+        "delete image",
+        "create image",
+        "create node",
+        "create daemon",
+    ]
+
+
+def test_replace_with_without_delete_before_replace_creates_first_and_deletes_at_the_end(tmp_path):
+    log = tmp_path / "log"
+    old = [command("image", log), command("node", log, after=["image"], replace_with=["image"])]
+    new = [command("image", log, triggers=["v2"]), old[1]]
+    _, actions = update(old, new)
+    assert actions == {"image": "replace", "node": "replace"}
+    assert lines(log) == ["create image", "create node", "delete node", "delete image"]
+
+
+def test_a_failed_create_leaves_nothing_in_state_and_the_next_up_retries(tmp_path):
+    log, flag = tmp_path / "log", tmp_path / "fail"
+    flag.touch()
+    create = f'[ -e "{flag}" ] && exit 4; echo "create flaky" >> "{log}"'
+    commands = [command("base", log), command("flaky", log, after=["base"], create=create)]
+    state = State()
+    with pytest.raises(CommandFailedError, match="flaky exited 4"):
+        up(state, commands)
+    assert set(state.resources) == {"urn:base"}
+    flag.unlink()
+    _, actions = up(state, commands)
+    assert actions == {"base": "same", "flaky": "create"}
+    assert set(state.resources) == {"urn:base", "urn:flaky"}
+
+
+def test_a_failed_update_deletes_nothing(tmp_path):
+    log = tmp_path / "log"
+    old = graph(log)
+    new = [*graph(log, left={"create": "exit 5", "env": {"X": "1"}})[:-1]]
+    with pytest.raises(CommandFailedError, match="left exited 5"):
+        update(old, new)
+    assert "delete top" not in lines(log)
+
+
+def test_update_and_delete_see_the_previous_output(tmp_path):
+    log = tmp_path / "log"
+    report = f'echo "$0 stdout=${{PULUMI_COMMAND_STDOUT-unset}}" >> "{log}"; echo made-$RUN'
+    commands = [
+        command(
+            "thing", log, create=report.replace("$0", "create"), delete=report.replace("$0", "delete"), env={"RUN": "1"}
+        )
+    ]
+    state = State()
+    up(state, commands)
+    assert state.resources["urn:thing"].stdout == "made-1"
+    changed = [
+        command(
+            "thing", log, create=report.replace("$0", "update"), delete=report.replace("$0", "delete"), env={"RUN": "2"}
+        )
+    ]
+    up(state, changed)
+    destroy_state(state)
+    assert lines(log) == ["create stdout=unset", "update stdout=made-1", "delete stdout=made-2"]
+    assert state.resources == {}
+
+
+def test_parallelism_is_unbounded(tmp_path):
+    log = tmp_path / "log"
+    # Twelve independent commands that each wait until all twelve have started: only an
+    # unbounded run finishes (a pool of eight would leave four waiting until they fail).
+    barrier = (
+        'touch "{me}"; for _ in $(seq 200); do [ "$(ls "{dir}" | wc -l)" -ge 12 ] && exit 0; sleep 0.05; done; exit 1'
+    )
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    apply([command(f"n{i}", log, create=barrier.format(me=marks / f"n{i}", dir=marks)) for i in range(12)])

@@ -30,6 +30,7 @@ def preflight(tmp_path):
     subprocess.run(["mknod", str(device), "c", "195", "0"], check=True)
     environment = {
         "CLUSTER": "pft",
+        "IMAGE": "pft-image",
         "GPU_DEVICES": str(device),
         "NAT_BRIDGE": "pftbr0",
         "NAT_ADDRESS": "10.97.3.1/24",
@@ -37,6 +38,7 @@ def preflight(tmp_path):
         "CLUSTER_SUBNET": "10.97.5.0/24",
         "HOST_PORTS": "",
         "CONTAINERS": "pft-c000",
+        "CLUSTER_DIR": str(tmp_path / "state"),
     }
     made_links: list[str] = []
 
@@ -58,8 +60,13 @@ def preflight(tmp_path):
         if address:
             subprocess.run(["ip", "addr", "add", address, "dev", name], check=True)
 
+    def alias(name: str, text: str) -> None:
+        subprocess.run(["ip", "link", "set", name, "alias", text], check=True)
+
     run.dummy = dummy
+    run.alias = alias
     run.device = device
+    run.cluster_dir = tmp_path / "state"
     yield run
     for name in made_links:
         subprocess.run(["ip", "link", "del", name], check=False)
@@ -141,3 +148,51 @@ def test_a_host_port_forwarded_by_someone_else_is_refused(preflight):
         subprocess.run(["iptables", "-t", "nat", "-D", *rule], check=True)
     assert done.returncode == 1
     assert "host port 7999 is already forwarded by another iptables DNAT rule" in done.stderr
+
+
+def test_a_bridge_of_another_cluster_names_it_and_the_rename_case(preflight):
+    # What a changed `name` meets: the old cluster's bridges, marked with its name.
+    preflight.dummy("pftbr0")
+    preflight.alias("pftbr0", "gpucluster:oldname")
+    done = preflight()
+    assert done.returncode == 1
+    assert (
+        "interface pftbr0 belongs to the cluster 'oldname' (network.*.name): if you renamed the cluster (name), "
+        "destroy it under its old name first"
+    ) in done.stderr
+
+
+def test_a_moved_state_dir_of_a_running_cluster_is_refused(preflight):
+    preflight.dummy("pftbr0")
+    preflight.alias("pftbr0", "gpucluster:pft")
+    done = preflight()
+    assert done.returncode == 1
+    assert "changing host.state_dir in place is not supported" in done.stderr
+    preflight.cluster_dir.mkdir()
+    (preflight.cluster_dir / "munge.key").write_text("k")
+    assert preflight().returncode == 0
+
+
+def half_made_clone(preflight, rootfs: str) -> subprocess.CompletedProcess:
+    """A clone whose create was cut between lxc-copy and the owner marker: only the pending
+    marker, written before the clone, says whose it is."""
+    container = Path("/var/lib/lxc/pft-c000")
+    container.mkdir(parents=True)
+    pending = preflight.cluster_dir / "pending" / "pft-c000"
+    pending.parent.mkdir(parents=True)
+    pending.touch()
+    try:
+        (container / "config").write_text(f"lxc.rootfs.path = {rootfs}\n")
+        return preflight()
+    finally:
+        shutil.rmtree(container)
+
+
+def test_a_clone_cut_short_before_its_owner_marker_is_still_ours(preflight):
+    done = half_made_clone(preflight, "overlay:/var/lib/lxc/pft-image/rootfs:/var/lib/lxc/pft-c000/delta0")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_pending_marker_does_not_claim_a_container_on_another_image(preflight):
+    done = half_made_clone(preflight, "overlay:/var/lib/lxc/other-image/rootfs:/var/lib/lxc/pft-c000/delta0")
+    assert "LXC container pft-c000 already exists and is not this cluster's" in done.stderr

@@ -1,5 +1,7 @@
 """The offline render (review/render.py) and its diff (review/diff.py)."""
 
+import difflib
+import re
 import shutil
 import subprocess
 import sys
@@ -119,23 +121,17 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
     render_tree("local", head, tmp_path / "head-render")
     diff = diff_dirs(tmp_path / "base-render", tmp_path / "head-render")
 
-    changed = sorted(line.split(" ", 1)[1].removeprefix("b/") for line in diff.splitlines() if line.startswith("+++ "))
-    assert changed == [
-        "files/gpu-c004-lxc/DRIVER_FILES",
-        "files/gpu-c004-lxc/config",
-        "files/gpu-host-preflight/CONTAINERS",
-        "files/gpu-slurm-client/slurm.conf",
-        "files/gpu-slurm-slurmctld/gres.conf",
-        "files/gpu-slurm-slurmctld/slurm.conf",
-        "resources.yaml",
-    ]
     per_file: dict[str, list[str]] = {}
     current = ""
     for line in diff.splitlines():
         if line.startswith("+++ "):
             current = line.split(" ", 1)[1].removeprefix("b/")
+            per_file[current] = []
         elif line[:1] in "+-" and not line.startswith("--- "):
-            per_file.setdefault(current, []).append(line)
+            per_file[current].append(line)
+    new_files = sorted(path for path in per_file if path.startswith("files/gpu-c004-"))
+    assert new_files == ["files/gpu-c004-lxc/DRIVER_FILES", "files/gpu-c004-lxc/config"]
+    assert "+lxc.net.0.ipv4.address = 10.42.3.6/24" in per_file["files/gpu-c004-lxc/config"]
     partition = "PartitionName=tutorial Nodes=c[{}] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
     for conf in ("files/gpu-slurm-client/slurm.conf", "files/gpu-slurm-slurmctld/slurm.conf"):
         assert per_file[conf] == [
@@ -144,19 +140,36 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
             "+" + partition.format("000-004"),
         ]
     assert per_file["files/gpu-slurm-slurmctld/gres.conf"] == ["+NodeName=c004 Name=gpu File=/dev/nvidia0"]
-    assert per_file["files/gpu-host-preflight/CONTAINERS"] == ["+gpu-c004"]
-    assert "+lxc.net.0.ipv4.address = 10.42.3.6/24" in per_file["files/gpu-c004-lxc/config"]
+
+    # Every other changed line is a line naming c004, or an existing line whose only change is
+    # the new node (in a list of containers, a node range, a node count).
+    def without_new_node(line: str) -> str:
+        line = re.sub(r"(\\n| |,)gpu-c004", "", line).replace("c[000-004]", "c[000-003]")
+        return line.replace("'5'", "'4'")
+
+    def only_the_new_node(path: str, lines: list[str]) -> None:
+        added = {line[1:]: without_new_node(line[1:]) for line in lines if line.startswith("+")}
+        for removed in (line[1:] for line in lines if line.startswith("-")):
+            match = [line for line, normal in added.items() if normal == removed]
+            assert match, f"{path}: {removed!r} changed by more than the new node"
+            del added[match[0]]
+        assert all("c004" in line for line in added), (path, list(added))
+
+    for path, lines in per_file.items():
+        if path not in new_files and path != "resources.yaml":
+            only_the_new_node(path, lines)
 
     old = yaml.safe_load((tmp_path / "base-render" / "resources.yaml").read_text())
     new = yaml.safe_load((tmp_path / "head-render" / "resources.yaml").read_text())
     assert sorted(set(new) - set(old)) == ["gpu-c004", "gpu-c004-lxc", "gpu-c004-slurm", "gpu-c004-slurm-slurmd"]
     assert set(old) <= set(new)
-    # Besides the new node's own resources, only the health gate (node count) and the
-    # preflight (container names) change; both changes name the new node.
-    assert sorted(name for name in old if old[name] != new[name]) == ["gpu-health", "gpu-host-preflight"]
-    for line in per_file["resources.yaml"]:
-        if line.startswith("-"):
-            assert "c[000-003]" in line or line.endswith("'4'") or "gpu-c003\\ngpu-image" in line, line
+    for name in old:
+        before, after = (yaml.safe_dump(entry, width=100_000).splitlines() for entry in (old[name], new[name]))
+        lines = [line for line in difflib.ndiff(before, after) if line[:2] in ("- ", "+ ")]
+        only_the_new_node(f"resources.yaml: {name}", [line[0] + line[2:] for line in lines])
+    # The node's own commands get what every node gets, with its own name and addresses.
+    assert new["gpu-c004-lxc"]["inputs"]["environment"]["NAT_ADDRESS"] == "10.42.3.6"
+    assert new["gpu-c004-slurm-slurmd"]["inputs"]["environment"]["NODE"] == "c004"
 
 
 def test_diff_of_a_commit_with_itself_is_empty():

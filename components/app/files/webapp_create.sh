@@ -26,4 +26,9 @@ if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet gpu-we
   in_ct "$CONTAINER" systemctl enable --quiet gpu-web-app
   in_ct "$CONTAINER" systemctl restart gpu-web-app
 fi
-wait_until 30 "the web app's /healthz" curl -fsS --max-time 2 "http://$APP_ADDRESS:$APP_PORT/healthz"
+if ! (wait_until 30 "the web app's /healthz" curl -fsS --max-time 2 "http://$APP_ADDRESS:$APP_PORT/healthz"); then
+  in_ct "$CONTAINER" systemctl status --no-pager gpu-web-app >&2 || true
+  in_ct "$CONTAINER" ip -4 -o addr >&2 || true
+  ip neigh show "$APP_ADDRESS" >&2 || true
+  die "the web app in $CONTAINER does not answer on $APP_ADDRESS:$APP_PORT"
+fi

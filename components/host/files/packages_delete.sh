@@ -1,8 +1,13 @@
-# Remove only the packages this cluster installed, then its (now empty) state directory.
-require RECORD
+# Packages stay installed: removing one can take its reverse dependencies along, and another
+# cluster or the site may use it. Their list is kept in the cluster's directory under
+# KEEP_DIR (purge-kept.sh removes it), then the (now empty) state directory goes.
+require CLUSTER RECORD KEEP_DIR
 if [ -s "$RECORD" ]; then
-  mapfile -t installed < <(sort -u "$RECORD")
-  DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq "${installed[@]}" >&2 || true
+  kept="$KEEP_DIR/$CLUSTER/packages-left-installed"
+  mkdir -p "$(dirname "$kept")"
+  sort -u "$RECORD" > "$kept"
+  log "left installed (this cluster installed them; others may need them): $(paste -sd' ' "$kept")"
+  log "their list is in $kept"
 fi
 rm -f "$RECORD"
 cluster_dir=$(dirname "$RECORD")

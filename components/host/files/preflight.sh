@@ -1,6 +1,6 @@
 # Preflight: read-only checks of the host, before anything is changed. Every problem is
 # reported (not just the first), then it fails. Prints one JSON line of what it found.
-require CLUSTER GPU_DEVICES NAT_BRIDGE NAT_ADDRESS CLUSTER_BRIDGE CLUSTER_SUBNET HOST_PORTS CONTAINERS
+require CLUSTER CLUSTER_DIR IMAGE GPU_DEVICES NAT_BRIDGE NAT_ADDRESS CLUSTER_BRIDGE CLUSTER_SUBNET HOST_PORTS CONTAINERS
 problems=()
 owner_alias="gpucluster:$CLUSTER"
 
@@ -29,21 +29,32 @@ fi
 for bridge in "$NAT_BRIDGE" "$CLUSTER_BRIDGE"; do
   if [ -e "/sys/class/net/$bridge" ]; then
     alias=$(cat "/sys/class/net/$bridge/ifalias" 2>/dev/null || true)
-    [ "$alias" = "$owner_alias" ] ||
+    if [ "${alias#gpucluster:}" != "$alias" ] && [ "$alias" != "$owner_alias" ]; then
+      problems+=("interface $bridge belongs to the cluster '${alias#gpucluster:}' (network.*.name): if you renamed the cluster (name), destroy it under its old name first, or give this one other bridges and subnets")
+    elif [ "$alias" != "$owner_alias" ]; then
       problems+=("interface $bridge already exists and is not this cluster's (network.*.name): pick another name or remove it")
+    fi
   fi
 done
 
-# Subnets: no other interface may hold an address inside ours (Debian's lxc-net takes 10.0.3.1/24).
+# The state directory holds the munge key of a running cluster: moving it in place would
+# split the cluster between two keys.
+if [ "$(cat "/sys/class/net/$NAT_BRIDGE/ifalias" 2>/dev/null)" = "$owner_alias" ] && [ ! -e "$CLUSTER_DIR/munge.key" ]; then
+  problems+=("the cluster $CLUSTER is up on this host with its state elsewhere ($CLUSTER_DIR has no munge key): changing host.state_dir in place is not supported; destroy the cluster with its old config first, then apply")
+fi
+
+# Subnets: no other interface (but our own bridges) may hold an address inside ours (Debian's lxc-net takes 10.0.3.1/24).
 while read -r line; do
   problems+=("$line")
-done < <(python3 - "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" <<'PY'
-import ipaddress, json, subprocess, sys
-nat, cluster, *ours = sys.argv[1:]
+done < <(python3 - "$owner_alias" "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" <<'PY'
+import ipaddress, json, pathlib, subprocess, sys
+owner, nat, cluster, *ours = sys.argv[1:]
 wanted = {"network.nat_bridge.address": ipaddress.ip_interface(nat).network,
           "network.cluster_bridge.subnet": ipaddress.ip_network(cluster)}
 for link in json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True).stdout or "[]"):
-    if link["ifname"] in ours:
+    alias = pathlib.Path(f"/sys/class/net/{link['ifname']}/ifalias")
+    # Ours by name, or a bridge of this cluster being renamed (it goes before the new one).
+    if link["ifname"] in ours or (alias.exists() and alias.read_text().strip() == owner):
         continue
     for info in link.get("addr_info", []):
         net = ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network
@@ -70,8 +81,12 @@ done < <(lines "$HOST_PORTS")
 
 # Containers: a name already taken must be ours.
 while read -r container; do
-  if lxc_exists "$container" && [ "$(lxc_owner "$container")" != "$CLUSTER" ]; then
-    problems+=("LXC container $container already exists and is not this cluster's: rename the cluster or remove it")
+  image=$IMAGE
+  [ "$container" != "$IMAGE" ] || image=
+  if { lxc_exists "$container" || [ -d "$(lxc_dir "$container")" ]; } &&
+    ! lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$container" "$image"; then
+    owner=$(lxc_owner "$container")
+    problems+=("LXC container $container already exists and is not this cluster's${owner:+ (it belongs to the cluster $owner)}: rename the cluster or remove it")
   fi
 done < <(lines "$CONTAINERS")
 

@@ -1,13 +1,33 @@
 # One node container: an overlay clone of the image with our LXC config, started and ready.
 # Safe to run for many containers at once: each touches only its own directory.
-require CLUSTER IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
+require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
+# stdout is the resource's output (the container's name); everything else goes to stderr.
+exec 3>&1 1>&2
 dir=$(lxc_dir "$CONTAINER")
-if lxc_exists "$CONTAINER"; then
-  [ "$(lxc_owner "$CONTAINER")" = "$CLUSTER" ] || die "LXC container $CONTAINER exists and is not this cluster's"
-else
+# Renamed (the web app's name changed): the previous run printed the old name, which the
+# engine hands back on update. Same address, so the old container goes before the new one.
+previous=${PULUMI_COMMAND_STDOUT:-}
+if [ -n "$previous" ] && [ "$previous" != "$CONTAINER" ] && lxc_exists "$previous" &&
+  [ "$(lxc_owner "$previous")" = "$CLUSTER" ]; then
+  log "renamed from $previous: removing it"
+  lxc-stop -n "$previous" -k >/dev/null 2>&1 || true
+  lxc-destroy -n "$previous" -f >&2
+fi
+if lxc_exists "$CONTAINER" || [ -d "$dir" ]; then
+  lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER" "$IMAGE" || die "LXC container $CONTAINER exists and is not this cluster's"
+  if lxc_pending "$CLUSTER_DIR" "$CONTAINER"; then
+    log "removing $CONTAINER left half-made by an interrupted run"
+    lxc-destroy -n "$CONTAINER" -f >&2 || rm -rf "$dir"
+  fi
+fi
+if ! lxc_exists "$CONTAINER"; then
   lxc_exists "$IMAGE" || die "node image $IMAGE is missing"
+  # The pending marker first: an interruption before the owner marker leaves a clone that
+  # the next run still recognizes as this cluster's (and makes again).
+  mkdir -p "$CLUSTER_DIR/pending"
+  touch "$(lxc_pending_marker "$CLUSTER_DIR" "$CONTAINER")"
   lxc-copy -n "$IMAGE" -N "$CONTAINER" -s -B overlay >&2
-  echo "$CLUSTER" > "$dir/gpucluster-owner"
+  lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER"
 fi
 mkdir -p "$SHARED_DIR"
 
@@ -33,6 +53,9 @@ if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
   lxc-stop -n "$CONTAINER" -t 30 >&2
 fi
 lxc_running "$CONTAINER" || lxc-start -n "$CONTAINER" -d >&2
+# A container that comes back at an address another one had (a rename, a replacement) has a
+# new MAC: forget the host's stale neighbour entry instead of waiting for it to expire.
+ip neigh flush to "$NAT_ADDRESS" 2>/dev/null || true
 wait_until 120 "systemd in $CONTAINER" systemd_ready "$CONTAINER"
 in_ct "$CONTAINER" ip -4 -o addr show dev eth0 | grep -qF " $NAT_ADDRESS/" ||
   die "$CONTAINER has no address $NAT_ADDRESS on eth0"
@@ -40,3 +63,4 @@ in_ct "$CONTAINER" ip -4 -o addr show dev eth0 | grep -qF " $NAT_ADDRESS/" ||
 printf '%s\n' "$NODE_HOSTNAME" | ct_write_if_changed "$CONTAINER" /etc/hostname 0644 root:root || true
 in_ct "$CONTAINER" hostname "$NODE_HOSTNAME"
 in_ct "$CONTAINER" sed -i "s/^127\.0\.1\.1[[:space:]].*/127.0.1.1\t$NODE_HOSTNAME/" /etc/hosts
+printf '%s\n' "$CONTAINER" >&3

@@ -1,18 +1,20 @@
 # Build the node image once: a stopped Debian container that every node is cloned from.
 require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES
 dir=$(lxc_dir "$IMAGE")
-if lxc_exists "$IMAGE"; then
-  [ "$(lxc_owner "$IMAGE")" = "$CLUSTER" ] || die "LXC container $IMAGE exists and is not this cluster's"
+if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
+  lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE exists and is not this cluster's"
   [ -f "$dir/gpucluster-image-ready" ] && exit 0
   log "removing $IMAGE left half-built by an interrupted run"
-  lxc-destroy -n "$IMAGE" -f >&2
+  lxc-destroy -n "$IMAGE" -f >&2 || rm -rf "$dir"
 fi
-mkdir -p "$CLUSTER_DIR"
+# The pending marker first: an interruption before the owner marker is not a foreign image.
+mkdir -p "$CLUSTER_DIR/pending"
+touch "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")"
 # Remember whether the download cache was ours, so destroy removes only what it made.
 [ -d /var/cache/lxc/debian ] || touch "$CLUSTER_DIR/lxc-cache-created"
 packages=$(lines "$PACKAGES" | paste -sd, -)
 lxc-create -n "$IMAGE" -t debian -- -r "$RELEASE" --packages="$packages" >&2
-echo "$CLUSTER" > "$dir/gpucluster-owner"
+lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
 
 rootfs="$dir/rootfs"
 # LXC sets the addresses: ifupdown must not run DHCP on them (it stalls every boot ~60 s).

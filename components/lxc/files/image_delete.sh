@@ -1,9 +1,11 @@
 # Remove the node image, and the LXC download cache if this cluster created it.
 require CLUSTER CLUSTER_DIR IMAGE RELEASE
-if lxc_exists "$IMAGE"; then
-  [ "$(lxc_owner "$IMAGE")" = "$CLUSTER" ] || die "LXC container $IMAGE is not this cluster's; not removing it"
-  lxc-destroy -n "$IMAGE" -f >&2
+if lxc_exists "$IMAGE" || [ -d "$(lxc_dir "$IMAGE")" ]; then
+  lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE is not this cluster's; not removing it"
+  lxc-destroy -n "$IMAGE" -f >&2 || rm -rf "$(lxc_dir "$IMAGE")"
 fi
+rm -f "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")"
+rmdir "$CLUSTER_DIR/pending" 2>/dev/null || true
 # LXC leaves an empty lxc.pivot cgroup behind on cgroup v1 hosts; busy ones refuse rmdir.
 rmdir /sys/fs/cgroup/*/lxc.pivot 2>/dev/null || true
 if [ -f "$CLUSTER_DIR/lxc-cache-created" ]; then

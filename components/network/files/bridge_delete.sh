@@ -1,4 +1,4 @@
-# Remove the bridge and exactly its rules; restore ip_forward as it was before the cluster.
+# Remove the bridge and exactly its rules; the last cluster using ip_forward restores it.
 require CLUSTER CLUSTER_DIR BRIDGE NAT_SUBNET
 delete_tagged_rules "gpucluster:$CLUSTER:bridge:$BRIDGE"
 if [ -e "/sys/class/net/$BRIDGE" ]; then
@@ -8,10 +8,4 @@ if [ -e "/sys/class/net/$BRIDGE" ]; then
     log "leaving $BRIDGE alone: it is not this cluster's"
   fi
 fi
-if [ -n "$NAT_SUBNET" ] && [ -f "$CLUSTER_DIR/ip_forward.orig" ]; then
-  # Another cluster's bridge still needs forwarding: then leave it on.
-  if ! grep -qs '^gpucluster:' /sys/class/net/*/ifalias; then
-    sysctl -qw "net.ipv4.ip_forward=$(cat "$CLUSTER_DIR/ip_forward.orig")"
-  fi
-  rm -f "$CLUSTER_DIR/ip_forward.orig"
-fi
+[ -z "$NAT_SUBNET" ] || ip_forward_release "$CLUSTER"

@@ -1,14 +1,50 @@
-# Health gate: the apply fails, loudly, unless every node is idle, a job runs on every node,
-# and a GPU job sees its GPU.
-require SLURM_CONF NODES NODE_COUNT GPU_NODES
+# Health gate: the apply fails, loudly, when a node is not serving or a test job cannot run.
+# It never waits on users' jobs: allocated and mixed nodes are healthy, test jobs run only on
+# idle nodes (`--immediate`), and a drained node is a warning, unless this update (re)started
+# it: those nodes (marked by their slurmd create) must serve and answer a job.
+require SLURM_CONF NODES
 export SLURM_CONF
-all_idle() { ! sinfo -h -N -n "$NODES" -o %T | grep -qv '^idle$'; }
-wait_until 60 "nodes $NODES to be idle" all_idle
-answered=$(timeout 120 srun --chdir=/tmp -N "$NODE_COUNT" -w "$NODES" hostname | sort -u | wc -l)
-[ "$answered" = "$NODE_COUNT" ] || die "srun -N$NODE_COUNT hostname answered from $answered of $NODE_COUNT nodes"
-if [ "$GPU_NODES" -gt 0 ]; then
-  visible=$(timeout 120 srun --chdir=/tmp -N1 --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES) ||
-    die "srun --gres=gpu:1 failed"
-  [ -n "$visible" ] || die "srun --gres=gpu:1 ran without CUDA_VISIBLE_DEVICES"
+fresh_dir="$(dirname "$SLURM_CONF")/fresh-nodes"
+states() { sinfo -h -N -n "$NODES" -o '%N %T' | sort -u; }
+serving_state() { case "$1" in idle | mixed | allocated | completing) return 0 ;; *) return 1 ;; esac; }
+not_serving() {
+  states | while read -r node state; do
+    serving_state "$state" || case "$state" in drained | draining) ;; *) echo "$node ($state)" ;; esac
+  done
+}
+all_serving() { [ -z "$(not_serving)" ]; }
+wait_until 60 "every node of $NODES to serve" all_serving
+
+fresh=()
+shopt -s nullglob
+for marker in "$fresh_dir"/*; do fresh+=("$(basename "$marker")"); done
+while read -r node state; do
+  [[ " ${fresh[*]} " == *" $node "* ]] && ! serving_state "$state" && die "node $node was just (re)started but is $state"
+  case "$state" in drained | draining)
+    reason=$(sinfo -h -N -n "$node" -o '%E' | head -n1)
+    log "warning: node $node is $state (${reason:-no reason}); not testing it" ;;
+  esac
+done < <(states)
+
+idle=$(sinfo -h -N -n "$NODES" -t idle -o %N | sort -u | paste -sd, -)
+tested=0
+if [ -n "$idle" ]; then
+  count=$(tr ',' '\n' <<<"$idle" | wc -l)
+  answered=$(timeout 120 srun --immediate=30 --chdir=/tmp -N "$count" -w "$idle" hostname | sort -u | wc -l)
+  [ "$answered" = "$count" ] || die "srun -N$count -w $idle hostname answered from $answered of $count idle nodes"
+  tested=$count
 fi
-echo "healthy: $NODE_COUNT nodes idle, srun answered from all, GPU job saw CUDA_VISIBLE_DEVICES=${visible:-n/a}"
+for node in "${fresh[@]}"; do
+  [[ ",$idle," == *",$node,"* ]] || log "node $node is busy with jobs already: it serves"
+done
+
+gpu_node=$(sinfo -h -N -n "$NODES" -t idle -o '%N %G' | awk '$2 ~ /gpu/ {print $1; exit}')
+if [ -n "$gpu_node" ]; then
+  visible=$(timeout 120 srun --immediate=30 --chdir=/tmp -N1 -w "$gpu_node" --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES) ||
+    die "srun --gres=gpu:1 on $gpu_node failed"
+  [ -n "$visible" ] || die "srun --gres=gpu:1 on $gpu_node ran without CUDA_VISIBLE_DEVICES"
+elif sinfo -h -N -n "$NODES" -o '%G' | grep -q gpu; then
+  log "warning: every GPU node is busy; no GPU test job this time"
+fi
+for node in "${fresh[@]}"; do rm -f "$fresh_dir/$node"; done
+echo "healthy: every node serves; $tested idle node(s) answered srun; GPU job on ${gpu_node:-none}: CUDA_VISIBLE_DEVICES=${visible:-n/a}"

@@ -3,6 +3,8 @@
 # reconfigure); any other change is applied with `scontrol reconfigure`, which also pushes
 # the new files to the configless nodes.
 require CONTAINER SLURM_CONF_PATH SLURM_CONF_TEXT GRES_CONF_TEXT
+stop_other_slurmctld "$CONTAINER"
+restore_ct_slurmctld "$CONTAINER"
 ct_setup_munge "$CONTAINER" || true
 old_nodes=$(in_ct "$CONTAINER" cat /etc/slurm/slurm.conf 2>/dev/null | node_lines) || true
 changed=1

@@ -1,4 +1,7 @@
-require CONTAINER
+require CONTAINER NODE SLURM_CONF_PATH
+fresh="$(dirname "$SLURM_CONF_PATH")/fresh-nodes"
+rm -f "$fresh/$NODE"
+rmdir "$fresh" 2>/dev/null || true
 lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
 in_ct "$CONTAINER" systemctl disable --now --quiet slurmd || true
 in_ct "$CONTAINER" rm -f /etc/default/slurmd

@@ -1,0 +1,27 @@
+# Bring the cluster's host state back after a boot, as the create scripts made it: bridges
+# with their addresses, ip_forward, the iptables rules, the host munged (and slurmctld when
+# it runs on the host), then the containers, whose daemons are systemd units inside them.
+# Idempotent: what is already there is left alone. Usage: boot.sh HOST_STATE_FILE
+load_host_state "${1:?usage: boot.sh HOST_STATE_FILE}"
+require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
+  MUNGE_SOCKET CONTROLLER_CONF IMAGE NODE_CONTAINERS WEB_CONTAINER
+bridge_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_ADDRESS"
+bridge_up "$CLUSTER" "$CLUSTER_BRIDGE" ""
+ip_forward_acquire "$CLUSTER"
+nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" | ensure_rules
+for forward in $FORWARDS; do
+  IFS=, read -r tag host_port address port <<< "$forward"
+  forward_up "$tag" "$host_port" "$address" "$port"
+done
+log "$CLUSTER: bridges, ip_forward and firewall rules in place"
+cluster_munged_up "$MUNGE_KEY_FILE" "$MUNGE_SOCKET" "$CLUSTER_DIR/munge"
+[ -z "$CONTROLLER_CONF" ] || host_slurmctld_up "$CLUSTER_DIR" "$CONTROLLER_CONF"
+log "$CLUSTER: host daemons running"
+for container in $NODE_CONTAINERS $WEB_CONTAINER; do
+  [ "$(lxc_owner "$container")" = "$CLUSTER" ] || die "LXC container $container is missing or not this cluster's"
+  lxc_running "$container" || lxc-start -n "$container" -d >&2
+done
+for container in $NODE_CONTAINERS $WEB_CONTAINER; do
+  lxc-wait -n "$container" -s RUNNING -t 60
+done
+log "$CLUSTER: containers running: $NODE_CONTAINERS $WEB_CONTAINER"

@@ -1,0 +1,126 @@
+# Drift check, read-only: every host resource the cluster owns, against the description
+# rendered from the stack config (HOST_STATE_FILE). One line per check; MISSING, FOREIGN or
+# WRONG lines name the drift, and the exit status is 1 when there is any.
+# Usage: verify_host.sh HOST_STATE_FILE
+expected=${1:?usage: verify_host.sh HOST_STATE_FILE}
+load_host_state "$expected"
+require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
+  MUNGE_SOCKET SLURM_CONF_PATH CONTROLLER_CONF CONTROLLER_CONTAINER IMAGE NODE_CONTAINERS WEB_CONTAINER BOOT_UNIT
+drift=0
+ok() { printf 'ok       %s\n' "$*"; }
+bad() { printf '%-8s %s\n' "$1" "${*:2}"; drift=1; }
+check() { # check WHAT KIND COMMAND...: ok when COMMAND succeeds, else KIND WHAT
+  local what=$1 kind=$2; shift 2
+  if "$@" >/dev/null 2>&1; then ok "$what"; else bad "$kind" "$what"; fi
+}
+owner="gpucluster:$CLUSTER"
+
+# Bridges: ours by alias, the NAT bridge with its address, both up.
+for bridge in "$NAT_BRIDGE" "$CLUSTER_BRIDGE"; do
+  if [ ! -e "/sys/class/net/$bridge" ]; then
+    bad MISSING "bridge $bridge"
+    continue
+  fi
+  alias=$(cat "/sys/class/net/$bridge/ifalias" 2>/dev/null || true)
+  [ "$alias" = "$owner" ] || { bad FOREIGN "bridge $bridge (alias '$alias', not $owner)"; continue; }
+  check "bridge $bridge up" WRONG /bin/sh -c 'ip -o link show dev "$1" | grep -q "[<,]UP[,>]"' sh "$bridge"
+done
+[ ! -e "/sys/class/net/$NAT_BRIDGE" ] ||
+  check "address $NAT_ADDRESS on $NAT_BRIDGE" MISSING /bin/sh -c 'ip -4 -o addr show dev "$1" | grep -qw -- "$2"' sh "$NAT_BRIDGE" "$NAT_ADDRESS"
+
+# Forwarding: on, and this cluster counted among its users.
+check "net.ipv4.ip_forward = 1" WRONG grep -qx 1 /proc/sys/net/ipv4/ip_forward
+check "ip_forward user $CLUSTER ($IP_FORWARD_DIR/users)" MISSING test -f "$IP_FORWARD_DIR/users/$CLUSTER"
+
+# iptables: every expected rule, nothing else carrying one of the cluster's tags.
+expected_rules=$(
+  nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET"
+  for forward in $FORWARDS; do
+    IFS=, read -r tag host_port address port <<< "$forward"
+    forward_rules "$tag" "$host_port" "$address" "$port"
+  done
+)
+while read -r rule; do
+  check "iptables rule: $rule" MISSING rule_present "$rule"
+done <<< "$expected_rules"
+tags=$(grep -oE -- '--comment [^ ]+' <<< "$expected_rules" | sort | uniq -c)
+while read -r count _ tag; do
+  found=$(tagged_rule_count "$tag")
+  [ "$found" -le "$count" ] || bad FOREIGN "$((found - count)) more iptables rule(s) tagged $tag than the cluster made"
+done <<< "$tags"
+while read -r table; do
+  while read -r rule; do
+    tag=$(grep -oE -- "--comment \"?$owner:[^ \"]+" <<< "$rule" | sed 's/--comment "\{0,1\}//')
+    grep -qF -- "--comment $tag " <<< "$expected_rules" || bad FOREIGN "iptables rule with an unknown tag ($table): $rule"
+  done < <(iptables -t "$table" -S | grep -E -- "--comment \"?$owner:" || true)
+done <<< $'nat\nfilter'
+
+# Containers: the image (built, stopped) and every node and the web app, ours and running.
+if ! lxc_exists "$IMAGE"; then
+  bad MISSING "node image $IMAGE"
+elif [ "$(lxc_owner "$IMAGE")" != "$CLUSTER" ]; then
+  bad FOREIGN "node image $IMAGE (owner '$(lxc_owner "$IMAGE")')"
+else
+  check "node image $IMAGE built" WRONG test -f "$(lxc_dir "$IMAGE")/gpucluster-image-ready"
+fi
+for container in $NODE_CONTAINERS $WEB_CONTAINER; do
+  if ! lxc_exists "$container"; then
+    bad MISSING "container $container"
+  elif [ "$(lxc_owner "$container")" != "$CLUSTER" ]; then
+    bad FOREIGN "container $container (owner '$(lxc_owner "$container")'$(lxc_pending "$CLUSTER_DIR" "$container" && echo ', half-made by an interrupted run'))"
+  elif ! lxc_running "$container"; then
+    bad WRONG "container $container is $(lxc-info -n "$container" -sH 2>/dev/null || echo unknown), not RUNNING"
+  else
+    ok "container $container running"
+    service=slurmd
+    [ "$container" != "$WEB_CONTAINER" ] || service=gpu-web-app
+    check "$service active in $container" WRONG in_ct "$container" systemctl is-active --quiet "$service"
+    [ "$container" != "$CONTROLLER_CONTAINER" ] ||
+      check "slurmctld active in $container" WRONG in_ct "$container" systemctl is-active --quiet slurmctld
+  fi
+done
+
+# Host daemons: by pid file AND identity (a reused pid is not ours), and answering.
+if [ ! -s "$MUNGE_KEY_FILE" ]; then
+  bad MISSING "munge key $MUNGE_KEY_FILE"
+else
+  perms=$(stat -c '%a %U:%G' "$MUNGE_KEY_FILE")
+  [ "$perms" = "400 root:root" ] && ok "munge key $MUNGE_KEY_FILE (0400 root:root)" ||
+    bad WRONG "munge key $MUNGE_KEY_FILE is $perms, not 400 root:root"
+fi
+pid=$(daemon_pid "$CLUSTER_DIR/munge/munged.pid" munged "--socket=$MUNGE_SOCKET")
+if [ -z "$pid" ]; then
+  bad MISSING "host munged on $MUNGE_SOCKET (no live munged behind $CLUSTER_DIR/munge/munged.pid)"
+else
+  check "host munged (pid $pid) answers on $MUNGE_SOCKET" WRONG \
+    /bin/sh -c 'munge -S "$1" -n | unmunge -S "$1"' sh "$MUNGE_SOCKET"
+fi
+if [ -n "$CONTROLLER_CONF" ]; then
+  pid=$(host_slurmctld_pid "$CLUSTER_DIR" "$CONTROLLER_CONF")
+  [ -n "$pid" ] && ok "host slurmctld (pid $pid, -f $CONTROLLER_CONF)" ||
+    bad MISSING "host slurmctld with -f $CONTROLLER_CONF (none behind $CLUSTER_DIR/slurmctld.pid)"
+fi
+check "slurmctld answers (SLURM_CONF=$SLURM_CONF_PATH scontrol ping)" WRONG \
+  /bin/sh -c 'SLURM_CONF="$1" timeout 20 scontrol ping | grep -q "is UP"' sh "$SLURM_CONF_PATH"
+
+# Boot persistence: the bring-up, its description (as the config says now) and the unit.
+check "boot script $CLUSTER_DIR/boot.sh" MISSING test -s "$CLUSTER_DIR/boot.sh"
+if [ ! -f "$CLUSTER_DIR/host-state.env" ]; then
+  bad MISSING "host state $CLUSTER_DIR/host-state.env"
+else
+  check "host state $CLUSTER_DIR/host-state.env matches the config" WRONG cmp -s "$expected" "$CLUSTER_DIR/host-state.env"
+fi
+if [ -d "$(dirname "$BOOT_UNIT")" ]; then
+  check "boot unit $BOOT_UNIT" MISSING test -f "$BOOT_UNIT"
+  check "boot unit enabled (multi-user.target.wants)" MISSING \
+    test -L "$(dirname "$BOOT_UNIT")/multi-user.target.wants/$(basename "$BOOT_UNIT")"
+else
+  ok "no systemd unit directory: the boot script runs from the host's own init"
+fi
+
+if [ "$drift" = 0 ]; then
+  echo "no drift: cluster $CLUSTER is on this host as its config says"
+else
+  echo "drift: cluster $CLUSTER differs from its config (see the lines above); 'pulumi up' converges it"
+fi
+exit "$drift"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Remove what destroy deliberately kept: /var/cache/gpucluster/CLUSTER (today the list of
+# packages a cluster installed and left installed). Usage: ./purge-kept.sh CLUSTER | --all
+# Packages themselves are never removed here: `apt-get remove` of them is the operator's call.
+set -euo pipefail
+keep_dir=/var/cache/gpucluster
+case "${1-}" in
+  --all) targets=("$keep_dir") ;;
+  "" | -*) echo "usage: $0 CLUSTER | --all" >&2; exit 2 ;;
+  *) [[ "$1" =~ ^[a-z][a-z0-9]{0,9}$ ]] || { echo "not a cluster name: $1" >&2; exit 2; }
+     targets=("$keep_dir/$1") ;;
+esac
+for target in "${targets[@]}"; do
+  [ -e "$target" ] || { echo "nothing kept at $target"; continue; }
+  find "$target" -name packages-left-installed -exec sh -c 'echo "packages left installed ($1): $(paste -sd" " "$1")"' sh {} \;
+  rm -rf "$target"
+  echo "removed $target"
+done
+rmdir "$keep_dir" 2>/dev/null || true
