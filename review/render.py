@@ -34,6 +34,8 @@ FILE_NAMES = {
     "LXC_CONFIG": "config",
     "APP_SOURCE": "app.py",
     "USER_DATA": "cloud-init.yaml",
+    "UNIT_TEXT": "unit.service",
+    "HOST_STATE_TEXT": "host-state.env",
 }
 # transport.script() joins lib.sh and a script with this header line.
 SCRIPT_HEADER = re.compile(r"^# ---- (?P<name>[\w.-]+) ----$", re.MULTILINE)
@@ -120,6 +122,8 @@ def _command_entry(writer: _Writer, name: str, inputs: dict) -> dict:
         for key, value in sorted(environment.items()):
             if _is_secret(value):
                 entry["environment"][key] = SECRET
+            elif isinstance(value, str) and SCRIPT_HEADER.search(value):  # a script the command installs
+                entry["environment"][key] = f"<{_script(writer, name, key, value)}>"
             elif isinstance(value, str) and "\n" in value:
                 path = writer.add(f"files/{name}/{FILE_NAMES.get(key, key)}", value.rstrip("\n") + "\n")
                 entry["environment"][key] = f"<{path}>"

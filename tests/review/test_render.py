@@ -41,6 +41,7 @@ def test_render_writes_the_generated_files_by_name(tmp_path):
         "files/gpu-slurm-slurmctld/gres.conf",
         "files/gpu-c000-lxc/config",
         "files/gpu-web-service/app.py",
+        "files/gpu-boot-unit/unit.service",
         "scripts/lib.sh",
         "scripts/container_create.sh",
     ]:
