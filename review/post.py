@@ -1,8 +1,10 @@
 """Post review comments to a pull request: one per stack, edited in place, plus labels.
 
-    python -m review.post --pr N --dir DIR [--head-sha SHA]
+    python -m review.post --pr N --dir DIR [--head-sha SHA] [--comments-only | --labels-only]
 
 DIR holds <stack>/comment.md and <stack>/labels (written by review.preview or review.summary).
+Labels are set from all stacks at once (a stack's own job posts only its comment), so
+`no-changes` means no stack changes.
 When DIR comes from a forked pull request's artifact it is data, nothing more: stack names
 must be plain names, comment text is scrubbed again, cut to GitHub's limit and gets its marker
 from here, labels are limited to the known ones, and with --head-sha the pull request must
@@ -71,21 +73,26 @@ class GitHub:
         return found
 
 
-def post(github: GitHub, pr: int, comments: dict[str, tuple[str, list[str]]]) -> None:
+def post_comments(github: GitHub, pr: int, comments: dict[str, tuple[str, list[str]]]) -> None:
+    """One comment per stack: the one carrying the stack's marker is edited, else one is created."""
     existing = {}
     for comment in github.comments(pr):
         for stack in comments:
-            if comment["body"].startswith(MARKER.format(stack=stack)):
+            if comment["body"].startswith(MARKER.format(stack=stack)) and stack not in existing:
                 existing[stack] = comment["id"]
-    labels: set[str] = set()
-    for stack, (body, stack_labels) in comments.items():
-        labels |= set(stack_labels)
+    for stack, (body, _) in comments.items():
         if stack in existing:
             github.request("PATCH", f"/issues/comments/{existing[stack]}", {"body": body})
         else:
             github.request("POST", f"/issues/{pr}/comments", {"body": body})
-    if "no-changes" in labels and labels - {"no-changes"}:
-        labels.discard("no-changes")  # some stack changes
+
+
+def set_labels(github: GitHub, pr: int, comments: dict[str, tuple[str, list[str]]]) -> None:
+    """`replace` / `delete` if any stack has them, `no-changes` only if every stack has it."""
+    per_stack = [set(labels) for _, labels in comments.values()]
+    labels = set().union(*per_stack) - {"no-changes"}
+    if per_stack and all("no-changes" in stack for stack in per_stack):
+        labels.add("no-changes")
     current = {label["name"] for label in github.request("GET", f"/issues/{pr}/labels")}
     for label in sorted((current & set(LABELS)) - labels):
         github.request("DELETE", f"/issues/{pr}/labels/{label}")
@@ -98,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pr", required=True, help="pull request number")
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--head-sha", help="refuse unless the pull request's head is this commit")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--comments-only", action="store_true")
+    only.add_argument("--labels-only", action="store_true")
     args = parser.parse_args(argv)
     if not args.pr.isdigit():
         raise SystemExit(f"--pr: not a number: {args.pr!r}")
@@ -110,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         head = github.request("GET", f"/pulls/{args.pr}")["head"]["sha"]
         if head != args.head_sha:
             raise SystemExit(f"pull request {args.pr} is at {head}, not the rendered {args.head_sha}: not posting")
-    post(github, int(args.pr), read_comments(args.dir))
+    comments = read_comments(args.dir)
+    if not args.labels_only:
+        post_comments(github, int(args.pr), comments)
+    if not args.comments_only:
+        set_labels(github, int(args.pr), comments)
     return 0
 
 

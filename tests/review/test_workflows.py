@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from review.matrix import MatrixError, deploy_matrix, preview_matrix
-from review.post import read_comments
+from review.post import post_comments, read_comments, set_labels
 from review.program import ROOT
 from review.summary import MARKER
 
@@ -58,6 +58,7 @@ def test_permissions_are_minimal(path):
     assert document["permissions"] == {"contents": "read"}
     allowed = {
         ("review.yml", "preview"): {"contents": "read", "pull-requests": "write", "id-token": "write"},
+        ("review.yml", "labels"): {"contents": "read", "pull-requests": "write"},
         ("review-post.yml", "post"): {"contents": "read", "actions": "read", "pull-requests": "write"},
         ("deploy.yml", "deploy"): {"contents": "read", "id-token": "write"},
     }
@@ -161,3 +162,52 @@ def test_a_fork_artifact_is_read_as_data(tmp_path):
     (tmp_path / "bad name").mkdir()
     with pytest.raises(SystemExit, match="unexpected entry"):
         read_comments(tmp_path)
+
+
+class _FakeGitHub:
+    """The few REST calls review.post makes, against an in-memory pull request."""
+
+    def __init__(self, comments: list[dict], labels: list[str]):
+        self.comments_, self.labels, self.calls = comments, set(labels), []
+
+    def comments(self, pr):
+        return self.comments_
+
+    def request(self, method, path, data=None):
+        self.calls.append((method, path))
+        if method == "GET":
+            return [{"name": label} for label in sorted(self.labels)]
+        if method == "PATCH":
+            next(c for c in self.comments_ if path.endswith(f"/{c['id']}"))["body"] = data["body"]
+        elif method == "POST" and path.endswith("/comments"):
+            self.comments_.append({"id": len(self.comments_) + 100, "body": data["body"]})
+        elif method == "POST":
+            self.labels |= set(data["labels"])
+        elif method == "DELETE":
+            self.labels.discard(path.rsplit("/", 1)[1])
+
+
+def test_one_comment_per_stack_is_edited_in_place(tmp_path):
+    github = _FakeGitHub([{"id": 7, "body": MARKER.format(stack="local") + "\nold"}, {"id": 8, "body": "a human"}], [])
+    comments = {
+        "local": (MARKER.format(stack="local") + "\nnew", ["replace"]),
+        "k8s": (MARKER.format(stack="k8s") + "\nfirst", ["no-changes"]),
+    }
+    post_comments(github, 1, comments)
+    post_comments(github, 1, comments)  # a second push edits, never adds
+    bodies = sorted(c["body"] for c in github.comments_)
+    assert bodies == sorted([MARKER.format(stack="local") + "\nnew", "a human", MARKER.format(stack="k8s") + "\nfirst"])
+
+
+@pytest.mark.parametrize(
+    ("per_stack", "before", "after"),
+    [
+        ({"local": ["replace"], "k8s": ["no-changes"]}, ["no-changes", "bug"], {"replace", "bug"}),
+        ({"local": ["no-changes"], "k8s": ["no-changes"]}, ["replace", "delete"], {"no-changes"}),
+        ({"local": ["replace", "delete"], "k8s": []}, [], {"replace", "delete"}),
+    ],
+)
+def test_labels_come_from_every_stack_at_once(per_stack, before, after):
+    github = _FakeGitHub([], before)
+    set_labels(github, 1, {stack: ("", labels) for stack, labels in per_stack.items()})
+    assert github.labels == after
