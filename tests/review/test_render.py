@@ -185,3 +185,11 @@ def test_a_stack_missing_at_the_base_renders_as_all_new(tmp_path):
     diff = diff_dirs(tmp_path / "base-render", tmp_path / "head-render")
     assert "--- /dev/null\n+++ b/resources.yaml\n" in diff
     assert not [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+
+
+def test_a_stack_that_does_not_validate_fails_the_render_with_the_field_named(tmp_path):
+    tree = _tree(tmp_path, "broken")
+    stack_file = tree / "stacks" / "Pulumi.local.yaml"
+    stack_file.write_text(stack_file.read_text().replace("port: 8080", "port: 80800"))
+    with pytest.raises(SystemExit, match=r"cluster\.web_app\.port: Input should be less than or equal to 65535"):
+        render_tree("local", tree, tmp_path / "out")
