@@ -94,6 +94,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.web_app = WebApp(
                 f"{name}-web",
                 config,
+                slurm_client=self.controller.client,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
         self.forwards = [

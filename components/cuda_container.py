@@ -35,10 +35,13 @@ class CudaContainer(pulumi.ComponentResource):
         cluster_address: IPv4Address | None,
         gpu_devices: list[str],
         opts: pulumi.ResourceOptions | None = None,
+        read_only_mounts: dict[str, str] | None = None,
     ):
         super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
         container = config.container_name(hostname)
-        lxc_config = render_lxc_config(config, hostname, nat_address, cluster_address, gpu_devices)
+        lxc_config = render_lxc_config(config, hostname, nat_address, cluster_address, gpu_devices, read_only_mounts)
+        # Host directories mounted read-only must exist before the container starts.
+        host_dirs = {"HOST_DIRS": env_list(read_only_mounts)} if read_only_mounts else {}
         self.lxc = host_command(
             f"{name}-lxc",
             create="container_create.sh",
@@ -53,6 +56,7 @@ class CudaContainer(pulumi.ComponentResource):
                 "NAT_ADDRESS": str(nat_address),
                 "DRIVER_FILES": env_list(config.gpu.driver_files),
                 "SHARED_DIR": config.host.shared_dir,
+                **host_dirs,
             },
             # A new image means a new clone; the name is reused, so delete first.
             triggers=image_fingerprint(config),

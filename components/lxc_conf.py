@@ -24,6 +24,7 @@ def render_lxc_config(
     nat_address: IPv4Address,
     cluster_address: IPv4Address | None,
     gpu_devices: list[str],
+    read_only_mounts: dict[str, str] | None = None,
 ) -> str:
     nat = config.network.nat_bridge
     lines = [
@@ -61,4 +62,6 @@ def render_lxc_config(
         lines.append(_mount(path, path, "bind,ro,optional,create=dir"))
     shared = config.host.shared_dir
     lines.append(_mount(shared, shared, "bind,create=dir"))
+    for source, target in (read_only_mounts or {}).items():
+        lines.append(_mount(source, target, "bind,ro,create=dir"))
     return "".join(lines)
