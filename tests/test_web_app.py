@@ -1,17 +1,23 @@
 """The GPU web app itself, run as a process on loopback: health, jobs, fallback, bounded load,
-process groups, origins, the snapshot panel's API."""
+process groups, origins, the snapshot panel's API; and its page in headless Chromium: a click
+runs the job, output stays text, busy is shown plainly, a cross-origin POST from the browser is
+refused, the cluster panel shows the snapshot."""
 
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from browser import Browser
 
 from components.web_app import APP_SOURCE
 
@@ -239,3 +245,152 @@ def test_the_cluster_snapshot_is_served_with_its_age(start_app, tmp_path):
     assert 2 <= body["age_s"] < 10
     snapshot.write_text(json.dumps({**written, "written_at": time.time() - 60}))
     assert get(f"{url}/api/cluster")[1]["stale"] is True
+
+
+# ---- the page, in headless Chromium ----
+
+MARKUP = '<script>document.title="injected"</script><img src=x onerror="document.title=1"><b>bold</b>'
+
+
+class ElsewherePage(BaseHTTPRequestHandler):
+    def do_GET(self):
+        data = b"<!doctype html><title>elsewhere</title><p>another site"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format, *args):  # noqa: A002 (http.server's signature)
+        pass
+
+
+@pytest.fixture
+def elsewhere():
+    """A page of another origin (another port), as a site the visitor also has open."""
+    server = HTTPServer(("127.0.0.1", free_port()), ElsewherePage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as chromium:
+        yield chromium
+
+
+def click_run_and_wait(browser: Browser) -> None:
+    browser.wait_for("!document.getElementById('run').disabled")
+    browser.click("#run")
+    browser.wait_for("!document.getElementById('run').disabled")
+
+
+def test_without_a_gpu_the_page_runs_the_labelled_cpu_fallback(browser, start_app, tmp_path):
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"))
+    browser.open(f"{url}/")
+    browser.wait_for("document.getElementById('about').textContent.startsWith('No GPU here')")
+    click_run_and_wait(browser)
+    browser.wait_for("!document.getElementById('result').hidden")
+    assert browser.text("#mode") == "CPU fallback"
+    assert browser.text("#output").startswith("CPU fallback: 96x96 integer matrix product")
+    assert re.fullmatch(r"\d+\.\d{3} s", browser.text("#duration")), browser.text("#duration")
+    assert browser.text("#device").startswith("CPU of ")
+    assert "no GPU device node" in browser.text("#reason")
+    browser.screenshot(tmp_path / "page-cpu-fallback.png")
+    assert (tmp_path / "page-cpu-fallback.png").stat().st_size > 10_000
+
+
+def test_with_a_gpu_markup_in_the_output_stays_text(browser, start_app, tmp_path):
+    (tmp_path / "nvidia0").touch()
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["printf", "%s\\n", MARKUP])
+    browser.open(f"{url}/")
+    title = browser.evaluate("document.title")
+    click_run_and_wait(browser)
+    browser.wait_for("!document.getElementById('result').hidden")
+    assert browser.text("#mode") == "GPU"
+    assert browser.text("#output") == MARKUP + "\n"
+    assert browser.count("#output *") == 0, "job output became elements"
+    assert browser.evaluate("document.title") == title, "job output ran as script"
+    assert str(tmp_path / "nvidia0") in browser.text("#device")
+    assert browser.visible("#reason") is False
+
+
+def test_when_every_slot_is_taken_the_page_says_busy(browser, start_app, tmp_path):
+    (tmp_path / "nvidia0").touch()
+    release = tmp_path / "release"
+    job = f'while [ ! -e "{release}" ]; do sleep 0.05; done; echo done'
+    url = start_app(
+        gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sh", "-c", job], max_concurrent_jobs=1
+    )
+    holder = threading.Thread(target=run, args=(url,))
+    holder.start()
+    try:
+        deadline = time.monotonic() + 10
+        while get(f"{url}/api/info")[1]["counters"]["jobs_started"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        browser.open(f"{url}/")
+        click_run_and_wait(browser)
+        browser.wait_for("!document.getElementById('notice').hidden")
+        assert browser.evaluate("document.getElementById('notice').className") == "notice busy"
+        assert browser.text("#notice") == "Busy: busy: all 1 job slots are taken. Try again in a moment."
+        assert browser.visible("#result") is False
+    finally:
+        release.touch()
+        holder.join()
+    # The slot is free again: the next click runs.
+    click_run_and_wait(browser)
+    browser.wait_for("!document.getElementById('result').hidden")
+    assert browser.text("#output") == "done\n"
+
+
+def test_a_cross_origin_post_from_the_browser_is_refused(browser, start_app, elsewhere, tmp_path):
+    (tmp_path / "nvidia0").touch()
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["true"])
+    browser.open(f"{elsewhere}/")
+    outcome = browser.evaluate(
+        f"fetch({json.dumps(url + '/api/run')}, {{method: 'POST', mode: 'no-cors', body: ''}})"
+        ".then(() => 'sent', (e) => 'failed: ' + e)"
+    )
+    assert outcome == "sent"
+    assert 403 in browser.responses(f"{url}/api/run")
+    counters = get(f"{url}/api/info")[1]["counters"]
+    assert (counters["jobs_started"], counters["refused_cross_origin"]) == (0, 1)
+
+
+def test_the_cluster_panel_shows_the_snapshot_and_its_age(browser, start_app, tmp_path):
+    snapshot = tmp_path / "cluster.json"
+    url = start_app(status_file=str(snapshot))
+    browser.open(f"{url}/")
+    browser.wait_for("document.getElementById('snapshot-age').textContent.startsWith('no cluster snapshot yet')")
+    snapshot.write_text(
+        json.dumps(
+            {
+                "cluster": "demo",
+                "interval_s": 5,
+                "written_at": time.time(),
+                "nodes": [
+                    {"name": "c000", "state": "mixed", "gpus_total": 1, "gpus_used": 1},
+                    {"name": "c001", "state": "idle", "gpus_total": 1, "gpus_used": 0},
+                ],
+                "jobs": {
+                    "running": 1,
+                    "pending": 1,
+                    "list": [
+                        {"id": "7", "state": "RUNNING", "gres": "gres:gpu:1", "name": "train"},
+                        {"id": "8", "state": "PENDING", "gres": "gres:gpu:1", "name": "<b>x</b>"},
+                    ],
+                },
+            }
+        )
+    )
+    browser.wait_for("!document.getElementById('nodes').hidden", timeout=10)
+    rows = browser.evaluate("[...document.querySelectorAll('#nodes tbody tr')].map(r => r.innerText.split('\\t'))")
+    assert rows == [["c000", "mixed", "1 / 1"], ["c001", "idle", "0 / 1"]]
+    assert browser.text("#gpus") == "GPUs: 1 free, 1 used, 2 in all"
+    assert browser.text("#jobs-summary") == "1 running, 1 queued"
+    assert browser.count("#jobs tbody b") == 0
+    assert re.match(r"Snapshot of cluster demo, \d+(\.\d)? s old$", browser.text("#snapshot-age"))
