@@ -160,7 +160,7 @@ class WebAppConfig(StrictModel):
     job_command: list[str] = Field(
         ["nvidia-smi"],
         min_length=1,
-        description="GPU job GET / runs (argv); a labelled CPU fallback runs when it is missing",
+        description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
     )
     max_concurrent_jobs: int = Field(2, ge=1, le=64, description="jobs running at once")
     job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed (with its process group) after this")
