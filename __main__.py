@@ -19,7 +19,7 @@ if stack.cluster:
     pulumi.export("host_facts", cluster.host_facts)
 
 if stack.kubernetes:
-    from components.kubernetes_target import build_kubernetes
+    from components.kubernetes.target import build_kubernetes
 
     for key, value in build_kubernetes(stack.kubernetes).items():
         pulumi.export(key, value)

@@ -1,19 +1,23 @@
 """GpuCluster: the whole local GPU Slurm cluster as one dependency graph."""
 
 import socket
+from pathlib import Path
 
 import pulumi
 
-from components.bridges import Bridges
+from components.app.web_app import WebApp
 from components.config import ClusterConfig
-from components.cuda_container import CudaContainer
-from components.gpu_host import GpuHost
-from components.node_image import NodeImage
-from components.port_forward import PortForward
-from components.shell import host_command
-from components.slurm_controller import SlurmController
-from components.slurm_node import SlurmNode
-from components.web_app import WebApp
+from components.host.gpu_host import GpuHost
+from components.lxc.cuda_container import CudaContainer
+from components.lxc.node_image import NodeImage
+from components.network.bridges import Bridges
+from components.network.port_forward import PortForward
+from components.slurm.controller import SlurmController
+from components.slurm.node import SlurmNode
+from components.transport import host_command
+
+# The cluster-wide health check is a Slurm script.
+SLURM_FILES = Path(__file__).parent / "slurm" / "files"
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -78,7 +82,7 @@ class GpuCluster(pulumi.ComponentResource):
         # Fails the apply, loudly, when a node is not idle or a GPU job cannot run.
         self.health = host_command(
             f"{name}-health",
-            create="health_check.sh",
+            create=SLURM_FILES / "health_check.sh",
             environment={
                 "SLURM_CONF": f"{config.cluster_dir}/slurm.conf",
                 "NODES": config.hostlist,

@@ -12,7 +12,7 @@ from pydantic import ValidationError, model_validator
 
 from components.config import ClusterConfig
 from components.config_types import StrictModel
-from components.kubernetes_config import KubernetesConfig
+from components.kubernetes.config import KubernetesConfig
 
 NAMESPACE = "gpu-cluster"
 

@@ -10,9 +10,9 @@ import time
 from ipaddress import IPv4Address
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root, when run as a script
 
-from program_harness import run_program  # noqa: E402
+from tests.harness.program_harness import run_program  # noqa: E402
 
 
 def cluster_config(nodes: int) -> dict:

@@ -3,10 +3,10 @@
 import copy
 
 import pytest
-from program_harness import run_program, stack_config
 
 from components.config import CLUSTER_RULES, ClusterConfig
 from components.stack_config import ConfigError, parse_stack_config
+from tests.harness.program_harness import run_program, stack_config
 
 
 def local_cluster() -> dict:

@@ -1,7 +1,7 @@
 """End-to-end: bring the `e2e` stack up on this machine for real, check it, re-apply, destroy.
 
 The program runs under mocks; every pulumi-command resource it registers is executed here in
-dependency order (tests/command_executor.py), then the cluster is checked with the
+dependency order (tests/harness/command_executor.py), then the cluster is checked with the
 tutorial's own commands. Needs root and the Debian packages .ci/run installs; it fails,
 never skips, when they are missing. Everything it makes is removed in `finally` blocks.
 """
@@ -15,8 +15,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from command_executor import apply, destroy, host_commands, update
-from e2e_teardown import (
+
+from tests.app.e2e_web_page import check_web_page
+from tests.harness.command_executor import apply, destroy, host_commands, update
+from tests.harness.e2e_teardown import (
     OUTSIDE_LINK,
     OUTSIDE_NS,
     PLACEMENTS,
@@ -27,8 +29,7 @@ from e2e_teardown import (
     remove_stand_in_gpus,
     teardown,
 )
-from e2e_web_page import check_web_page
-from program_harness import run_program
+from tests.harness.program_harness import run_program
 
 REQUIRED_TOOLS = [
     "lxc-create",

@@ -6,9 +6,8 @@ import re
 import subprocess
 
 import pytest
-from program_harness import run_program, stack_config
 
-from components.shell import SCRIPTS_DIR
+from tests.harness.program_harness import ROOT, run_program, stack_config
 
 COMMAND = "command:local:Command"
 
@@ -106,7 +105,7 @@ def test_every_command_that_changes_the_host_can_be_undone(run):
 
 
 def test_scripts_are_valid_bash():
-    scripts = sorted(SCRIPTS_DIR.glob("*.sh"))
+    scripts = sorted((ROOT / "components").rglob("*.sh"))
     assert len(scripts) > 20
     for script in scripts:
         done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)

@@ -1,7 +1,8 @@
 """Every stack file under stacks/ validates and the whole program runs for it under mocks."""
 
 import pytest
-from program_harness import ROOT, run_program, stack_config
+
+from tests.harness.program_harness import ROOT, run_program, stack_config
 
 STACKS = sorted(
     path.name.removeprefix("Pulumi.").removesuffix(".yaml") for path in (ROOT / "stacks").glob("Pulumi.*.yaml")

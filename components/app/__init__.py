@@ -1,0 +1,1 @@
+"""The GPU web app in its own container."""

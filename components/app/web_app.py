@@ -1,0 +1,111 @@
+"""WebApp: the GPU web app in its own CUDA container, and the cluster snapshot its page shows."""
+
+import json
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig
+from components.lxc.cuda_container import CudaContainer
+from components.options import child_options
+from components.transport import host_command
+
+FILES = Path(__file__).parent / "files"
+
+APP_SOURCE = FILES / "gpu_web_app.py"
+STATUS_WRITER_SOURCE = FILES / "cluster_status.py"
+# Where the app's container sees the snapshot directory (read-only). Not under /run: systemd
+# mounts a fresh tmpfs there at boot, which would hide the bind mount.
+CONTAINER_STATUS_DIR = "/var/lib/cluster-status"
+
+
+def status_dir(config: ClusterConfig) -> str:
+    """Host directory of the cluster snapshot: written on the host, mounted read-only in the app."""
+    return f"{config.cluster_dir}/status"
+
+
+def render_app_settings(config: ClusterConfig) -> str:
+    """The app's settings file (JSON), read by components/app/files/gpu_web_app.py."""
+    app = config.web_app
+    settings = {
+        "listen_address": str(app.nat_address),
+        "port": app.port,
+        "job_command": app.job_command,
+        "max_concurrent_jobs": app.max_concurrent_jobs,
+        "job_timeout_s": app.job_timeout_s,
+        "max_connections": app.max_connections,
+        "run_allowed_cidrs": [str(cidr) for cidr in app.run_allowed_cidrs],
+        "status_file": f"{CONTAINER_STATUS_DIR}/cluster.json",
+        "status_interval_s": app.status_interval_s,
+    }
+    return json.dumps(settings, indent=1)
+
+
+class WebApp(pulumi.ComponentResource):
+    """A small Python web app with a page that runs a GPU job, in a container of its own.
+
+    Builds:
+      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU and the
+        cluster snapshot directory mounted read-only.
+      - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in the
+        container, listening on `nat_address:port` only (what the port forward targets);
+        Slurm and munge are purged from the container; create waits for `/healthz`.
+      - `<name>-status`: on the host, a loop that writes `sinfo`/`squeue` as JSON into the
+        snapshot directory every `status_interval_s` (after the cluster's Slurm client).
+    The page at `/` runs `web_app.job_command` by a same-origin `POST /api/run` (a labelled
+    CPU fallback when it cannot run), at most `max_concurrent_jobs` at once; further runs get
+    503 instead of queueing.
+    """
+
+    url: pulumi.Output[str]
+    container: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        slurm_client: pulumi.Resource | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("gpu-cluster:app:WebApp", name, None, opts)
+        app = config.web_app
+        self.container_resource = CudaContainer(
+            f"{name}-container",
+            config,
+            hostname=app.name,
+            nat_address=app.nat_address,
+            cluster_address=None,
+            gpu_devices=config.gpu.devices[:1],
+            read_only_mounts={status_dir(config): CONTAINER_STATUS_DIR},
+            opts=child_options(self, opts),
+        )
+        self.service = host_command(
+            f"{name}-service",
+            create=FILES / "webapp_create.sh",
+            delete=FILES / "webapp_delete.sh",
+            environment={
+                "CONTAINER": config.container_name(app.name),
+                "APP_SOURCE": APP_SOURCE.read_text(),
+                "APP_SETTINGS": render_app_settings(config),
+                "APP_PORT": str(app.port),
+                "APP_ADDRESS": str(app.nat_address),
+            },
+            opts=child_options(self, opts, self.container_resource),
+        )
+        self.status = host_command(
+            f"{name}-status",
+            create=FILES / "webapp_status_create.sh",
+            delete=FILES / "webapp_status_delete.sh",
+            environment={
+                "CLUSTER": config.name,
+                "CLUSTER_DIR": config.cluster_dir,
+                "STATUS_DIR": status_dir(config),
+                "STATUS_INTERVAL_S": str(app.status_interval_s),
+                "SLURM_CONF": f"{config.cluster_dir}/slurm.conf",
+                "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
+            },
+            opts=child_options(self, opts, *([slurm_client] if slurm_client else [])),
+        )
+        self.url = pulumi.Output.from_input(f"http://{app.nat_address}:{app.port}/")
+        self.container = self.container_resource.container
+        self.register_outputs({"url": self.url, "container": self.container})

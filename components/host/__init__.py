@@ -1,0 +1,1 @@
+"""The GPU host: preflight, packages, shared directory."""

@@ -1,0 +1,114 @@
+"""GpuHost: checks the host before anything changes, then installs what the cluster needs."""
+
+import json
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig
+from components.options import child_options
+from components.transport import env_list, host_command
+
+FILES = Path(__file__).parent / "files"
+
+# Debian packages the host needs: LXC and its Debian template, Slurm's client tools (sinfo,
+# srun from the host) and controller, munge, and the network tools the scripts call.
+HOST_PACKAGES = [
+    "lxc",
+    "lxc-templates",
+    "debootstrap",
+    "rsync",
+    "iptables",
+    "iproute2",
+    "slurm-client",
+    "slurmctld",
+    "munge",
+    "curl",
+    "procps",
+]
+
+
+class GpuHost(pulumi.ComponentResource):
+    """The GPU host: a read-only preflight, then the Debian packages.
+
+    Builds:
+      - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
+        name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
+        a host port already listening, a container name taken by a foreign container; its
+        stdout (JSON) reports what it found.
+      - `<name>-packages`: installs missing packages; destroy removes only those it installed.
+      - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
+        when empty, so no job's files are lost.
+    """
+
+    devices: pulumi.Output[list]
+    driver_version: pulumi.Output[str]
+    cgroup_version: pulumi.Output[str]
+    uvm_major: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
+        net = config.network
+        containers = [config.container_name(n) for n in [*config.node_names, "image"]]
+        if config.web_app:
+            containers.append(config.container_name(config.web_app.name))
+        environment = {
+            "CLUSTER": config.name,
+            "GPU_DEVICES": env_list(config.gpu.devices),
+            "NAT_BRIDGE": net.nat_bridge.name,
+            "NAT_ADDRESS": str(net.nat_bridge.address),
+            "CLUSTER_BRIDGE": net.cluster_bridge.name,
+            "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
+            "HOST_PORTS": env_list(f.host_port for f in config.all_forwards),
+            "CONTAINERS": env_list(containers),
+        }
+        # Re-run the checks whenever what they check changes.
+        self.preflight = host_command(
+            f"{name}-preflight",
+            create=FILES / "preflight.sh",
+            environment=environment,
+            triggers=[json.dumps(environment, sort_keys=True)],
+            opts=child_options(self, opts),
+        )
+        self.packages = host_command(
+            f"{name}-packages",
+            create=FILES / "packages_create.sh",
+            delete=FILES / "packages_delete.sh",
+            environment={
+                "PACKAGES": env_list(HOST_PACKAGES if config.host.install_packages else []),
+                "RECORD": f"{config.cluster_dir}/host-packages",
+            },
+            opts=child_options(self, opts, self.preflight),
+        )
+        self.shared_dir = host_command(
+            f"{name}-shared-dir",
+            create=FILES / "shared_dir_create.sh",
+            delete=FILES / "shared_dir_delete.sh",
+            environment={
+                "SHARED_DIR": config.host.shared_dir,
+                "RECORD": f"{config.cluster_dir}/shared-dirs-created",
+            },
+            opts=child_options(self, opts, self.packages),
+        )
+        facts = self.preflight.stdout.apply(_parse_facts)
+        self.devices = facts.apply(lambda f: f.get("devices", []))
+        self.driver_version = facts.apply(lambda f: f.get("driver_version", "none"))
+        self.cgroup_version = facts.apply(lambda f: f.get("cgroup_version", "unknown"))
+        self.uvm_major = facts.apply(lambda f: f.get("uvm_major", "none"))
+        self.register_outputs(
+            {
+                "devices": self.devices,
+                "driver_version": self.driver_version,
+                "cgroup_version": self.cgroup_version,
+                "uvm_major": self.uvm_major,
+            }
+        )
+
+
+def _parse_facts(stdout: str | None) -> dict:
+    """The preflight's last stdout line is a JSON object of what it found."""
+    lines = (stdout or "").strip().splitlines()
+    try:
+        return json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        return {}

@@ -1,0 +1,1 @@
+"""The Kubernetes target: GPU operator, workloads and the web app as a Deployment."""

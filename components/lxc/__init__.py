@@ -1,0 +1,1 @@
+"""LXC: the node image, CUDA containers and their rendered config."""

@@ -1,0 +1,73 @@
+"""CudaContainer: one LXC container cloned from the node image, with the host's GPUs."""
+
+from ipaddress import IPv4Address
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig
+from components.lxc.lxc_conf import render_lxc_config
+from components.lxc.node_image import image_fingerprint
+from components.options import child_options
+from components.transport import env_list, host_command
+
+FILES = Path(__file__).parent / "files"
+
+
+class CudaContainer(pulumi.ComponentResource):
+    """A privileged LXC 5 container on the cluster's bridges with GPU device pass-through.
+
+    Builds `<name>-lxc`: an overlay clone of the node image; veth on the NAT bridge and
+    macvlan on the cluster bridge with static addresses; the host's GPU device nodes bound
+    in with cgroup v1 and v2 allow rules for major 195 and the nvidia-uvm major (read from
+    /proc/devices on the host); CUDA and driver files bound read-only when the host has them;
+    the shared directory at the same path; root login by password disabled. The create
+    script is safe to run for many containers at once.
+    """
+
+    container: pulumi.Output[str]
+    lxc_config: pulumi.Output[str]
+    nat_address: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        hostname: str,
+        nat_address: IPv4Address,
+        cluster_address: IPv4Address | None,
+        gpu_devices: list[str],
+        opts: pulumi.ResourceOptions | None = None,
+        read_only_mounts: dict[str, str] | None = None,
+    ):
+        super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
+        container = config.container_name(hostname)
+        lxc_config = render_lxc_config(config, hostname, nat_address, cluster_address, gpu_devices, read_only_mounts)
+        # Host directories mounted read-only must exist before the container starts.
+        host_dirs = {"HOST_DIRS": env_list(read_only_mounts)} if read_only_mounts else {}
+        self.lxc = host_command(
+            f"{name}-lxc",
+            create=FILES / "container_create.sh",
+            # A config change runs the create again: it rewrites the config and restarts.
+            delete=FILES / "container_delete.sh",
+            environment={
+                "CLUSTER": config.name,
+                "IMAGE": config.container_name("image"),
+                "CONTAINER": container,
+                "NODE_HOSTNAME": hostname,
+                "LXC_CONFIG": lxc_config,
+                "NAT_ADDRESS": str(nat_address),
+                "DRIVER_FILES": env_list(config.gpu.driver_files),
+                "SHARED_DIR": config.host.shared_dir,
+                **host_dirs,
+            },
+            # A new image means a new clone; the name is reused, so delete first.
+            triggers=image_fingerprint(config),
+            opts=child_options(self, opts, delete_before_replace=True),
+        )
+        self.container = pulumi.Output.from_input(container)
+        self.lxc_config = pulumi.Output.from_input(lxc_config)
+        self.nat_address = pulumi.Output.from_input(str(nat_address))
+        self.register_outputs(
+            {"container": self.container, "lxc_config": self.lxc_config, "nat_address": self.nat_address}
+        )

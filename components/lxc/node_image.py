@@ -1,0 +1,57 @@
+"""NodeImage: the Debian rootfs every container is cloned from, built once per cluster."""
+
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig
+from components.options import child_options
+from components.transport import env_list, host_command
+
+FILES = Path(__file__).parent / "files"
+
+# What every node, the controller and the web app need, so no container downloads packages.
+IMAGE_PACKAGES = ["slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2"]
+
+
+class NodeImage(pulumi.ComponentResource):
+    """A stopped LXC container `<cluster>-image` with slurmd, munge, slurm-client, python3.
+
+    Builds `<name>-rootfs`: `lxc-create -t debian` once, prepared so that clones boot with
+    static addresses and start no Slurm daemon until configured. Clones are overlay
+    snapshots (`lxc-copy -s -B overlay`), so a node costs its boot, not an install.
+    Changing the release or the packages replaces the image (and so every container).
+    """
+
+    container: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-cluster:lxc:NodeImage", name, None, opts)
+        image = config.container_name("image")
+        packages = image_packages(config)
+        self.rootfs = host_command(
+            f"{name}-rootfs",
+            create=FILES / "image_create.sh",
+            delete=FILES / "image_delete.sh",
+            environment={
+                "CLUSTER": config.name,
+                "CLUSTER_DIR": config.cluster_dir,
+                "IMAGE": image,
+                "RELEASE": config.image.release,
+                "PACKAGES": env_list(packages),
+            },
+            triggers=image_fingerprint(config),
+            # Same container name: the old image must go before the new one is built.
+            opts=child_options(self, opts, delete_before_replace=True),
+        )
+        self.container = pulumi.Output.from_input(image)
+        self.register_outputs({"container": self.container})
+
+
+def image_packages(config: ClusterConfig) -> list[str]:
+    return IMAGE_PACKAGES + list(config.image.extra_packages)
+
+
+def image_fingerprint(config: ClusterConfig) -> list[str]:
+    """What the image is built from: a change replaces the image and every clone of it."""
+    return [config.image.release, *image_packages(config)]

@@ -1,0 +1,1 @@
+"""Host networking: the cluster's bridges and port forwards."""

@@ -1,0 +1,56 @@
+"""Bridges: the NAT bridge (host <-> nodes, NAT out) and the cluster bridge (macvlan)."""
+
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig
+from components.options import child_options
+from components.transport import host_command
+
+FILES = Path(__file__).parent / "files"
+
+
+class Bridges(pulumi.ComponentResource):
+    """The cluster's two host bridges, as in the tutorial, named and addressed from config.
+
+    Builds:
+      - `<name>-nat`: bridge with the gateway address, ip_forward on, MASQUERADE for its
+        subnet and FORWARD accepts, every rule tagged with the cluster's comment.
+      - `<name>-cluster`: address-less bridge, lower device of the nodes' macvlan links.
+    Delete removes exactly these (and restores ip_forward if it was off).
+    """
+
+    nat_bridge: pulumi.Output[str]
+    cluster_bridge: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-cluster:network:Bridges", name, None, opts)
+        # A renamed bridge is a new bridge: delete the old one first (same subnet), while
+        # an address change converges in place when the create runs again.
+        nat, cluster = config.network.nat_bridge, config.network.cluster_bridge
+        common = {"CLUSTER": config.name, "CLUSTER_DIR": config.cluster_dir}
+        self.nat = host_command(
+            f"{name}-nat",
+            create=FILES / "bridge_create.sh",
+            delete=FILES / "bridge_delete.sh",
+            triggers=[nat.name],
+            environment={
+                **common,
+                "BRIDGE": nat.name,
+                "ADDRESS": str(nat.address),
+                "NAT_SUBNET": str(nat.subnet),
+            },
+            opts=child_options(self, opts, delete_before_replace=True),
+        )
+        self.cluster = host_command(
+            f"{name}-cluster",
+            create=FILES / "bridge_create.sh",
+            delete=FILES / "bridge_delete.sh",
+            triggers=[cluster.name],
+            environment={**common, "BRIDGE": cluster.name, "ADDRESS": "", "NAT_SUBNET": ""},
+            opts=child_options(self, opts, delete_before_replace=True),
+        )
+        self.nat_bridge = pulumi.Output.from_input(nat.name)
+        self.cluster_bridge = pulumi.Output.from_input(cluster.name)
+        self.register_outputs({"nat_bridge": self.nat_bridge, "cluster_bridge": self.cluster_bridge})

@@ -1,0 +1,51 @@
+"""PortForward: a host port DNATed to a port of a container, from outside and from the host."""
+
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig, PortForwardConfig
+from components.options import child_options
+from components.transport import host_command
+
+FILES = Path(__file__).parent / "files"
+
+
+class PortForward(pulumi.ComponentResource):
+    """iptables rules forwarding `host_port` to `address:port`.
+
+    Builds `<name>-rules`: DNAT in PREROUTING (traffic from outside) and in OUTPUT for the
+    host's own addresses (traffic from the host itself), plus a FORWARD accept. Every rule
+    carries the comment `gpucluster:<cluster>:fwd:<host_port>`, and delete removes exactly
+    the rules carrying it.
+    """
+
+    host_port: pulumi.Output[int]
+    target: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        forward: PortForwardConfig,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("gpu-cluster:network:PortForward", name, None, opts)
+        address = config.target_address(forward.target)
+        self.rules = host_command(
+            f"{name}-rules",
+            create=FILES / "forward_create.sh",
+            delete=FILES / "forward_delete.sh",
+            environment={
+                "TAG": f"gpucluster:{config.name}:fwd:{forward.host_port}",
+                "HOST_PORT": str(forward.host_port),
+                "TARGET_ADDRESS": str(address),
+                "TARGET_PORT": str(forward.port),
+            },
+            # A different host port is a different rule set: the tag changes with it.
+            triggers=[forward.host_port],
+            opts=child_options(self, opts, delete_before_replace=True),
+        )
+        self.host_port = pulumi.Output.from_input(forward.host_port)
+        self.target = pulumi.Output.from_input(f"{address}:{forward.port}")
+        self.register_outputs({"host_port": self.host_port, "target": self.target})

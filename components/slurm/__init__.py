@@ -1,0 +1,1 @@
+"""Slurm: controller, nodes and the rendered slurm.conf / gres.conf."""

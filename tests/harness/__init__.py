@@ -1,0 +1,1 @@
+"""Test harness: the program under mocks, its commands run for real, and teardown."""
