@@ -51,6 +51,8 @@ def collect(cluster: str, interval: float) -> dict:
         }
     except (subprocess.SubprocessError, OSError, ValueError) as error:
         detail = getattr(error, "stderr", None) or str(error)
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
         snapshot["error"] = detail.strip().splitlines()[-1] if detail.strip() else type(error).__name__
     snapshot["written_at"] = time.time()
     return snapshot
@@ -67,7 +69,10 @@ def main() -> None:
     cluster, out, interval = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
     while True:
         started = time.monotonic()
-        write_atomically(out, collect(cluster, interval))
+        try:
+            write_atomically(out, collect(cluster, interval))
+        except OSError as error:  # a full disk or a removed directory: say so, try again
+            print(f"cluster_status: cannot write {out}: {error}", file=sys.stderr, flush=True)
         if "--once" in sys.argv[4:]:
             return
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
