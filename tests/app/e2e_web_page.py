@@ -172,7 +172,7 @@ def check_web_page(config: dict, slurm_env: dict, report: list[str], name: str) 
         browser.wait_for("!document.getElementById('notice').hidden")
         busy = browser.text("#notice")
         report.append(f"page while {slots} jobs hold every slot: {busy!r}")
-        assert busy == f"Busy: busy: all {slots} job slots are taken. Try again in a moment."
+        assert busy == f"Busy: all {slots} job slots are taken. Try again in a moment."
         assert browser.evaluate("document.getElementById('notice').className") == "notice busy"
         browser.screenshot(ARTIFACTS / f"web-app-busy-{name}.png")
         sh("lxc-attach", "-n", container, "--", "rm", "-f", "/run/gpu-stand-in-hold")

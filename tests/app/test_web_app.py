@@ -336,7 +336,7 @@ def test_when_every_slot_is_taken_the_page_says_busy(browser, start_app, tmp_pat
         click_run_and_wait(browser)
         browser.wait_for("!document.getElementById('notice').hidden")
         assert browser.evaluate("document.getElementById('notice').className") == "notice busy"
-        assert browser.text("#notice") == "Busy: busy: all 1 job slots are taken. Try again in a moment."
+        assert browser.text("#notice") == "Busy: all 1 job slots are taken. Try again in a moment."
         assert browser.visible("#result") is False
     finally:
         release.touch()

@@ -416,7 +416,8 @@ async function run() {
     let body = {};
     try { body = await response.json(); } catch (error) { body = {error: "HTTP " + response.status}; }
     if (response.status === 503) {
-      notice("busy", "Busy: " + (body.error || "all job slots are taken") + ". Try again in a moment.");
+      const text = body.error || "busy: all job slots are taken";
+      notice("busy", text.charAt(0).toUpperCase() + text.slice(1) + ". Try again in a moment.");
     } else if (body.output !== undefined) {
       showResult(body);
       if (response.status !== 200) notice("error", "The job failed (exit code " + body.returncode + ").");
