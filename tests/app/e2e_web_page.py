@@ -85,13 +85,24 @@ def check_app_container(container: str, app_address: str, port: int, report: lis
 
 
 def check_panel_matches_sinfo(browser: Browser, slurm_env: dict, interval: float, report: list[str]) -> None:
+    """The panel shows what `sinfo` says, at the latest one snapshot interval (plus the page's
+    3 s refresh) after sinfo says it: jobs that just ended may still show in an older snapshot."""
     browser.wait_for("!document.getElementById('nodes').hidden", timeout=3 * interval + 10)
-    rows = browser.evaluate("[...document.querySelectorAll('#nodes tbody tr')].map(r => r.innerText.split('\\t'))")
-    sinfo = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env).stdout.split("\n")
-    report.append("$ sinfo -h -N -o '%N %T'\n" + "\n".join(sinfo) + "\npanel: " + json.dumps(rows))
-    expected = sorted({tuple(line.split()) for line in sinfo if line.strip()})
-    assert [(name, state) for name, state, _ in rows] == expected, (rows, expected)
-    assert all(gpus == "0 / 1" for _, _, gpus in rows), rows
+    script = "[...document.querySelectorAll('#nodes tbody tr')].map(r => r.innerText.split('\\t'))"
+    started = time.monotonic()
+    while True:
+        sinfo = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env).stdout.split("\n")
+        expected = sorted({tuple(line.split()) for line in sinfo if line.strip()})
+        rows = browser.evaluate(script)
+        if [(name, state) for name, state, _ in rows] == expected:
+            break
+        assert time.monotonic() - started < interval + 3 + 5, (rows, expected)
+        time.sleep(0.5)
+    waited = time.monotonic() - started
+    report.append(
+        "$ sinfo -h -N -o '%N %T'\n" + "\n".join(sinfo) + f"\npanel (after {waited:.1f} s): {json.dumps(rows)}"
+    )
+    assert all(gpus == "0 / 1" for _, state, gpus in rows if state == "idle"), rows
     age = re.match(r"Snapshot of cluster \w+, ([\d.]+) s old$", browser.text("#snapshot-age"))
     assert age and float(age.group(1)) <= 3 * interval, browser.text("#snapshot-age")
 
