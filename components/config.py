@@ -7,6 +7,7 @@ every problem at once, each naming the field and what it accepts.
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Literal
 
@@ -182,6 +183,19 @@ class WebAppConfig(StrictModel):
         return self
 
 
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """What every component of a cluster derives its names and paths from."""
+
+    name: str
+    cluster_dir: str
+    munge_socket: str
+
+    def container_name(self, hostname: str) -> str:
+        """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
+        return f"{self.name}-{hostname}"
+
+
 class ClusterConfig(StrictModel):
     """The local GPU Slurm cluster."""
 
@@ -207,9 +221,12 @@ class ClusterConfig(StrictModel):
 
     # Derived views used by the renderers and components.
 
+    @property
+    def identity(self) -> ClusterIdentity:
+        return ClusterIdentity(name=self.name, cluster_dir=self.cluster_dir, munge_socket=self.munge_socket)
+
     def container_name(self, hostname: str) -> str:
-        """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
-        return f"{self.name}-{hostname}"
+        return self.identity.container_name(hostname)
 
     @property
     def node_names(self) -> list[str]:

@@ -62,7 +62,7 @@ def test_resource_names_are_unique(run):
         ("e2e-web-container-lxc", "e2e-bridges-nat"),
         ("e2e-web-service", "e2e-web-container-lxc"),
         ("e2e-fwd-7000-rules", "e2e-web-service"),
-        ("e2e-web-status", "e2e-slurm-client"),
+        ("e2e-web-container-lxc", "e2e-web-status"),
     ],
 )
 def test_dependency_edge(run, resource, dependency):
@@ -145,7 +145,6 @@ def test_one_port_value_sets_the_app_and_the_forward(run):
 def test_the_app_container_reads_the_snapshot_read_only_and_holds_no_slurm_access(run):
     lxc = run.by_name("e2e-web-container-lxc").inputs["environment"]
     assert "lxc.mount.entry = /var/lib/gpucluster/e2e/status var/lib/cluster-status none bind,ro," in lxc["LXC_CONFIG"]
-    assert lxc["HOST_DIRS"] == "/var/lib/gpucluster/e2e/status"
     assert "munge.key" not in lxc["LXC_CONFIG"] and "/var/lib/gpucluster/e2e " not in lxc["LXC_CONFIG"]
     status = run.by_name("e2e-web-status").inputs["environment"]
     assert status["STATUS_DIR"] == "/var/lib/gpucluster/e2e/status"
@@ -153,7 +152,7 @@ def test_the_app_container_reads_the_snapshot_read_only_and_holds_no_slurm_acces
     assert settings["listen_address"] == "10.43.3.10" and settings["port"] == 8080
     assert settings["status_file"] == "/var/lib/cluster-status/cluster.json"
     # Nodes get no such mount.
-    assert "HOST_DIRS" not in run.by_name("e2e-c001-lxc").inputs["environment"]
+    assert "cluster-status" not in run.by_name("e2e-c001-lxc").inputs["environment"]["LXC_CONFIG"]
 
 
 def test_adding_a_node_touches_only_that_node_and_the_controller_config():

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig
-from components.lxc.cuda_container import CudaContainer
+from components.config import ClusterIdentity, WebAppConfig
+from components.lxc.cuda_container import ContainerPlatform, CudaContainer
+from components.lxc.lxc_conf import ContainerSpec
 from components.options import child_options
 from components.transport import host_command
 
@@ -19,14 +20,13 @@ STATUS_WRITER_SOURCE = FILES / "cluster_status.py"
 CONTAINER_STATUS_DIR = "/var/lib/cluster-status"
 
 
-def status_dir(config: ClusterConfig) -> str:
+def status_dir(cluster: ClusterIdentity) -> str:
     """Host directory of the cluster snapshot: written on the host, mounted read-only in the app."""
-    return f"{config.cluster_dir}/status"
+    return f"{cluster.cluster_dir}/status"
 
 
-def render_app_settings(config: ClusterConfig) -> str:
+def render_app_settings(app: WebAppConfig) -> str:
     """The app's settings file (JSON), read by components/app/files/gpu_web_app.py."""
-    app = config.web_app
     settings = {
         "listen_address": str(app.nat_address),
         "port": app.port,
@@ -45,13 +45,14 @@ class WebApp(pulumi.ComponentResource):
     """A small Python web app with a page that runs a GPU job, in a container of its own.
 
     Builds:
-      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU and the
-        cluster snapshot directory mounted read-only.
-      - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in the
-        container, listening on `nat_address:port` only (what the port forward targets);
-        Slurm and munge are purged from the container; create waits for `/healthz`.
       - `<name>-status`: on the host, a loop that writes `sinfo`/`squeue` as JSON into the
-        snapshot directory every `status_interval_s` (after the cluster's Slurm client).
+        snapshot directory every `status_interval_s`. It does not wait for Slurm (which waits
+        for the controller's container): until Slurm answers, the snapshot says why.
+      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU and the
+        snapshot directory mounted read-only.
+      - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in
+        the container, listening on `nat_address:port` only (what the port forward targets);
+        Slurm and munge are purged from the container; create waits for `/healthz`.
     The page at `/` runs `web_app.job_command` by a same-origin `POST /api/run` (a labelled
     CPU fallback when it cannot run), at most `max_concurrent_jobs` at once; further runs get
     503 instead of queueing.
@@ -63,48 +64,52 @@ class WebApp(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        config: ClusterConfig,
-        slurm_client: pulumi.Resource | None = None,
+        cluster: ClusterIdentity,
+        app: WebAppConfig,
+        platform: ContainerPlatform,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
-        app = config.web_app
+        # The snapshot writer first: it makes the directory the container mounts.
+        self.status = host_command(
+            f"{name}-status",
+            create=FILES / "webapp_status_create.sh",
+            delete=FILES / "webapp_status_delete.sh",
+            environment={
+                "CLUSTER": cluster.name,
+                "CLUSTER_DIR": cluster.cluster_dir,
+                "STATUS_DIR": status_dir(cluster),
+                "STATUS_INTERVAL_S": str(app.status_interval_s),
+                "SLURM_CONF": f"{cluster.cluster_dir}/slurm.conf",
+                "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
+            },
+            opts=child_options(self, opts),
+        )
         self.container_resource = CudaContainer(
             f"{name}-container",
-            config,
-            hostname=app.name,
-            nat_address=app.nat_address,
-            cluster_address=None,
-            gpu_devices=config.gpu.devices[:1],
-            read_only_mounts={status_dir(config): CONTAINER_STATUS_DIR},
-            opts=child_options(self, opts),
+            cluster,
+            ContainerSpec(
+                hostname=app.name,
+                nat_address=app.nat_address,
+                cluster_address=None,
+                gpu_devices=platform.gpu.devices[:1],
+                read_only_mounts=((status_dir(cluster), CONTAINER_STATUS_DIR),),
+            ),
+            platform,
+            opts=child_options(self, opts, self.status),
         )
         self.service = host_command(
             f"{name}-service",
             create=FILES / "webapp_create.sh",
             delete=FILES / "webapp_delete.sh",
             environment={
-                "CONTAINER": config.container_name(app.name),
+                "CONTAINER": cluster.container_name(app.name),
                 "APP_SOURCE": APP_SOURCE.read_text(),
-                "APP_SETTINGS": render_app_settings(config),
+                "APP_SETTINGS": render_app_settings(app),
                 "APP_PORT": str(app.port),
                 "APP_ADDRESS": str(app.nat_address),
             },
             opts=child_options(self, opts, self.container_resource),
-        )
-        self.status = host_command(
-            f"{name}-status",
-            create=FILES / "webapp_status_create.sh",
-            delete=FILES / "webapp_status_delete.sh",
-            environment={
-                "CLUSTER": config.name,
-                "CLUSTER_DIR": config.cluster_dir,
-                "STATUS_DIR": status_dir(config),
-                "STATUS_INTERVAL_S": str(app.status_interval_s),
-                "SLURM_CONF": f"{config.cluster_dir}/slurm.conf",
-                "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
-            },
-            opts=child_options(self, opts, *([slurm_client] if slurm_client else [])),
         )
         self.url = pulumi.Output.from_input(f"http://{app.nat_address}:{app.port}/")
         self.container = self.container_resource.container

@@ -68,7 +68,11 @@ def test_the_writer_starts_once_restarts_on_change_and_is_removed(tmp_path):
     try:
         run("webapp_status_create.sh")
         first = writer_pid(cluster_dir)
-        assert first and (cluster_dir / "status" / "cluster.json").exists()
+        assert first and (cluster_dir / "status").is_dir()
+        deadline = time.monotonic() + 10
+        while not (cluster_dir / "status" / "cluster.json").exists():
+            assert time.monotonic() < deadline, "no snapshot written"
+            time.sleep(0.1)
         run("webapp_status_create.sh")
         assert writer_pid(cluster_dir) == first, "a second create restarted the writer"
         written = json.loads((cluster_dir / "status" / "cluster.json").read_text())["written_at"]

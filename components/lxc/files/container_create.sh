@@ -10,7 +10,6 @@ else
   echo "$CLUSTER" > "$dir/gpucluster-owner"
 fi
 mkdir -p "$SHARED_DIR"
-while read -r host_dir; do mkdir -p "$host_dir"; done < <(lines "${HOST_DIRS-}")
 
 # Host facts only known here: the dynamic nvidia-uvm major and which driver files exist.
 {
