@@ -54,6 +54,7 @@ class GpuCluster(pulumi.ComponentResource):
                 nat_address=node.nat_address,
                 cluster_address=node.cluster_address,
                 gpu_devices=gpus[node.name],
+                cpus=node.cpus,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
             for node in config.nodes

@@ -55,6 +55,9 @@ class GpuHost(pulumi.ComponentResource):
         environment = {
             "CLUSTER": config.name,
             "GPU_DEVICES": env_list(config.gpu.devices),
+            "CONTROL_DEVICES": env_list(config.gpu.control_devices),
+            "CLUSTER_DIR": config.cluster_dir,
+            "NODE_CPUS": str(max(node.cpus for node in config.nodes)),
             "NAT_BRIDGE": net.nat_bridge.name,
             "NAT_ADDRESS": str(net.nat_bridge.address),
             "CLUSTER_BRIDGE": net.cluster_bridge.name,

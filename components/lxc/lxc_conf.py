@@ -24,6 +24,7 @@ def render_lxc_config(
     nat_address: IPv4Address,
     cluster_address: IPv4Address | None,
     gpu_devices: list[str],
+    cpus: int | None = None,
 ) -> str:
     nat = config.network.nat_bridge
     lines = [
@@ -49,6 +50,11 @@ def render_lxc_config(
             "lxc.net.1.flags = up\n",
             f"lxc.net.1.ipv4.address = {cluster_address}/{cluster.subnet.prefixlen}\n",
         ]
+    if cpus is not None:
+        # The node's CPUs (slurm.conf CPUs=) are host CPUs 0..cpus-1: the node has exactly
+        # what Slurm schedules on it (the preflight checks the host has them).
+        span = "0" if cpus == 1 else f"0-{cpus - 1}"
+        lines += [f"lxc.cgroup.cpuset.cpus = {span}\n", f"lxc.cgroup2.cpuset.cpus = {span}\n"]
     lines += [
         "# GPUs: allow NVIDIA's major on cgroup v1 and v2 hosts (LXC ignores the other one).\n",
         f"lxc.cgroup.devices.allow = c {NVIDIA_MAJOR}:* rwm\n",

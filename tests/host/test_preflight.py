@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,9 @@ def preflight(tmp_path):
     environment = {
         "CLUSTER": "pft",
         "GPU_DEVICES": str(device),
+        "CONTROL_DEVICES": "",
+        "CLUSTER_DIR": "/var/lib/gpucluster-pft-test/pft",
+        "NODE_CPUS": "1",
         "NAT_BRIDGE": "pftbr0",
         "NAT_ADDRESS": "10.97.3.1/24",
         "CLUSTER_BRIDGE": "pftbr1",
@@ -141,3 +145,45 @@ def test_a_host_port_forwarded_by_someone_else_is_refused(preflight):
         subprocess.run(["iptables", "-t", "nat", "-D", *rule], check=True)
     assert done.returncode == 1
     assert "host port 7999 is already forwarded by another iptables DNAT rule" in done.stderr
+
+
+def test_a_state_dir_others_can_write_is_refused(preflight):
+    # A world-writable directory on the way to the state dir: a planted munge key would be trusted.
+    state = Path(tempfile.mkdtemp(prefix="gpucluster-pft-", dir="/var/lib"))
+    try:
+        state.chmod(0o777)
+        done = preflight(CLUSTER_DIR=f"{state}/pft")
+    finally:
+        state.rmdir()
+    assert done.returncode == 1
+    assert f"{state} is not a root-owned directory writable by root only (host.state_dir)" in done.stderr
+
+
+def test_a_munge_key_not_roots_alone_is_refused(preflight):
+    state = Path(tempfile.mkdtemp(prefix="gpucluster-pft-", dir="/var/lib"))
+    try:
+        state.chmod(0o755)
+        (state / "munge.key").write_bytes(b"planted")
+        (state / "munge.key").chmod(0o644)
+        done = preflight(CLUSTER_DIR=str(state))
+    finally:
+        shutil.rmtree(state)
+    assert done.returncode == 1
+    assert f"munge key {state}/munge.key exists but is not a regular file owned by root with mode 0400" in done.stderr
+
+
+def test_more_cpus_than_the_host_has_are_refused(preflight):
+    wanted = os.cpu_count() + 1
+    done = preflight(NODE_CPUS=str(wanted))
+    assert done.returncode == 1
+    assert f"nodes[].cpus: a node asks for {wanted} CPUs" in done.stderr
+    assert preflight(NODE_CPUS=str(os.cpu_count())).returncode == 0
+
+
+def test_a_control_device_that_is_not_a_character_device_is_refused(preflight, tmp_path):
+    fake = tmp_path / "nvidiactl"
+    fake.touch()
+    done = preflight(CONTROL_DEVICES=f"{fake}\n/dev/nvidia-absent")
+    assert done.returncode == 1
+    assert f"control device {fake} is not a character device (gpu.control_devices)" in done.stderr
+    assert "nvidia-absent" not in done.stderr  # absent control devices are optional
