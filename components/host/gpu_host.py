@@ -34,8 +34,9 @@ class GpuHost(pulumi.ComponentResource):
     Builds:
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
-        a host port already listening, a container name taken by a foreign container; its
-        stdout (JSON) reports what it found.
+        a host port already listening, a container name taken by a foreign container, fewer
+        online CPUs than a node declares, a state directory (or munge key) someone other than
+        root could have written; its stdout (JSON) reports what it found.
       - `<name>-packages`: installs missing packages; destroy removes only those it installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
