@@ -8,12 +8,14 @@ import pulumi
 from components.app.web_app import WebApp
 from components.config import ClusterConfig
 from components.host.gpu_host import GpuHost
-from components.lxc.cuda_container import CudaContainer
+from components.lxc.cuda_container import ContainerPlatform, CudaContainer
+from components.lxc.lxc_conf import ContainerSpec
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
-from components.slurm.controller import SlurmController
+from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
+from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
 from components.transport import host_command
 
 # The cluster-wide health check is a Slurm script.
@@ -26,6 +28,8 @@ class GpuCluster(pulumi.ComponentResource):
     The order comes from the graph: preflight -> packages -> bridges and image ->
     containers (in parallel, no edges between them) -> controller -> slurmd on every node
     -> health gate; web app container -> app -> port forward.
+
+    This is where the whole ClusterConfig is sliced: each component gets the part it models.
     """
 
     controller_address: pulumi.Output[str]
@@ -40,21 +44,42 @@ class GpuCluster(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        self.host = GpuHost(f"{name}-host", config, opts=child)
+        cluster = config.identity
+        containers = [cluster.container_name(n) for n in [*config.node_names, "image"]]
+        if config.web_app:
+            containers.append(cluster.container_name(config.web_app.name))
+        self.host = GpuHost(
+            f"{name}-host",
+            cluster,
+            config.host,
+            config.network,
+            gpu_devices=config.gpu.devices,
+            control_devices=config.gpu.control_devices,
+            node_cpus=max(node.cpus for node in config.nodes),
+            host_ports=[forward.host_port for forward in config.all_forwards],
+            containers=containers,
+            opts=child,
+        )
         after_packages = pulumi.ResourceOptions(parent=self, depends_on=[self.host.packages, self.host.shared_dir])
-        self.bridges = Bridges(f"{name}-bridges", config, opts=after_packages)
-        self.image = NodeImage(f"{name}-image", config, opts=after_packages)
+        self.bridges = Bridges(f"{name}-bridges", cluster, config.network, opts=after_packages)
+        self.image = NodeImage(f"{name}-image", cluster, config.image, opts=after_packages)
 
+        platform = ContainerPlatform(
+            network=config.network, gpu=config.gpu, image=config.image, shared_dir=config.host.shared_dir
+        )
         gpus = config.gpu_assignment()
         self.containers = {
             node.name: CudaContainer(
                 f"{name}-{node.name}",
-                config,
-                hostname=node.name,
-                nat_address=node.nat_address,
-                cluster_address=node.cluster_address,
-                gpu_devices=gpus[node.name],
-                cpus=node.cpus,
+                cluster,
+                ContainerSpec(
+                    hostname=node.name,
+                    nat_address=node.nat_address,
+                    cluster_address=node.cluster_address,
+                    gpu_devices=gpus[node.name],
+                    cpus=node.cpus,
+                ),
+                platform,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
             for node in config.nodes
@@ -67,15 +92,22 @@ class GpuCluster(pulumi.ComponentResource):
             controller_deps.append(self.containers[controller_node.name])
         self.controller = SlurmController(
             f"{name}-slurm",
-            config,
-            controller_hostname=controller_hostname,
+            cluster,
+            ControllerPlacement(
+                hostname=controller_hostname,
+                address=config.controller_address,
+                container=cluster.container_name(controller_node.name) if controller_node else None,
+            ),
+            slurm_conf=render_slurm_conf(config, controller_hostname),
+            gres_conf=render_gres_conf(config),
             opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
         )
         self.slurm_nodes = [
             SlurmNode(
                 f"{name}-{node.name}-slurm",
-                config,
+                cluster,
                 node,
+                controller_address=config.controller_address,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.containers[node.name], self.controller]),
             )
             for node in config.nodes
@@ -98,14 +130,17 @@ class GpuCluster(pulumi.ComponentResource):
         if config.web_app:
             self.web_app = WebApp(
                 f"{name}-web",
-                config,
+                cluster,
+                config.web_app,
+                platform,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
             )
         self.forwards = [
             PortForward(
                 f"{name}-fwd-{forward.host_port}",
-                config,
+                cluster,
                 forward,
+                config.target_address(forward.target),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self._forward_target(config, forward.target)]),
             )
             for forward in config.all_forwards

@@ -8,6 +8,7 @@ every problem at once, each naming the field and what it accepts.
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from itertools import pairwise
 from typing import Literal
@@ -285,6 +286,19 @@ class WebAppConfig(StrictModel):
     job_timeout_s: StrictInt = Field(60, ge=1, le=3600, description="a job is killed after this")
 
 
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """What every component of a cluster derives its names and paths from."""
+
+    name: str
+    cluster_dir: str
+    munge_socket: str
+
+    def container_name(self, hostname: str) -> str:
+        """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
+        return f"{self.name}-{hostname}"
+
+
 class ClusterConfig(StrictModel):
     """The local GPU Slurm cluster."""
 
@@ -310,9 +324,12 @@ class ClusterConfig(StrictModel):
 
     # Derived views used by the renderers and components.
 
+    @property
+    def identity(self) -> ClusterIdentity:
+        return ClusterIdentity(name=self.name, cluster_dir=self.cluster_dir, munge_socket=self.munge_socket)
+
     def container_name(self, hostname: str) -> str:
-        """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
-        return f"{self.name}-{hostname}"
+        return self.identity.container_name(hostname)
 
     @property
     def node_names(self) -> list[str]:

@@ -10,6 +10,12 @@ from pathlib import Path
 import pulumi
 from pulumi_command import local
 
+# The shared helpers are part of every command's input, on purpose: an edit to lib.sh changes
+# every command's `create` (and `delete`), so the next `up` runs every create script again as an
+# update in place (never a replace: lib.sh is no trigger). Creates converge and are safe to
+# repeat, so this costs one pass over the cluster and guarantees that no command keeps running
+# helpers older than the repository's. The header names the bare file name, not its folder, so
+# moving a script changes no input (tests/upgrade/ proves both).
 LIB = Path(__file__).parent / "files" / "lib.sh"
 INTERPRETER = ["/bin/bash", "-c"]
 

@@ -32,7 +32,7 @@ from components.config import (
     SYSTEM_DIRS,
     ClusterConfig,
 )
-from components.lxc.lxc_conf import render_lxc_config
+from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
 from components.stack_config import ConfigError, parse_stack_config
 from tests.lxc.test_lxc_conf import lxc_loads
@@ -290,7 +290,8 @@ def test_every_accepted_config_works_in_slurm_and_lxc(slurm_sandbox, capsys):
         if config.web_app:
             containers.append((config.web_app.name, config.web_app.nat_address, None, config.gpu.devices[:1], None))
         for name, nat, cluster, devices, cpus in containers:
-            text = render_lxc_config(config, name, nat, cluster, devices, cpus)
+            spec = ContainerSpec(name, nat, cluster, devices, cpus)
+            text = render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
             with tempfile.TemporaryDirectory() as tmp:
                 done = lxc_loads(text, Path(tmp))
             assert done.returncode == 0, f"LXC refused the config of {name}: {done.stderr}\n{text}"

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig
-from components.lxc.cuda_container import CudaContainer
+from components.config import ClusterIdentity, WebAppConfig
+from components.lxc.cuda_container import ContainerPlatform, CudaContainer
+from components.lxc.lxc_conf import ContainerSpec
 from components.options import child_options
 from components.transport import env_list, host_command
 
@@ -29,16 +30,25 @@ class WebApp(pulumi.ComponentResource):
     url: pulumi.Output[str]
     container: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        cluster: ClusterIdentity,
+        app: WebAppConfig,
+        platform: ContainerPlatform,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
-        app = config.web_app
         self.container_resource = CudaContainer(
             f"{name}-container",
-            config,
-            hostname=app.name,
-            nat_address=app.nat_address,
-            cluster_address=None,
-            gpu_devices=config.gpu.devices[:1],
+            cluster,
+            ContainerSpec(
+                hostname=app.name,
+                nat_address=app.nat_address,
+                cluster_address=None,
+                gpu_devices=platform.gpu.devices[:1],
+            ),
+            platform,
             opts=child_options(self, opts),
         )
         self.service = host_command(
@@ -46,7 +56,7 @@ class WebApp(pulumi.ComponentResource):
             create=FILES / "webapp_create.sh",
             delete=FILES / "webapp_delete.sh",
             environment={
-                "CONTAINER": config.container_name(app.name),
+                "CONTAINER": cluster.container_name(app.name),
                 "APP_SOURCE": APP_SOURCE.read_text(),
                 "APP_PORT": str(app.port),
                 "APP_ADDRESS": str(app.nat_address),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig
+from components.config import ClusterIdentity, HostConfig, NetworkConfig
 from components.options import child_options
 from components.transport import env_list, host_command
 
@@ -31,6 +31,9 @@ HOST_PACKAGES = [
 class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
 
+    `containers` are the LXC names the cluster will create (the preflight refuses foreign
+    ones), `host_ports` the ports it will forward.
+
     Builds:
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
@@ -47,31 +50,45 @@ class GpuHost(pulumi.ComponentResource):
     cgroup_version: pulumi.Output[str]
     uvm_major: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        cluster: ClusterIdentity,
+        host: HostConfig,
+        network: NetworkConfig,
+        gpu_devices: list[str],
+        control_devices: list[str],
+        node_cpus: int,
+        host_ports: list[int],
+        containers: list[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
-        net = config.network
-        containers = [config.container_name(n) for n in [*config.node_names, "image"]]
-        if config.web_app:
-            containers.append(config.container_name(config.web_app.name))
+        net = network
         environment = {
-            "CLUSTER": config.name,
-            "GPU_DEVICES": env_list(config.gpu.devices),
-            "CONTROL_DEVICES": env_list(config.gpu.control_devices),
-            "CLUSTER_DIR": config.cluster_dir,
-            "NODE_CPUS": str(max(node.cpus for node in config.nodes)),
+            "CLUSTER": cluster.name,
+            "GPU_DEVICES": env_list(gpu_devices),
             "NAT_BRIDGE": net.nat_bridge.name,
             "NAT_ADDRESS": str(net.nat_bridge.address),
             "CLUSTER_BRIDGE": net.cluster_bridge.name,
             "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
-            "HOST_PORTS": env_list(f.host_port for f in config.all_forwards),
+            "HOST_PORTS": env_list(host_ports),
             "CONTAINERS": env_list(containers),
         }
         # Re-run the checks whenever what they check changes.
+        triggers = [json.dumps(environment, sort_keys=True)]
+        # These inputs are not in the trigger, so an upgrade that adds their checks does not
+        # replace the preflight; a change of them is an update, which runs the checks again too.
+        environment |= {
+            "CONTROL_DEVICES": env_list(control_devices),
+            "CLUSTER_DIR": cluster.cluster_dir,
+            "NODE_CPUS": str(node_cpus),
+        }
         self.preflight = host_command(
             f"{name}-preflight",
             create=FILES / "preflight.sh",
             environment=environment,
-            triggers=[json.dumps(environment, sort_keys=True)],
+            triggers=triggers,
             opts=child_options(self, opts),
         )
         self.packages = host_command(
@@ -79,8 +96,8 @@ class GpuHost(pulumi.ComponentResource):
             create=FILES / "packages_create.sh",
             delete=FILES / "packages_delete.sh",
             environment={
-                "PACKAGES": env_list(HOST_PACKAGES if config.host.install_packages else []),
-                "RECORD": f"{config.cluster_dir}/host-packages",
+                "PACKAGES": env_list(HOST_PACKAGES if host.install_packages else []),
+                "RECORD": f"{cluster.cluster_dir}/host-packages",
             },
             opts=child_options(self, opts, self.preflight),
         )
@@ -89,8 +106,8 @@ class GpuHost(pulumi.ComponentResource):
             create=FILES / "shared_dir_create.sh",
             delete=FILES / "shared_dir_delete.sh",
             environment={
-                "SHARED_DIR": config.host.shared_dir,
-                "RECORD": f"{config.cluster_dir}/shared-dirs-created",
+                "SHARED_DIR": host.shared_dir,
+                "RECORD": f"{cluster.cluster_dir}/shared-dirs-created",
             },
             opts=child_options(self, opts, self.packages),
         )

@@ -1,17 +1,27 @@
 """CudaContainer: one LXC container cloned from the node image, with the host's GPUs."""
 
-from ipaddress import IPv4Address
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig
-from components.lxc.lxc_conf import render_lxc_config
+from components.config import ClusterIdentity, GpuConfig, ImageConfig, NetworkConfig
+from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
 from components.lxc.node_image import image_fingerprint
 from components.options import child_options
 from components.transport import env_list, host_command
 
 FILES = Path(__file__).parent / "files"
+
+
+@dataclass(frozen=True)
+class ContainerPlatform:
+    """What every container of a cluster is built on: bridges, GPU settings, image, shared dir."""
+
+    network: NetworkConfig
+    gpu: GpuConfig
+    image: ImageConfig
+    shared_dir: str
 
 
 class CudaContainer(pulumi.ComponentResource):
@@ -32,39 +42,36 @@ class CudaContainer(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        config: ClusterConfig,
-        hostname: str,
-        nat_address: IPv4Address,
-        cluster_address: IPv4Address | None,
-        gpu_devices: list[str],
-        cpus: int | None = None,
+        cluster: ClusterIdentity,
+        spec: ContainerSpec,
+        platform: ContainerPlatform,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
-        container = config.container_name(hostname)
-        lxc_config = render_lxc_config(config, hostname, nat_address, cluster_address, gpu_devices, cpus)
+        container = cluster.container_name(spec.hostname)
+        lxc_config = render_lxc_config(spec, platform.network, platform.gpu, platform.shared_dir)
         self.lxc = host_command(
             f"{name}-lxc",
             create=FILES / "container_create.sh",
             # A config change runs the create again: it rewrites the config and restarts.
             delete=FILES / "container_delete.sh",
             environment={
-                "CLUSTER": config.name,
-                "IMAGE": config.container_name("image"),
+                "CLUSTER": cluster.name,
+                "IMAGE": cluster.container_name("image"),
                 "CONTAINER": container,
-                "NODE_HOSTNAME": hostname,
+                "NODE_HOSTNAME": spec.hostname,
                 "LXC_CONFIG": lxc_config,
-                "NAT_ADDRESS": str(nat_address),
-                "DRIVER_FILES": env_list(config.gpu.driver_files),
-                "SHARED_DIR": config.host.shared_dir,
+                "NAT_ADDRESS": str(spec.nat_address),
+                "DRIVER_FILES": env_list(platform.gpu.driver_files),
+                "SHARED_DIR": platform.shared_dir,
             },
             # A new image means a new clone; the name is reused, so delete first.
-            triggers=image_fingerprint(config),
+            triggers=image_fingerprint(platform.image),
             opts=child_options(self, opts, delete_before_replace=True),
         )
         self.container = pulumi.Output.from_input(container)
         self.lxc_config = pulumi.Output.from_input(lxc_config)
-        self.nat_address = pulumi.Output.from_input(str(nat_address))
+        self.nat_address = pulumi.Output.from_input(str(spec.nat_address))
         self.register_outputs(
             {"container": self.container, "lxc_config": self.lxc_config, "nat_address": self.nat_address}
         )

@@ -5,9 +5,10 @@ own config. Only host facts that cannot be known before the host is reached (the
 nvidia-uvm major, which driver files exist) are added by the container script.
 """
 
+from dataclasses import dataclass
 from ipaddress import IPv4Address
 
-from components.config import ClusterConfig
+from components.config import GpuConfig, NetworkConfig
 from components.slurm.slurm_conf import HEADER, container_device_path
 
 NVIDIA_MAJOR = 195
@@ -18,15 +19,20 @@ def _mount(source: str, target: str, options: str, kind: str = "none") -> str:
     return f"lxc.mount.entry = {source} {target.lstrip('/')} {kind} {options} 0 0\n"
 
 
-def render_lxc_config(
-    config: ClusterConfig,
-    hostname: str,
-    nat_address: IPv4Address,
-    cluster_address: IPv4Address | None,
-    gpu_devices: list[str],
-    cpus: int | None = None,
-) -> str:
-    nat = config.network.nat_bridge
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One container: its hostname, addresses and the GPU device nodes it gets."""
+
+    hostname: str
+    nat_address: IPv4Address
+    cluster_address: IPv4Address | None  # None: not on the cluster bridge (the web app)
+    gpu_devices: list[str]
+    cpus: int | None = None  # a Slurm node's CPUs: its cpuset; None: no pinning (the web app)
+
+
+def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str) -> str:
+    hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
+    nat = network.nat_bridge
     lines = [
         HEADER,
         f"lxc.uts.name = {hostname}\n",
@@ -41,7 +47,7 @@ def render_lxc_config(
         f"lxc.net.0.ipv4.gateway = {nat.address.ip}\n",
     ]
     if cluster_address is not None:
-        cluster = config.network.cluster_bridge
+        cluster = network.cluster_bridge
         lines += [
             "lxc.net.1.type = macvlan\n",
             "lxc.net.1.macvlan.mode = bridge\n",
@@ -50,21 +56,21 @@ def render_lxc_config(
             "lxc.net.1.flags = up\n",
             f"lxc.net.1.ipv4.address = {cluster_address}/{cluster.subnet.prefixlen}\n",
         ]
-    if cpus is not None:
+    if spec.cpus is not None:
         # The node's CPUs (slurm.conf CPUs=) are host CPUs 0..cpus-1: the node has exactly
         # what Slurm schedules on it (the preflight checks the host has them).
-        span = "0" if cpus == 1 else f"0-{cpus - 1}"
+        span = "0" if spec.cpus == 1 else f"0-{spec.cpus - 1}"
         lines += [f"lxc.cgroup.cpuset.cpus = {span}\n", f"lxc.cgroup2.cpuset.cpus = {span}\n"]
     lines += [
         "# GPUs: allow NVIDIA's major on cgroup v1 and v2 hosts (LXC ignores the other one).\n",
         f"lxc.cgroup.devices.allow = c {NVIDIA_MAJOR}:* rwm\n",
         f"lxc.cgroup2.devices.allow = c {NVIDIA_MAJOR}:* rwm\n",
     ]
-    for device in gpu_devices + config.gpu.control_devices:
+    for device in spec.gpu_devices + gpu.control_devices:
         lines.append(_mount(device, container_device_path(device), "bind,optional,create=file"))
-    if config.gpu.cuda_path:
-        path = config.gpu.cuda_path
+    if gpu.cuda_path:
+        path = gpu.cuda_path
         lines.append(_mount(path, path, "bind,ro,optional,create=dir"))
-    shared = config.host.shared_dir
+    shared = shared_dir
     lines.append(_mount(shared, shared, "bind,create=dir"))
     return "".join(lines)

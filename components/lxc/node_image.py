@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig
+from components.config import ClusterIdentity, ImageConfig
 from components.options import child_options
 from components.transport import env_list, host_command
 
@@ -25,33 +25,39 @@ class NodeImage(pulumi.ComponentResource):
 
     container: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        cluster: ClusterIdentity,
+        image: ImageConfig,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpu-cluster:lxc:NodeImage", name, None, opts)
-        image = config.container_name("image")
-        packages = image_packages(config)
+        container = cluster.container_name("image")
+        packages = image_packages(image)
         self.rootfs = host_command(
             f"{name}-rootfs",
             create=FILES / "image_create.sh",
             delete=FILES / "image_delete.sh",
             environment={
-                "CLUSTER": config.name,
-                "CLUSTER_DIR": config.cluster_dir,
-                "IMAGE": image,
-                "RELEASE": config.image.release,
+                "CLUSTER": cluster.name,
+                "CLUSTER_DIR": cluster.cluster_dir,
+                "IMAGE": container,
+                "RELEASE": image.release,
                 "PACKAGES": env_list(packages),
             },
-            triggers=image_fingerprint(config),
+            triggers=image_fingerprint(image),
             # Same container name: the old image must go before the new one is built.
             opts=child_options(self, opts, delete_before_replace=True),
         )
-        self.container = pulumi.Output.from_input(image)
+        self.container = pulumi.Output.from_input(container)
         self.register_outputs({"container": self.container})
 
 
-def image_packages(config: ClusterConfig) -> list[str]:
-    return IMAGE_PACKAGES + list(config.image.extra_packages)
+def image_packages(image: ImageConfig) -> list[str]:
+    return IMAGE_PACKAGES + list(image.extra_packages)
 
 
-def image_fingerprint(config: ClusterConfig) -> list[str]:
+def image_fingerprint(image: ImageConfig) -> list[str]:
     """What the image is built from: a change replaces the image and every clone of it."""
-    return [config.image.release, *image_packages(config)]
+    return [image.release, *image_packages(image)]

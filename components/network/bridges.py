@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig
+from components.config import ClusterIdentity, NetworkConfig
 from components.options import child_options
 from components.transport import host_command
 
@@ -24,12 +24,18 @@ class Bridges(pulumi.ComponentResource):
     nat_bridge: pulumi.Output[str]
     cluster_bridge: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        cluster: ClusterIdentity,
+        network: NetworkConfig,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpu-cluster:network:Bridges", name, None, opts)
         # A renamed bridge is a new bridge: delete the old one first (same subnet), while
         # an address change converges in place when the create runs again.
-        nat, cluster = config.network.nat_bridge, config.network.cluster_bridge
-        common = {"CLUSTER": config.name, "CLUSTER_DIR": config.cluster_dir}
+        nat, bridge = network.nat_bridge, network.cluster_bridge
+        common = {"CLUSTER": cluster.name, "CLUSTER_DIR": cluster.cluster_dir}
         self.nat = host_command(
             f"{name}-nat",
             create=FILES / "bridge_create.sh",
@@ -47,10 +53,10 @@ class Bridges(pulumi.ComponentResource):
             f"{name}-cluster",
             create=FILES / "bridge_create.sh",
             delete=FILES / "bridge_delete.sh",
-            triggers=[cluster.name],
-            environment={**common, "BRIDGE": cluster.name, "ADDRESS": "", "NAT_SUBNET": ""},
+            triggers=[bridge.name],
+            environment={**common, "BRIDGE": bridge.name, "ADDRESS": "", "NAT_SUBNET": ""},
             opts=child_options(self, opts, delete_before_replace=True),
         )
         self.nat_bridge = pulumi.Output.from_input(nat.name)
-        self.cluster_bridge = pulumi.Output.from_input(cluster.name)
+        self.cluster_bridge = pulumi.Output.from_input(bridge.name)
         self.register_outputs({"nat_bridge": self.nat_bridge, "cluster_bridge": self.cluster_bridge})

@@ -1,10 +1,11 @@
 """PortForward: a host port DNATed to a port of a container, from outside and from the host."""
 
+from ipaddress import IPv4Address
 from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig, PortForwardConfig
+from components.config import ClusterIdentity, PortForwardConfig
 from components.options import child_options
 from components.transport import host_command
 
@@ -26,18 +27,18 @@ class PortForward(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        config: ClusterConfig,
+        cluster: ClusterIdentity,
         forward: PortForwardConfig,
+        address: IPv4Address,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:network:PortForward", name, None, opts)
-        address = config.target_address(forward.target)
         self.rules = host_command(
             f"{name}-rules",
             create=FILES / "forward_create.sh",
             delete=FILES / "forward_delete.sh",
             environment={
-                "TAG": f"gpucluster:{config.name}:fwd:{forward.host_port}",
+                "TAG": f"gpucluster:{cluster.name}:fwd:{forward.host_port}",
                 "HOST_PORT": str(forward.host_port),
                 "TARGET_ADDRESS": str(address),
                 "TARGET_PORT": str(forward.port),

@@ -1,12 +1,13 @@
 """SlurmController: the cluster's munge key, slurmctld, and Slurm client access from the host."""
 
+from dataclasses import dataclass
+from ipaddress import IPv4Address
 from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig
+from components.config import ClusterIdentity
 from components.options import child_options
-from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
 from components.transport import host_command
 
 FILES = Path(__file__).parent / "files"
@@ -14,8 +15,24 @@ FILES = Path(__file__).parent / "files"
 HOST_FILES = Path(__file__).parent.parent / "host" / "files"
 
 
+@dataclass(frozen=True)
+class ControllerPlacement:
+    """Where slurmctld runs: in a node's container, or on the host (`container` None)."""
+
+    hostname: str
+    address: IPv4Address
+    container: str | None
+
+    @property
+    def kind(self) -> str:
+        return "container" if self.container else "host"
+
+
 class SlurmController(pulumi.ComponentResource):
     """slurmctld in a node container (as the tutorial does) or on the host.
+
+    `slurm_conf` and `gres_conf` are the rendered texts (components/slurm/slurm_conf.py):
+    they describe the whole cluster, so the cluster renders them.
 
     Builds:
       - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
@@ -36,20 +53,20 @@ class SlurmController(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        config: ClusterConfig,
-        controller_hostname: str,
+        cluster: ClusterIdentity,
+        placement: ControllerPlacement,
+        slurm_conf: str,
+        gres_conf: str,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
-        slurm_conf = render_slurm_conf(config, controller_hostname)
-        gres_conf = render_gres_conf(config)
-        key_file = f"{config.cluster_dir}/munge.key"
-        conf_path = f"{config.cluster_dir}/slurm.conf"
+        key_file = f"{cluster.cluster_dir}/munge.key"
+        conf_path = f"{cluster.cluster_dir}/slurm.conf"
         common = {
-            "CLUSTER": config.name,
-            "CLUSTER_DIR": config.cluster_dir,
+            "CLUSTER": cluster.name,
+            "CLUSTER_DIR": cluster.cluster_dir,
             "MUNGE_KEY_FILE": key_file,
-            "MUNGE_SOCKET": config.munge_socket,
+            "MUNGE_SOCKET": cluster.munge_socket,
         }
         self.munge_key = host_command(
             f"{name}-munge-key",
@@ -65,20 +82,19 @@ class SlurmController(pulumi.ComponentResource):
             environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
             opts=child_options(self, opts, self.munge_key),
         )
-        node = config.controller_node
         # In a container slurmctld reads /etc/slurm there; on the host, a directory of its own.
-        placement = (
-            {"CONTAINER": config.container_name(node.name), "SLURM_CONF_PATH": conf_path}
-            if node
-            else {"CONTROLLER_CONF_DIR": f"{config.cluster_dir}/controller"}
+        where = (
+            {"CONTAINER": placement.container, "SLURM_CONF_PATH": conf_path}
+            if placement.container
+            else {"CONTROLLER_CONF_DIR": f"{cluster.cluster_dir}/controller"}
         )
         self.slurmctld = host_command(
             f"{name}-slurmctld",
-            create=FILES / f"slurmctld_{config.slurm.controller.placement}_create.sh",
-            delete=FILES / f"slurmctld_{config.slurm.controller.placement}_delete.sh",
+            create=FILES / f"slurmctld_{placement.kind}_create.sh",
+            delete=FILES / f"slurmctld_{placement.kind}_delete.sh",
             environment={
                 **common,
-                **placement,
+                **where,
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
             },
@@ -87,7 +103,7 @@ class SlurmController(pulumi.ComponentResource):
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)
         self.slurm_conf_path = pulumi.Output.from_input(conf_path)
-        self.address = pulumi.Output.from_input(str(config.controller_address))
+        self.address = pulumi.Output.from_input(str(placement.address))
         self.register_outputs(
             {
                 "slurm_conf": self.slurm_conf,

@@ -1,10 +1,11 @@
 """SlurmNode: munge and slurmd in one node container, registered with the controller."""
 
+from ipaddress import IPv4Address
 from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig, NodeConfig
+from components.config import ClusterIdentity, NodeConfig
 from components.options import child_options
 from components.transport import host_command
 
@@ -25,8 +26,9 @@ class SlurmNode(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        config: ClusterConfig,
+        cluster: ClusterIdentity,
         node: NodeConfig,
+        controller_address: IPv4Address,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmNode", name, None, opts)
@@ -35,13 +37,13 @@ class SlurmNode(pulumi.ComponentResource):
             create=FILES / "slurmd_create.sh",
             delete=FILES / "slurmd_delete.sh",
             environment={
-                "CLUSTER": config.name,
-                "CONTAINER": config.container_name(node.name),
+                "CLUSTER": cluster.name,
+                "CONTAINER": cluster.container_name(node.name),
                 "NODE": node.name,
-                "MUNGE_KEY_FILE": f"{config.cluster_dir}/munge.key",
-                "MUNGE_SOCKET": config.munge_socket,
-                "CONF_SERVER": str(config.controller_address),
-                "SLURM_CONF_PATH": f"{config.cluster_dir}/slurm.conf",
+                "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
+                "MUNGE_SOCKET": cluster.munge_socket,
+                "CONF_SERVER": str(controller_address),
+                "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
             },
             opts=child_options(self, opts),
         )

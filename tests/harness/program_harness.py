@@ -16,6 +16,7 @@ import pulumi
 import yaml
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import set_root_resource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +35,8 @@ class Registration:
     inputs: dict
     dependencies: frozenset[str]
     delete_before_replace: bool
+    aliases: tuple[str, ...] = ()
+    """Earlier URNs of the resource (`aliases` option), as the SDK resolves them."""
 
 
 @dataclass
@@ -88,6 +91,12 @@ class _RecordingMonitor(MockMonitor):
         super().__init__(_Mocks())
         self.run = run
 
+    def GetDeploymentInfo(self, request):  # noqa: N802 (gRPC method name)
+        # Without alias specs the SDK resolves every alias to a full URN itself.
+        info = super().GetDeploymentInfo(request)
+        features = [f for f in info.supportedFeatures if f != resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
@@ -101,6 +110,7 @@ class _RecordingMonitor(MockMonitor):
                     inputs=rpc.deserialize_properties(request.object) if request.custom else {},
                     dependencies=frozenset(request.dependencies),
                     delete_before_replace=request.deleteBeforeReplace,
+                    aliases=tuple(sorted(request.aliasURNs)),
                 )
             )
         return response
@@ -116,8 +126,8 @@ def stack_config(stack: str) -> dict[str, Any]:
     }
 
 
-def run_program(config: dict[str, Any], stack: str = "unit") -> ProgramRun:
-    """Run __main__.py for a stack whose `gpu-cluster:*` config is `config`."""
+def run_program(config: dict[str, Any], stack: str = "unit", main: Path | None = None) -> ProgramRun:
+    """Run __main__.py (or the program file `main`) for a stack whose `gpu-cluster:*` config is `config`."""
     run = ProgramRun()
     set_root_resource(None)
     pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(run))
@@ -125,7 +135,7 @@ def run_program(config: dict[str, Any], stack: str = "unit") -> ProgramRun:
 
     @pulumi.runtime.test
     def program():
-        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        runpy.run_path(str(main or ROOT / "__main__.py"), run_name="__main__")
         outputs = pulumi.runtime.get_root_resource().outputs
         return pulumi.Output.all(**outputs).apply(run.outputs.update)
 

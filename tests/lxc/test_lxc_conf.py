@@ -11,7 +11,7 @@ from ipaddress import IPv4Address
 from pathlib import Path
 
 from components.config import ClusterConfig
-from components.lxc.lxc_conf import render_lxc_config
+from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
 from tests.harness.program_harness import stack_config
 
 
@@ -27,9 +27,10 @@ def lines(text: str) -> list[str]:
 
 def node_lxc_config(config: ClusterConfig, index: int = 0) -> str:
     node = config.nodes[index]
-    return render_lxc_config(
-        config, node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name], node.cpus
+    spec = ContainerSpec(
+        node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name], node.cpus
     )
+    return render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
 
 
 def test_lxc_config_networks_devices_and_mounts():
@@ -63,7 +64,8 @@ def test_lxc_config_networks_devices_and_mounts():
 
 def test_web_app_container_is_not_on_the_cluster_bridge():
     config = cluster()
-    text = render_lxc_config(config, "web", IPv4Address("10.43.3.10"), None, config.gpu.devices[:1])
+    spec = ContainerSpec("web", IPv4Address("10.43.3.10"), None, config.gpu.devices[:1])
+    text = render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
     assert "lxc.net.1" not in text
     assert "lxc.net.0.ipv4.address = 10.43.3.10/24" in text
     assert "cpuset" not in text  # not a Slurm node: no CPUs to declare

@@ -1,0 +1,62 @@
+"""The layout the README describes: folders follow type tokens, one transport module creates
+host commands, and components receive the slice of config they model."""
+
+import importlib
+import inspect
+import re
+
+import pulumi
+import pytest
+
+from components.config import ClusterConfig
+from tests.harness.program_harness import ROOT, run_program, stack_config
+
+COMPONENTS = ROOT / "components"
+TOKEN = re.compile(r'super\(\).__init__\(\s*"gpu-cluster:(\w+):(\w+)"')
+
+
+def modules() -> list[str]:
+    return sorted(
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in COMPONENTS.rglob("*.py")
+        if "files" not in path.parts and path.name != "__init__.py"
+    )
+
+
+def tokens() -> dict[str, str]:
+    """Type token of every component -> the module file that registers it."""
+    found = {}
+    for path in COMPONENTS.rglob("*.py"):
+        for module, type_ in TOKEN.findall(path.read_text()):
+            found[f"gpu-cluster:{module}:{type_}"] = str(path.relative_to(COMPONENTS))
+    return found
+
+
+def test_a_type_token_names_the_folder_of_its_module():
+    for token, path in tokens().items():
+        module = token.split(":")[1]
+        assert path == "cluster.py" if module == "cluster" else path.startswith(f"{module}/"), (token, path)
+
+
+@pytest.mark.parametrize("stack", ["e2e", "k8s"])
+def test_every_registered_component_type_is_found_by_its_token(stack):
+    registered = {r.type for r in run_program(stack_config(stack), stack=stack).resources if not r.custom}
+    assert registered <= set(tokens()), registered - set(tokens())
+
+
+def test_only_transport_creates_host_commands():
+    users = sorted(
+        str(path.relative_to(ROOT)) for path in COMPONENTS.rglob("*.py") if "pulumi_command" in path.read_text()
+    )
+    assert users == ["components/transport.py"]
+
+
+def test_components_receive_a_slice_of_the_cluster_config():
+    takers = []
+    for name in modules():
+        for _, cls in inspect.getmembers(importlib.import_module(name), inspect.isclass):
+            if issubclass(cls, pulumi.ComponentResource) and cls.__module__ == name:
+                annotations = [p.annotation for p in inspect.signature(cls.__init__).parameters.values()]
+                if ClusterConfig in annotations or "ClusterConfig" in annotations:
+                    takers.append(cls.__name__)
+    assert takers == ["GpuCluster"]

@@ -1,0 +1,75 @@
+"""Record the resource graph of a released commit of this repository, one JSON file per stack.
+
+Run: `venv/bin/python tests/upgrade/snapshot.py COMMIT` (from the repository root). The
+commit's files are extracted with `git archive` into a temporary directory and its
+__main__.py runs there under this repository's mocks (tests/harness/program_harness.py),
+once per stack of that commit's stacks/, in a fresh interpreter whose imports resolve to
+the commit's components. Writes tests/upgrade/snapshots/<stack>.json, which
+tests/upgrade/test_upgrade.py compares the current program against.
+"""
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+HARNESS = ROOT / "tests" / "harness"
+SNAPSHOTS = HERE / "snapshots"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def record(tree: Path, stack: str) -> list[dict]:
+    """The graph of the program in `tree` for one stack (call in a fresh interpreter)."""
+    sys.path.insert(0, str(tree))
+    harness = _load("snapshot_program_harness", HARNESS / "program_harness.py")
+    plan = _load("snapshot_plan", HARNESS / "plan.py")
+    harness.ROOT = tree
+    return plan.records(harness.run_program(harness.stack_config(stack), stack))
+
+
+def snapshot(commit: str) -> None:
+    full = subprocess.run(["git", "rev-parse", commit], cwd=ROOT, capture_output=True, text=True, check=True)
+    commit = full.stdout.strip()
+    SNAPSHOTS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp)
+        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
+        archive_path = tree.parent / f"{tree.name}.tar"
+        archive_path.write_bytes(archive)
+        with tarfile.open(archive_path) as tar:
+            tar.extractall(tree, filter="data")
+        archive_path.unlink()
+        for stack_file in sorted((tree / "stacks").glob("Pulumi.*.yaml")):
+            stack = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+            done = subprocess.run(
+                [sys.executable, __file__, "--record", str(tree), stack],
+                cwd=tree,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            resources = json.loads(done.stdout)
+            document = {"commit": commit, "stack": stack, "resources": resources}
+            out = SNAPSHOTS / f"{stack}.json"
+            out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+            print(f"{out.relative_to(ROOT)}: {len(resources)} resources of {commit[:7]}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--record"]:
+        print(json.dumps(record(Path(sys.argv[2]), sys.argv[3])))
+    elif len(sys.argv) == 2:
+        snapshot(sys.argv[1])
+    else:
+        sys.exit(__doc__)
