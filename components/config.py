@@ -5,13 +5,14 @@ are small named functions in CLUSTER_RULES, all run together so one `pulumi up` 
 every problem at once, each naming the field and what it accepts.
 """
 
+import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from itertools import pairwise
 from typing import Literal
 
-import hostlist
 from pydantic import Field, model_validator
 
 from components.config_types import (
@@ -21,8 +22,120 @@ from components.config_types import (
     Port,
     SafeGlob,
     SafePath,
+    SlurmTime,
+    StrictBool,
+    StrictInt,
     StrictModel,
 )
+
+# Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
+# instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
+# `SlurmctldHost=localhost` is replaced by the host's own name.
+SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
+SLURM_RESERVED_PARTITION_NAMES = frozenset({"default"})
+
+# Containers the program names itself (`<cluster>-<name>`): no node or web app may take them.
+INTERNAL_CONTAINER_NAMES = frozenset({"image"})
+
+# Host ports a forward may not take: a DNAT rule on them would hijack the host's SSH, DNS,
+# or Slurm traffic (slurmctld 6817, slurmd 6818, slurmdbd 6819; a host controller listens on
+# the NAT bridge). Every port below 1024 is the host's, so forwards use 1024 and up.
+FIRST_FORWARD_PORT = 1024
+SLURM_PORTS = frozenset({6817, 6818, 6819})
+
+# Host directories the cluster never mounts into a container, keeps state in, or shares:
+# these exact paths...
+SYSTEM_DIRS = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/include",
+        "/usr/lib",
+        "/usr/lib32",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/local/sbin",
+        "/usr/sbin",
+        "/usr/share",
+        "/usr/src",
+        "/var",
+        "/var/cache",
+        "/var/lib",
+        "/var/log",
+        "/var/run",
+        "/var/spool",
+        "/var/tmp",
+    }
+)
+# ...and nothing inside these trees: the kernel's, the host's configuration, LXC's containers.
+KERNEL_AND_CONFIG_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/run", "/var/lib/lxc", "/var/cache/lxc")
+# The cluster's state (the munge key) lives only in root-owned, non-world-writable trees.
+STATE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/tmp", "/var/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+# Driver files are bound read-only into containers: never secrets or per-host state.
+DRIVER_FILE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/root", "/home", "/var/lib", "/var/log", "/tmp")
+
+
+def is_within(path: str, tree: str) -> bool:
+    """`path` is `tree` or below it (both normalised absolute paths)."""
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def _related(path: str, other: str) -> bool:
+    """One of the two paths contains the other (or they are equal)."""
+    return is_within(path, other) or is_within(other, path)
+
+
+_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)
+
+
+def slurm_hostlist(names: Iterable[str]) -> str:
+    """Names in Slurm's hostlist form, e.g. `c[000-003],gpu7`.
+
+    Only a trailing number is bracketed: Slurm 22.05 cannot parse a bracket followed by more
+    text (`c[1-2]a`), which a general hostlist library writes for names like c1a, c2a.
+    """
+    groups: dict[tuple[str, int], list[int]] = {}
+    for name in names:
+        prefix, digits = _TRAILING_NUMBER.match(name).groups()
+        groups.setdefault((prefix, len(digits)), []).append(int(digits) if digits else -1)
+    parts = []
+    for (prefix, width), numbers in groups.items():
+        if width == 0:
+            parts.append(prefix)
+            continue
+        numbers = sorted(set(numbers))
+        runs, start = [], numbers[0]
+        for previous, number in pairwise(numbers):
+            if number != previous + 1:
+                runs.append((start, previous))
+                start = number
+        runs.append((start, numbers[-1]))
+        text = ",".join(f"{a:0{width}d}" + (f"-{b:0{width}d}" if b != a else "") for a, b in runs)
+        parts.append(f"{prefix}[{text}]" if len(numbers) > 1 else f"{prefix}{text}")
+    return ",".join(parts)
 
 
 class HostConfig(StrictModel):
@@ -36,7 +149,7 @@ class HostConfig(StrictModel):
         description="host directory bind-mounted at the same path in every node and the web "
         "app, so a job script written there once runs anywhere",
     )
-    install_packages: bool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
 
 
 class NatBridgeConfig(StrictModel):
@@ -94,7 +207,7 @@ class GpuConfig(StrictModel):
         description="make stand-in devices instead of using real GPUs (leave devices and "
         "control_devices unset: they are the stand-ins)",
     )
-    share_between_nodes: bool = Field(
+    share_between_nodes: StrictBool = Field(
         False,
         description="let several nodes use the same GPU (the tutorial shares one GPU between "
         "four nodes); off, each GPU belongs to one node",
@@ -130,8 +243,14 @@ class NodeConfig(StrictModel):
     name: Hostname = Field(description="hostname, container name suffix and Slurm NodeName")
     nat_address: IPv4Address = Field(description="static address on the NAT bridge")
     cluster_address: IPv4Address = Field(description="static address on the cluster bridge")
-    gpus: int = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
-    cpus: int = Field(1, ge=1, le=1024, description="CPUs Slurm schedules on the node")
+    gpus: StrictInt = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
+    cpus: StrictInt = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="CPUs of the node: Slurm's CPUs= and the container's cpuset (host CPUs 0..cpus-1); "
+        "the preflight checks the host has them",
+    )
 
 
 class ControllerConfig(StrictModel):
@@ -149,8 +268,8 @@ class ControllerConfig(StrictModel):
 class PartitionConfig(StrictModel):
     name: Hostname = Field(description="partition name")
     nodes: list[Hostname] | None = Field(None, description="node names (default: all nodes)")
-    default: bool = Field(False, description="the default partition (exactly one)")
-    max_time: str = Field("INFINITE", pattern=r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$", description="MaxTime")
+    default: StrictBool = Field(False, description="the default partition (exactly one)")
+    max_time: SlurmTime = Field("INFINITE", description="MaxTime")
     oversubscribe: Literal["NO", "YES", "FORCE", "EXCLUSIVE"] = Field(
         "NO", description="OverSubscribe (replaces the tutorial's removed Shared=)"
     )
@@ -181,15 +300,19 @@ class WebAppConfig(StrictModel):
         min_length=1,
         description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
     )
-    max_concurrent_jobs: int = Field(2, ge=1, le=64, description="jobs running at once")
-    job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed (with its process group) after this")
-    max_connections: int = Field(
+    max_concurrent_jobs: StrictInt = Field(2, ge=1, le=64, description="jobs running at once")
+    job_timeout_s: StrictInt = Field(
+        60, ge=1, le=3600, description="a job is killed (with its process group) after this"
+    )
+    max_connections: StrictInt = Field(
         16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
     )
     run_allowed_cidrs: list[IPv4Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
     )
-    status_interval_s: int = Field(5, ge=1, le=300, description="how often the cluster panel's snapshot is written")
+    status_interval_s: StrictInt = Field(
+        5, ge=1, le=300, description="how often the cluster panel's snapshot is written"
+    )
 
     @model_validator(mode="after")
     def _connections_above_jobs(self) -> "WebAppConfig":
@@ -269,7 +392,7 @@ class ClusterConfig(StrictModel):
     @property
     def hostlist(self) -> str:
         """All nodes in Slurm hostlist form, e.g. c[000-003]."""
-        return hostlist.collect_hostlist(self.node_names)
+        return slurm_hostlist(self.node_names)
 
     @property
     def controller_node(self) -> NodeConfig | None:
@@ -467,7 +590,98 @@ def rule_forwards(c: ClusterConfig) -> Iterator[str]:
             yield f"forwards[{i}].target: {forward.target!r} is not a node or the web app ({targets})"
 
 
+def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
+    for i, node in enumerate(c.nodes):
+        if node.name.lower() in SLURM_RESERVED_NODE_NAMES:
+            yield (
+                f"nodes[{i}].name: {node.name!r} is a word Slurm reserves "
+                f"({', '.join(sorted(SLURM_RESERVED_NODE_NAMES))}); pick another name"
+            )
+    for i, partition in enumerate(c.slurm.partitions):
+        if partition.name.lower() in SLURM_RESERVED_PARTITION_NAMES:
+            yield f"slurm.partitions[{i}].name: {partition.name!r} is a word Slurm reserves; pick another name"
+    owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
+    if c.web_app:
+        owners.append(("web_app.name", c.web_app.name))
+    for field, name in owners:
+        if name in INTERNAL_CONTAINER_NAMES:
+            yield (
+                f"{field}: {name!r} would be the container {c.container_name(name)}, which the program "
+                "uses itself (the node image); pick another name"
+            )
+
+
+def rule_forward_ports(c: ClusterConfig) -> Iterator[str]:
+    ports = [("web_app.host_port", c.web_app.host_port)] if c.web_app else []
+    ports += [(f"forwards[{i}].host_port", f.host_port) for i, f in enumerate(c.forwards)]
+    for field, port in ports:
+        if port < FIRST_FORWARD_PORT:
+            yield f"{field}: {port} is a well-known port of the host; forward a port from {FIRST_FORWARD_PORT} up"
+        elif port in SLURM_PORTS:
+            yield f"{field}: {port} is Slurm's own port ({', '.join(map(str, sorted(SLURM_PORTS)))}); pick another"
+
+
+def _system_dir_problem(field: str, path: str, trees: Iterable[str]) -> str | None:
+    if path in SYSTEM_DIRS:
+        return f"{field}: {path} is a system directory; use a directory of its own (e.g. /srv/gpucluster/...)"
+    for tree in trees:
+        if is_within(path, tree):
+            return f"{field}: {path} is inside {tree}, which the cluster must not use; pick another directory"
+    return None
+
+
+def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
+    state, shared = c.host.state_dir, c.host.shared_dir
+    problem = _system_dir_problem("host.state_dir", state, STATE_FORBIDDEN_TREES)
+    if problem:
+        yield problem
+    problem = _system_dir_problem("host.shared_dir", shared, KERNEL_AND_CONFIG_TREES)
+    if problem:
+        yield problem
+    elif _related(shared, state):
+        yield f"host.shared_dir: {shared} overlaps host.state_dir {state} (the munge key lives there)"
+    cuda = c.gpu.cuda_path
+    if cuda:
+        problem = _system_dir_problem("gpu.cuda_path", cuda, KERNEL_AND_CONFIG_TREES)
+        if problem:
+            yield problem
+        elif _related(cuda, state):
+            yield f"gpu.cuda_path: {cuda} overlaps host.state_dir {state} (the munge key lives there)"
+
+
+def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
+    for i, pattern in enumerate(c.gpu.driver_files):
+        directory, _, name = pattern.rpartition("/")
+        field = f"gpu.driver_files[{i}]"
+        trees = [tree for tree in (*DRIVER_FILE_FORBIDDEN_TREES, c.host.state_dir) if is_within(directory, tree)]
+        if re.search(r"[*?\[\]]", directory):
+            yield f"{field}: {pattern} may only use glob characters in its last part (the file name)"
+        elif not directory or not name.strip("*?[]"):
+            yield f"{field}: {pattern} must name files in a directory below / (e.g. /usr/lib/.../libcuda.so*)"
+        elif trees:
+            yield f"{field}: {pattern} is inside {trees[0]}, whose files never go into a container"
+
+
+def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
+    devices = [(f"gpu.devices[{i}]", path) for i, path in enumerate(c.gpu.devices)]
+    devices += [(f"gpu.control_devices[{i}]", path) for i, path in enumerate(c.gpu.control_devices)]
+    for field, path in devices:
+        directory, _, name = path.rpartition("/")
+        if not (is_within(directory, "/dev") or is_within(directory, c.device_dir)):
+            yield (
+                f"{field}: {path} must be a device node under /dev or the cluster's private device "
+                f"directory {c.device_dir}"
+            )
+        elif not name.startswith("nvidia"):
+            yield f"{field}: {path} is not an NVIDIA device node (its name must start with 'nvidia')"
+
+
 CLUSTER_RULES = (
+    rule_names_slurm_and_lxc_can_use,
+    rule_forward_ports,
+    rule_host_paths,
+    rule_driver_files,
+    rule_device_paths,
     rule_unique_node_names,
     rule_bridges_distinct,
     rule_nat_addresses_in_subnet,

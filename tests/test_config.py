@@ -1,10 +1,12 @@
 """The typed `gpu-cluster:cluster` config: stack files, derived views, and every rule's message."""
 
 import copy
+import subprocess
 
+import pulumi
 import pytest
 
-from components.config import CLUSTER_RULES, ClusterConfig
+from components.config import CLUSTER_RULES, ClusterConfig, slurm_hostlist
 from components.stack_config import ConfigError, parse_stack_config
 from tests.harness.program_harness import run_program, stack_config
 
@@ -93,6 +95,142 @@ def _set(path: str, value):
 
 
 RULE_CASES = [
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.1.name", "default"),
+        "cluster.nodes[1].name: 'default' is a word Slurm reserves (all, default, localhost)",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.2.name", "all"),
+        "cluster.nodes[2].name: 'all' is a word Slurm reserves",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.0.name", "localhost"),
+        "cluster.nodes[0].name: 'localhost' is a word Slurm reserves",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("slurm.partitions.0.name", "default"),
+        "cluster.slurm.partitions[0].name: 'default' is a word Slurm reserves",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("web_app.name", "image"),
+        "cluster.web_app.name: 'image' would be the container gpu-image, which the program uses itself",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.3.name", "image"),
+        "cluster.nodes[3].name: 'image' would be the container gpu-image",
+    ),
+    (
+        "rule_forward_ports",
+        _set("forwards", [{"host_port": 22, "target": "c000", "port": 22}]),
+        "cluster.forwards[0].host_port: 22 is a well-known port of the host; forward a port from 1024 up",
+    ),
+    (
+        "rule_forward_ports",
+        _set("web_app.host_port", 6817),
+        "cluster.web_app.host_port: 6817 is Slurm's own port (6817, 6818, 6819)",
+    ),
+    (
+        "rule_forward_ports",
+        _set("web_app.host_port", 53),
+        "cluster.web_app.host_port: 53 is a well-known port of the host",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/"),
+        "cluster.host.shared_dir: / is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/etc/gpu"),
+        "cluster.host.shared_dir: /etc/gpu is inside /etc, which the cluster must not use",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/var/lib/gpucluster/gpu/shared"),
+        "cluster.host.shared_dir: /var/lib/gpucluster/gpu/shared overlaps host.state_dir /var/lib/gpucluster",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/var/lib"),
+        "cluster.host.shared_dir: /var/lib is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/var/lib/lxc/shared"),
+        "cluster.host.shared_dir: /var/lib/lxc/shared is inside /var/lib/lxc",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.state_dir", "/var/lib"),
+        "cluster.host.state_dir: /var/lib is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.state_dir", "/tmp/gpucluster"),
+        "cluster.host.state_dir: /tmp/gpucluster is inside /tmp",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.state_dir", "/dev/shm/gpucluster"),
+        "cluster.host.state_dir: /dev/shm/gpucluster is inside /dev",
+    ),
+    (
+        "rule_host_paths",
+        _set("gpu.cuda_path", "/usr"),
+        "cluster.gpu.cuda_path: /usr is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("gpu.cuda_path", "/var/lib/gpucluster"),
+        "cluster.gpu.cuda_path: /var/lib/gpucluster overlaps host.state_dir",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/etc/*"]),
+        "cluster.gpu.driver_files[0]: /etc/* must name files in a directory below /",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/etc/shadow*"]),
+        "cluster.gpu.driver_files[0]: /etc/shadow* is inside /etc, whose files never go into a container",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/usr/lib/*/libcuda.so*"]),
+        "cluster.gpu.driver_files[0]: /usr/lib/*/libcuda.so* may only use glob characters in its last part",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/libcuda*"]),
+        "cluster.gpu.driver_files[0]: /libcuda* must name files in a directory below /",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/var/lib/gpucluster/gpu/munge*"]),
+        "cluster.gpu.driver_files[0]: /var/lib/gpucluster/gpu/munge* is inside /var/lib,",
+    ),
+    (
+        "rule_device_paths",
+        _set("gpu.devices", ["/srv/nvidia0"]),
+        "cluster.gpu.devices[0]: /srv/nvidia0 must be a device node under /dev or the cluster's private device "
+        "directory /run/gpucluster-gpu-dev",
+    ),
+    (
+        "rule_device_paths",
+        _set("gpu.control_devices", ["/dev/sda"]),
+        "cluster.gpu.control_devices[0]: /dev/sda is not an NVIDIA device node",
+    ),
+    (
+        "rule_device_paths",
+        _set("gpu.devices", ["/dev"]),
+        "cluster.gpu.devices[0]: /dev must be a device node under /dev",
+    ),
     (
         "rule_unique_node_names",
         _set("nodes.1.name", "c000"),
@@ -251,6 +389,36 @@ def test_all_problems_are_reported_together():
 # ---- field rules: types, ranges and patterns, named with their full path ----
 
 FIELD_CASES = [
+    ("string as integer", _set("nodes.0.gpus", "2"), "cluster.nodes[0].gpus: Input should be a valid integer"),
+    ("float as integer", _set("nodes.0.cpus", 2.0), "cluster.nodes[0].cpus: Input should be a valid integer"),
+    ("bool as integer", _set("web_app.port", True), "cluster.web_app.port: Input should be a valid integer"),
+    ("string as port", _set("web_app.host_port", "7000"), "cluster.web_app.host_port: Input should be a valid integer"),
+    (
+        "string as bool",
+        _set("gpu.share_between_nodes", "yes"),
+        "cluster.gpu.share_between_nodes: Input should be a valid boolean",
+    ),
+    (
+        "int as bool",
+        _set("slurm.partitions.0.default", 1),
+        "cluster.slurm.partitions[0].default: Input should be a valid boolean",
+    ),
+    ("zero cpus", _set("nodes.0.cpus", 0), "cluster.nodes[0].cpus: Input should be greater than or equal to 1"),
+    (
+        "non-ASCII digits in a time",
+        _set("slurm.partitions.0.max_time", "\u0661\u0662:00"),
+        "cluster.slurm.partitions[0].max_time: String should match pattern",
+    ),
+    (
+        "time past Slurm's int",
+        _set("slurm.partitions.0.max_time", "30000-00:00:00"),
+        "cluster.slurm.partitions[0].max_time: '30000-00:00:00' is longer than Slurm can count",
+    ),
+    (
+        "dot in a path",
+        _set("host.shared_dir", "/srv/./x"),
+        "cluster.host.shared_dir: '/srv/./x' must be a normalised path",
+    ),
     ("unknown key", _set("nodes.0.gpu", 1), "cluster.nodes[0].gpu: Extra inputs are not permitted"),
     ("unknown top key", _set("webapp", {}), "cluster.webapp: Extra inputs are not permitted"),
     ("hostname", _set("nodes.0.name", "C000"), "cluster.nodes[0].name: String should match pattern"),
@@ -337,3 +505,35 @@ def test_invalid_config_fails_before_any_resource_is_registered():
     cluster["nodes"][1]["nat_address"] = "10.42.3.2"
     with pytest.raises(ConfigError, match=r"10\.42\.3\.2 is assigned more than once"):
         run_program({"cluster": cluster}, stack="bad")
+
+
+def test_a_config_error_is_pulumis_clean_error():
+    # pulumi prints a RunError's message alone, without a Python traceback.
+    with pytest.raises(pulumi.RunError):
+        parse_stack_config({})
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["c000", "c001", "c002", "c003", "gpu7"], "c[000-003],gpu7"),
+        # Slurm 22.05 cannot parse c[1-2]a: only a trailing number is bracketed.
+        (["c1a", "c2a"], "c1a,c2a"),
+        (["b1", "b3", "b2", "b5", "a"], "b[1-3,5],a"),
+        (["c9", "c10", "c0", "c00"], "c[0,9],c[00,10]"),
+        (["h100-0", "h100-1"], "h100-[0-1]"),
+    ],
+)
+def test_slurm_hostlist(names, expected, tmp_path):
+    assert slurm_hostlist(names) == expected
+    # ...and Slurm 22.05 reads it back as the same names.
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=h\n")
+    done = subprocess.run(
+        ["scontrol", "show", "hostnames", expected],
+        env={"SLURM_CONF": str(conf), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert sorted(done.stdout.split()) == sorted(names)

@@ -160,6 +160,12 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     report.append(f"$ srun -N{len(nodes)} hostname\n" + hostnames)
     assert sorted(hostnames.split()) == sorted(nodes)
 
+    # A node declaring 2 CPUs (nodes[].cpus) runs 2 tasks at once.
+    cpus = cluster["nodes"][0].get("cpus", 1)
+    tasks = sh("srun", "--chdir=/tmp", "-N1", f"--ntasks-per-node={cpus}", "hostname", env=slurm).stdout
+    report.append(f"$ srun -N1 --ntasks-per-node={cpus} hostname\n" + tasks)
+    assert len(tasks.split()) == cpus and len(set(tasks.split())) == 1, tasks
+
     gpu = sh("srun", "--chdir=/tmp", "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES", env=slurm).stdout
     report.append("$ srun --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES\n" + gpu)
     assert gpu.strip().isdigit(), f"a GPU job saw CUDA_VISIBLE_DEVICES={gpu!r}"

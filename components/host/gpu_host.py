@@ -44,8 +44,9 @@ class GpuHost(pulumi.ComponentResource):
         where an NVIDIA driver is loaded; destroy removes them.
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
-        a host port already listening, a container name taken by a foreign container; its
-        stdout (JSON) reports what it found.
+        a host port already listening, a container name taken by a foreign container, fewer
+        online CPUs than a node declares, a state directory (or munge key) someone other than
+        root could have written; its stdout (JSON) reports what it found.
       - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
         one can take reverse dependencies and other users' packages along) and keeps their
         list in KEEP_DIR/<cluster>/packages-left-installed.
@@ -65,6 +66,8 @@ class GpuHost(pulumi.ComponentResource):
         host: HostConfig,
         network: NetworkConfig,
         gpu_devices: list[str],
+        control_devices: list[str],
+        node_cpus: int,
         host_ports: list[int],
         containers: list[str],
         controller_port: int | None = None,
@@ -103,11 +106,19 @@ class GpuHost(pulumi.ComponentResource):
                 opts=child_options(self, opts),
             )
         # Re-run the checks whenever what they check changes.
+        triggers = [json.dumps(environment, sort_keys=True)]
+        # These inputs are not in the trigger, so an upgrade that adds their checks does not
+        # replace the preflight; a change of them is an update, which runs the checks again too.
+        environment |= {
+            "CONTROL_DEVICES": env_list(control_devices),
+            "CLUSTER_DIR": cluster.cluster_dir,
+            "NODE_CPUS": str(node_cpus),
+        }
         self.preflight = host_command(
             f"{name}-preflight",
             create=FILES / "preflight.sh",
             environment=environment,
-            triggers=[json.dumps(environment, sort_keys=True)],
+            triggers=triggers,
             opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
         self.packages = host_command(

@@ -31,8 +31,8 @@ class CudaContainer(pulumi.ComponentResource):
     macvlan on the cluster bridge with static addresses; the host's GPU device nodes bound
     in with cgroup v1 and v2 allow rules for major 195 and the nvidia-uvm major (read from
     /proc/devices on the host); CUDA and driver files bound read-only when the host has them;
-    the shared directory at the same path; root login by password disabled. The create
-    script is safe to run for many containers at once.
+    the shared directory at the same path; a node's cpuset is host CPUs 0..cpus-1; root
+    login by password disabled. The create script is safe to run for many containers at once.
     """
 
     container: pulumi.Output[str]

@@ -27,6 +27,7 @@ class ContainerSpec:
     nat_address: IPv4Address
     cluster_address: IPv4Address | None  # None: not on the cluster bridge (the web app)
     gpu_devices: list[str]
+    cpus: int | None = None  # a Slurm node's CPUs: its cpuset; None: no pinning (the web app)
     # (host directory, path in the container) pairs bound read-only (the web app's snapshot);
     # the host directory must exist before the container starts
     read_only_mounts: tuple[tuple[str, str], ...] = ()
@@ -58,6 +59,11 @@ def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfi
             "lxc.net.1.flags = up\n",
             f"lxc.net.1.ipv4.address = {cluster_address}/{cluster.subnet.prefixlen}\n",
         ]
+    if spec.cpus is not None:
+        # The node's CPUs (slurm.conf CPUs=) are host CPUs 0..cpus-1: the node has exactly
+        # what Slurm schedules on it (the preflight checks the host has them).
+        span = "0" if spec.cpus == 1 else f"0-{spec.cpus - 1}"
+        lines += [f"lxc.cgroup.cpuset.cpus = {span}\n", f"lxc.cgroup2.cpuset.cpus = {span}\n"]
     lines += [
         "# GPUs: allow NVIDIA's major on cgroup v1 and v2 hosts (LXC ignores the other one).\n",
         f"lxc.cgroup.devices.allow = c {NVIDIA_MAJOR}:* rwm\n",

@@ -7,9 +7,7 @@ and its gres.conf `File=` lines cannot disagree.
 
 from collections.abc import Iterable, Mapping
 
-import hostlist
-
-from components.config import ClusterConfig
+from components.config import ClusterConfig, slurm_hostlist
 
 HEADER = "# Managed by the gpu-cluster Pulumi program; local edits are overwritten.\n"
 
@@ -100,7 +98,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
     text += _lines(
         {
             "PartitionName": partition.name,
-            "Nodes": hostlist.collect_hostlist(partition.nodes or config.node_names),
+            "Nodes": slurm_hostlist(partition.nodes or config.node_names),
             "Default": partition.default,
             "MaxTime": partition.max_time,
             "OverSubscribe": partition.oversubscribe,

@@ -27,7 +27,9 @@ def lines(text: str) -> list[str]:
 
 def node_lxc_config(config: ClusterConfig, index: int = 0) -> str:
     node = config.nodes[index]
-    spec = ContainerSpec(node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name])
+    spec = ContainerSpec(
+        node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name], node.cpus
+    )
     return render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
 
 
@@ -46,6 +48,9 @@ def test_lxc_config_networks_devices_and_mounts():
         "lxc.net.1.ipv4.address = 10.43.5.2/24",
         "lxc.cgroup.devices.allow = c 195:* rwm",
         "lxc.cgroup2.devices.allow = c 195:* rwm",
+        # The node's two CPUs (slurm.conf CPUs=2) are host CPUs 0-1.
+        "lxc.cgroup.cpuset.cpus = 0-1",
+        "lxc.cgroup2.cpuset.cpus = 0-1",
         "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidia1 dev/nvidia1 none bind,optional,create=file 0 0",
         "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidiactl dev/nvidiactl none bind,optional,create=file 0 0",
         "lxc.mount.entry = /usr/local/cuda usr/local/cuda none bind,ro,optional,create=dir 0 0",
@@ -63,6 +68,7 @@ def test_web_app_container_is_not_on_the_cluster_bridge():
     text = render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
     assert "lxc.net.1" not in text
     assert "lxc.net.0.ipv4.address = 10.43.3.10/24" in text
+    assert "cpuset" not in text  # not a Slurm node: no CPUs to declare
 
 
 def lxc_loads(text: str, tmp_path: Path) -> subprocess.CompletedProcess:

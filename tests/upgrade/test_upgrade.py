@@ -29,6 +29,9 @@ ALLOWED_UPDATES: dict[str, str] = {
     "-lxc": "a clone cut short is recognized by its pending marker in the cluster directory",
     "-web-container-lxc": "the app's container mounts the cluster snapshot read-only",
     "-web-service": "the app becomes a page with its API under /api/, its settings one JSON",
+    "-slurm-munge-key": "a munge key already there is trusted only when root's alone",
+    "-slurm-client": "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2)",
+    "-slurm-slurmctld": "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2)",
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {

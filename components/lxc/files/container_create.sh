@@ -3,6 +3,22 @@
 require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
 # stdout is the resource's output (the container's name); everything else goes to stderr.
 exec 3>&1 1>&2
+
+# Driver files this host has, found before anything changes. A host file name becomes part
+# of a config line: only names of safe characters, so a newline or a space in a name can
+# never add or change a line; only files (a symlink to one included), never directories.
+driver_mounts=""
+shopt -s nullglob
+while read -r pattern; do
+  for file in $pattern; do
+    [[ $file =~ ^[A-Za-z0-9._/+@-]+$ ]] ||
+      die "driver file $(printf '%q' "$file") (gpu.driver_files: $pattern) has characters an LXC config line cannot hold; rename it or narrow the pattern"
+    [ -f "$file" ] || continue
+    driver_mounts+="lxc.mount.entry = $file ${file#/} none bind,ro,optional,create=file 0 0"$'\n'
+  done
+done < <(lines "$DRIVER_FILES")
+shopt -u nullglob
+
 dir=$(lxc_dir "$CONTAINER")
 # Renamed (the web app's name changed): the previous run printed the old name, which the
 # engine hands back on update. Same address, so the old container goes before the new one.
@@ -38,12 +54,7 @@ mkdir -p "$SHARED_DIR"
   if [ -n "$uvm_major" ]; then
     printf 'lxc.cgroup.devices.allow = c %s:* rwm\nlxc.cgroup2.devices.allow = c %s:* rwm\n' "$uvm_major" "$uvm_major"
   fi
-  shopt -s nullglob
-  while read -r pattern; do
-    for file in $pattern; do
-      printf 'lxc.mount.entry = %s %s none bind,ro,optional,create=file 0 0\n' "$file" "${file#/}"
-    done
-  done < <(lines "$DRIVER_FILES")
+  printf '%s' "$driver_mounts"
 } | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || changed=0
 grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
   printf 'lxc.include = %s\n' "$dir/gpucluster.conf" >> "$dir/config"
