@@ -19,7 +19,8 @@ class WebApp(pulumi.ComponentResource):
     """A small Python web app that runs a GPU job per request, in a container of its own.
 
     Builds:
-      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU.
+      - `<name>-container`: a CudaContainer on the NAT bridge with `web_app.gpus` (its own, or
+        explicitly shared with nodes by `web_app.share_gpus`; none: CPU fallback).
       - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in the
         container, listening on `web_app.port`, the same value the port forward targets;
         create waits for `/healthz`.
@@ -47,7 +48,7 @@ class WebApp(pulumi.ComponentResource):
                 hostname=app.name,
                 nat_address=app.nat_address,
                 cluster_address=None,
-                gpu_devices=platform.gpu.devices[:1],
+                gpu_devices=list(app.gpus),
             ),
             platform,
             image=image,

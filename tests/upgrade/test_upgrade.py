@@ -26,7 +26,11 @@ STACKS = sorted(path.stem for path in SNAPSHOTS.glob("*.json"))
 ALLOWED_UPDATES: dict[str, str] = {
     "-health": "the health gate reads node and GPU counts from Slurm instead of its environment",
     "-host-packages": "packages are never removed; destroy lists them in the kept directory",
-    "-lxc": "a clone cut short is recognized by its pending marker in the cluster directory",
+    "-lxc": (
+        "a clone cut short is recognized by its pending marker in the cluster directory; the "
+        "devices cgroup allows the container's own devices (DEVICES) instead of every GPU"
+    ),
+    "-rules": "a forward takes its allowed source networks (SOURCES, empty: any, as before)",
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {
