@@ -239,6 +239,12 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         bring_up = first.finished(f"{cluster}-health")
         check_cluster(config, run.outputs, report)
 
+        # Each container opens only its own GPUs; a rule shadowing the forward is named.
+        from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named
+
+        gpus_are_isolated(config, report)
+        shadowed_forward_is_named(config, report)
+
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}
         controller_pid = slurmctld_pid(cluster, placement)

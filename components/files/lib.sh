@@ -256,12 +256,11 @@ def ports_hit(spec, wanted):
 
 def may_match(words, forward):
     dport = port if forward else host_port
-    i = 0
-    while i < len(words):
-        negate = words[i] == "!"
-        if negate:
-            i += 1
-        opt, value = words[i], words[i + 1] if i + 1 < len(words) else ""
+    for i, opt in enumerate(words):
+        if not opt.startswith("-"):
+            continue
+        negate = i > 0 and words[i - 1] == "!"
+        value = words[i + 1] if i + 1 < len(words) and words[i + 1][0] not in "-!" else ""
         hit = None
         if opt == "-p":
             hit = value in ("tcp", "6", "all")
@@ -279,7 +278,6 @@ def may_match(words, forward):
             hit = "LOCAL" in value.split(",")
         if hit is not None and hit == negate:
             return False
-        i += 2 if not opt.startswith("-j") else len(words)
     return True
 
 table = chain = None
