@@ -31,6 +31,14 @@ ALLOWED_UPDATES: dict[str, str] = {
         "devices cgroup allows the container's own devices (DEVICES) instead of every GPU"
     ),
     "-rules": "a forward takes its allowed source networks (SOURCES, empty: any, as before)",
+    # Kubernetes pods get a restrictive securityContext and no service-account token. The
+    # Deployments roll their pods; the Kubernetes provider replaces the Jobs and the notebook
+    # Pod (their pod specs are immutable): they hold no state, and a Job runs once more.
+    "-nvidia-smi": "pod hardening (securityContext, no service-account token)",
+    "-device-query": "pod hardening (securityContext, no service-account token)",
+    "-notebook": "pod hardening (securityContext, no service-account token)",
+    "-mnist": "pod hardening (securityContext, no service-account token)",
+    "-web-app-deployment": "pod hardening (securityContext, no service-account token)",
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {
