@@ -73,8 +73,9 @@ class GpuConfig(StrictModel):
         "same name inside the containers (/dev/<basename>)",
     )
     control_devices: list[SafePath] = Field(
-        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"],
-        description="driver control devices bound into every container when present",
+        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"],
+        description="driver control devices bound into every container when present; the devices "
+        "cgroup allows exactly these and the container's own GPUs, by their numbers on the host",
     )
     share_between_nodes: bool = Field(
         False,
