@@ -50,8 +50,10 @@ def simulate_reboot(config: dict, outputs: dict, report: list[str]) -> None:
     cluster = config["cluster"]
     name, net = cluster["name"], cluster["network"]
     containers = sorted(p.name for p in Path("/var/lib/lxc").glob(f"{name}-*") if p.name != f"{name}-image")
+    # A reboot shuts containers down cleanly (lxc.service stops them; systemd inside stops
+    # slurmctld, which saves its state), then takes away everything that lives in memory.
     for container in containers:
-        sh("lxc-stop", "-n", container, "-k")
+        sh("lxc-stop", "-n", container, "-t", "60", timeout=120)
     for pidfile in (f"/var/lib/gpucluster/{name}/munge/munged.pid", f"/var/lib/gpucluster/{name}/slurmctld.pid"):
         pid = Path(pidfile).read_text().strip() if Path(pidfile).exists() else ""
         if pid and Path(f"/proc/{pid}").exists():
