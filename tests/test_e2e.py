@@ -240,10 +240,11 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         check_cluster(config, run.outputs, report)
 
         # Each container opens only its own GPUs; a rule shadowing the forward is named.
-        from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named
+        from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named, sources_are_limited
 
         gpus_are_isolated(config, report)
         shadowed_forward_is_named(config, report)
+        sources_are_limited(config, report)
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}

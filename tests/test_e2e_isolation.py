@@ -4,7 +4,9 @@
   behind major 195 here) while another GPU's node, made with mknod inside the container,
   is refused by the devices cgroup (EPERM); root in the container cannot allow it itself.
 - Forward: its rules are on top of their chains; a rule inserted above them by hand makes
-  the forward check and verify fail naming that chain, and removing it clears them.
+  the forward check and verify fail naming that chain, and removing it clears them. The
+  stack limits the web app's forward to the outside client's network: the same client from
+  another address is not forwarded.
 """
 
 import json
@@ -13,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from components.transport import LIB
+from tests.harness.e2e_teardown import OUTSIDE_LINK, OUTSIDE_NS
 from tests.test_e2e_lifecycle import run_verify
 
 # Runs in a container (the node image has python3): open each device, say what happened.
@@ -142,3 +145,25 @@ def shadowed_forward_is_named(config: dict, report: list[str]) -> None:
     code, output = run_verify(config)
     assert code == 0, output
     report.append("hand-made rules removed: forward check and ./verify.sh e2e pass again")
+
+
+def sources_are_limited(config: dict, report: list[str]) -> None:
+    """The outside client (10.44.0.2, allowed) is forwarded; from 10.45.0.2 it is not."""
+    port = config["cluster"]["web_app"]["host_port"]
+    assert config["cluster"]["web_app"]["allowed_sources"] == ["10.44.0.0/30"]
+    ns = ("ip", "netns", "exec", OUTSIDE_NS)
+    _sh("ip", "addr", "add", "10.45.0.1/24", "dev", OUTSIDE_LINK)
+    _sh(*ns, "ip", "addr", "add", "10.45.0.2/24", "dev", "e2e-out1")
+    try:
+        curl = (*ns, "curl", "-sS", "--max-time", "10")
+        allowed = _sh(*curl, f"http://10.44.0.1:{port}/healthz", check=False)
+        other = _sh(*curl, "--interface", "10.45.0.2", f"http://10.45.0.1:{port}/healthz", check=False)
+        report.append(f"$ ip netns exec {OUTSIDE_NS} curl http://10.44.0.1:{port}/healthz   (from 10.44.0.2)")
+        report.append(f"  exit {allowed.returncode}: {allowed.stdout.strip()}")
+        report.append(f"$ ip netns exec {OUTSIDE_NS} curl --interface 10.45.0.2 http://10.45.0.1:{port}/healthz")
+        report.append(f"  exit {other.returncode}: {other.stderr.strip()}")
+        assert allowed.returncode == 0 and json.loads(allowed.stdout) == {"status": "ok"}, allowed
+        # Not DNATed: the host itself answers, and nothing listens on the host port.
+        assert other.returncode == 7 and "refused" in other.stderr.lower(), other
+    finally:
+        _sh("ip", "addr", "del", "10.45.0.1/24", "dev", OUTSIDE_LINK, check=False)
