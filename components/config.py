@@ -199,8 +199,9 @@ class GpuConfig(StrictModel):
         "same name inside the containers (/dev/<basename>)",
     )
     control_devices: list[SafePath] = Field(
-        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"],
-        description="driver control devices bound into every container when present",
+        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"],
+        description="driver control devices bound into every container when present; the devices "
+        "cgroup allows exactly these and the container's own GPUs, by their numbers on the host",
     )
     stand_in: StandInGpus | None = Field(
         None,
@@ -280,12 +281,24 @@ class SlurmConfig(StrictModel):
     partitions: list[PartitionConfig] = Field([PartitionConfig(name="gpu", default=True)], min_length=1)
 
 
+SOURCES_DESCRIPTION = (
+    "source networks (CIDR) allowed to connect through the host port; empty: any. The host "
+    "itself always reaches the forward"
+)
+
+
 class PortForwardConfig(StrictModel):
     """A host port DNATed to a port of a container."""
 
     host_port: Port = Field(description="port on the host")
     target: Hostname = Field(description="node name, or the web app's container name")
     port: Port = Field(description="port in the target container")
+    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+
+    @property
+    def source_list(self) -> str:
+        """Allowed source networks as the scripts take them: '+'-separated, empty for any."""
+        return "+".join(str(network) for network in self.allowed_sources)
 
 
 class WebAppConfig(StrictModel):
@@ -310,6 +323,16 @@ class WebAppConfig(StrictModel):
     run_allowed_cidrs: list[IPv4Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
     )
+    gpus: list[SafePath] = Field(
+        [],
+        description="GPU devices (from gpu.devices) bound into the app's container; no node gets "
+        "them unless share_gpus is true. Empty: the app has no GPU (CPU fallback)",
+    )
+    share_gpus: StrictBool = Field(
+        False,
+        description="the app's GPUs may also be nodes' GPUs (said explicitly, never by default)",
+    )
+    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
     status_interval_s: StrictInt = Field(
         5, ge=1, le=300, description="how often the cluster panel's snapshot is written"
     )
@@ -423,7 +446,14 @@ class ClusterConfig(StrictModel):
     @property
     def all_forwards(self) -> list[PortForwardConfig]:
         web = (
-            [PortForwardConfig(host_port=self.web_app.host_port, target=self.web_app.name, port=self.web_app.port)]
+            [
+                PortForwardConfig(
+                    host_port=self.web_app.host_port,
+                    target=self.web_app.name,
+                    port=self.web_app.port,
+                    allowed_sources=self.web_app.allowed_sources,
+                )
+            ]
             if self.web_app
             else []
         )
@@ -438,12 +468,18 @@ class ClusterConfig(StrictModel):
             return self.web_app.nat_address
         return next(node.nat_address for node in self.nodes if node.name == target)
 
+    @property
+    def node_gpu_pool(self) -> list[str]:
+        """The devices dealt to nodes: all but the web app's own (unless it shares them)."""
+        reserved = set(self.web_app.gpus) if self.web_app and not self.web_app.share_gpus else set()
+        return [device for device in self.gpu.devices if device not in reserved]
+
     def gpu_assignment(self) -> dict[str, list[str]]:
         """GPU device paths of each node: shared means every node starts at the first GPU."""
-        assignment, next_gpu = {}, 0
+        assignment, next_gpu, pool = {}, 0, self.node_gpu_pool
         for node in self.nodes:
             start = 0 if self.gpu.share_between_nodes else next_gpu
-            assignment[node.name] = self.gpu.devices[start : start + node.gpus]
+            assignment[node.name] = pool[start : start + node.gpus]
             next_gpu += node.gpus
         return assignment
 
@@ -540,21 +576,36 @@ def rule_stand_in_gpus(c: ClusterConfig) -> Iterator[str]:
 
 
 def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
-    declared = c.gpu.stand_in.count if c.gpu.stand_in else len(c.gpu.devices)
+    declared = len(c.node_gpu_pool)
+    reserved = len(c.gpu.devices) - declared
+    besides = f" besides the web app's {reserved}" if reserved else ""
     source = "gpu.stand_in.count" if c.gpu.stand_in else "gpu.devices"
     if c.gpu.share_between_nodes:
         for i, node in enumerate(c.nodes):
             if node.gpus > declared:
-                yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}")
+                yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}{besides}")
         return
     wanted = sum(node.gpus for node in c.nodes)
     if wanted > declared:
         more = "raise gpu.stand_in.count" if c.gpu.stand_in else "add devices"
         yield (
             f"nodes[].gpus: the nodes ask for {wanted} GPUs in all but {source} declares "
-            f"{declared}; {more}, lower nodes[].gpus, or set gpu.share_between_nodes: true "
+            f"{declared}{besides}; {more}, lower nodes[].gpus, or set gpu.share_between_nodes: true "
             "to share GPUs between nodes"
         )
+
+
+def rule_web_app_gpus(c: ClusterConfig) -> Iterator[str]:
+    """The app's GPUs are declared devices; unless shared, they are taken out of the nodes' pool."""
+    if not c.web_app:
+        return
+    for path in _duplicates(c.web_app.gpus):
+        yield f"web_app.gpus: {path} is listed more than once"
+    for i, path in enumerate(c.web_app.gpus):
+        if path not in c.gpu.devices:
+            yield f"web_app.gpus[{i}]: {path} is not one of gpu.devices"
+    if c.web_app.share_gpus and not c.web_app.gpus:
+        yield "web_app.share_gpus: true but web_app.gpus lists no device to share"
 
 
 def rule_controller_node(c: ClusterConfig) -> Iterator[str]:
@@ -690,6 +741,7 @@ CLUSTER_RULES = (
     rule_gpu_devices,
     rule_stand_in_gpus,
     rule_gpus_match_devices,
+    rule_web_app_gpus,
     rule_controller_node,
     rule_partitions,
     rule_forwards,

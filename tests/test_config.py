@@ -68,6 +68,30 @@ def test_stand_in_count_is_a_plain_integer(stand_in, message):
     assert message in error_after(_set("gpu", {"stand_in": stand_in}))
 
 
+def test_the_web_app_has_its_own_gpu_or_shares_one_explicitly():
+    e2e = parse_stack_config(stack_config("e2e")).cluster
+    assert e2e.web_app.gpus == ["/run/gpucluster-e2e-dev/nvidia4"] and not e2e.web_app.share_gpus
+    assert not any("/run/gpucluster-e2e-dev/nvidia4" in gpus for gpus in e2e.gpu_assignment().values())
+    local = parse_stack_config(stack_config("local")).cluster
+    assert local.web_app.gpus == ["/dev/nvidia0"] and local.web_app.share_gpus
+    # Not said: no GPU at all (never a node's by default).
+    cluster = local_cluster()
+    del cluster["web_app"]["gpus"], cluster["web_app"]["share_gpus"]
+    assert ClusterConfig.model_validate(cluster).web_app.gpus == []
+
+
+def test_forward_sources_are_networks():
+    cluster = local_cluster()
+    cluster["forwards"] = [{"host_port": 2200, "target": "c000", "port": 22, "allowed_sources": ["10.0.0.0/8"]}]
+    cluster["web_app"]["allowed_sources"] = ["192.168.1.0/24", "10.1.0.0/16"]
+    config = ClusterConfig.model_validate(cluster)
+    assert [f.source_list for f in config.all_forwards] == ["192.168.1.0/24+10.1.0.0/16", "10.0.0.0/8"]
+    cluster["forwards"][0]["allowed_sources"] = ["10.0.0.1/8"]
+    assert "cluster.forwards[0].allowed_sources[0]: Input is not a valid IPv4 network" in error_of(cluster)
+    cluster["forwards"][0]["allowed_sources"] = ["any"]
+    assert "cluster.forwards[0].allowed_sources[0]: Input is not a valid IPv4 network" in error_of(cluster)
+
+
 def test_hostlist_groups_mixed_names():
     cluster = local_cluster()
     cluster["nodes"].append({"name": "gpu7", "nat_address": "10.42.3.30", "cluster_address": "10.42.5.30"})
@@ -329,6 +353,22 @@ RULE_CASES = [
         _set("gpu", {"stand_in": {"count": 4}, "control_devices": ["/dev/nvidiactl"]}),
         "cluster.gpu.control_devices: cannot be set together with gpu.stand_in, whose stand-ins are the "
         "devices (/run/gpucluster-gpu-dev/nvidiactl); remove gpu.control_devices",
+    ),
+    (
+        "rule_web_app_gpus",
+        _set("web_app.gpus", ["/dev/nvidia7"]),
+        "cluster.web_app.gpus[0]: /dev/nvidia7 is not one of gpu.devices",
+    ),
+    (
+        "rule_web_app_gpus",
+        _set("web_app.gpus", []),
+        "cluster.web_app.share_gpus: true but web_app.gpus lists no device to share",
+    ),
+    (
+        # Its own GPU (not shared) is taken out of the nodes' pool: none is left for them.
+        "rule_gpus_match_devices",
+        _set("web_app.share_gpus", False),
+        "cluster.nodes[0].gpus: 1 GPUs but gpu.devices declares only 0 besides the web app's 1",
     ),
     (
         "rule_controller_node",

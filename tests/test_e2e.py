@@ -244,9 +244,16 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         first = apply(commands)
         bring_up = first.finished(f"{cluster}-health")
         # The program made the stand-in GPUs, only in the cluster's private device directory.
-        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(4)}, "nvidiactl": (195, 255)}
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
         check_web_page(config, slurm_env(cluster), report, placement)
+
+        # Each container opens only its own GPUs; a rule shadowing the forward is named.
+        from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named, sources_are_limited
+
+        gpus_are_isolated(config, report)
+        shadowed_forward_is_named(config, report)
+        sources_are_limited(config, report)
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}
@@ -295,7 +302,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-health": "replace",
             f"{cluster}-boot-unit": "update",
         }
-        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(6)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
         assert states.count("idle") == 5, states

@@ -48,7 +48,8 @@ class WebApp(pulumi.ComponentResource):
       - `<name>-status`: on the host, a loop that writes `sinfo`/`squeue` as JSON into the
         snapshot directory every `status_interval_s`. It does not wait for Slurm (which waits
         for the controller's container): until Slurm answers, the snapshot says why.
-      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU and the
+      - `<name>-container`: a CudaContainer on the NAT bridge with `web_app.gpus` (its own, or
+        explicitly shared with nodes by `web_app.share_gpus`; none: CPU fallback) and the
         snapshot directory mounted read-only.
       - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in
         the container, listening on `nat_address:port` only (what the port forward targets);
@@ -93,7 +94,7 @@ class WebApp(pulumi.ComponentResource):
                 hostname=app.name,
                 nat_address=app.nat_address,
                 cluster_address=None,
-                gpu_devices=platform.gpu.devices[:1],
+                gpu_devices=list(app.gpus),
                 read_only_mounts=((status_dir(cluster), CONTAINER_STATUS_DIR),),
             ),
             platform,

@@ -125,6 +125,18 @@ ct_setup_munge() {
   return 1
 }
 
+# device_allow_lines DEVICES: devices cgroup allow lines (cgroup v1 and v2; LXC ignores the
+# other one) for exactly these host device nodes, by their own major:minor. A device that is
+# missing (optional control devices) gets none.
+device_allow_lines() {
+  local device number
+  while read -r device; do
+    [ -c "$device" ] || continue
+    number=$(stat -c '%t %T' "$device" | { read -r major minor; printf '%d:%d' "0x$major" "0x$minor"; })
+    printf 'lxc.cgroup.devices.allow = c %s rwm\nlxc.cgroup2.devices.allow = c %s rwm\n' "$number" "$number"
+  done < <(lines "$1")
+}
+
 # ---- iptables rules tagged with a comment ----
 # delete_tagged_rules TAG: remove every rule carrying `--comment TAG` (our tags hold no spaces).
 delete_tagged_rules() {
@@ -140,33 +152,37 @@ delete_tagged_rules() {
   done
 }
 
-# ensure_rule TABLE CHAIN RULE...: append RULE unless an identical one is there.
-ensure_rule() {
-  local table=$1 chain=$2; shift 2
-  iptables -t "$table" -C "$chain" "$@" 2>/dev/null || iptables -t "$table" -A "$chain" "$@"
-}
-
 # Rule sets are written one rule per line, "TABLE CHAIN MATCH... -j TARGET" (no word holds a
 # space), so the create scripts, the boot script and verify share one definition of each.
 
-# nat_rules CLUSTER BRIDGE SUBNET: masquerading and forwarding for a NAT bridge.
+# nat_rules CLUSTER BRIDGE SUBNET: masquerading for a NAT bridge, its nodes' own traffic out
+# and the replies to it. Nothing else is accepted into the bridge: each forward accepts its
+# own port (forward_rules).
 nat_rules() {
   local tag="gpucluster:$1:bridge:$2" bridge=$2 subnet=$3
   printf '%s\n' \
     "nat POSTROUTING -s $subnet ! -d $subnet -m comment --comment $tag -j MASQUERADE" \
-    "filter FORWARD -i $bridge -m comment --comment $tag -j ACCEPT" \
-    "filter FORWARD -o $bridge -m conntrack --ctstate RELATED,ESTABLISHED,DNAT -m comment --comment $tag -j ACCEPT"
+    "filter FORWARD -i $bridge -s $subnet -m comment --comment $tag -j ACCEPT" \
+    "filter FORWARD -o $bridge -d $subnet -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment $tag -j ACCEPT"
 }
 
-# forward_rules TAG HOST_PORT ADDRESS PORT: DNAT for traffic from outside (PREROUTING) and
-# from the host itself (OUTPUT), and a FORWARD accept.
+# forward_rules TAG HOST_PORT ADDRESS PORT [SOURCES]: DNAT for traffic from outside
+# (PREROUTING) and from the host itself (OUTPUT), and a FORWARD accept of exactly the
+# forwarded port to the target. SOURCES ('+'-separated CIDRs, empty: any) limit who outside
+# the host is forwarded; the host itself always is.
 forward_rules() {
-  local tag=$1 host_port=$2 address=$3 port=$4
+  local tag=$1 host_port=$2 address=$3 port=$4 sources=${5:-} source
   local match="-p tcp --dport $host_port -m addrtype --dst-type LOCAL -m comment --comment $tag"
-  printf '%s\n' \
-    "nat PREROUTING $match -j DNAT --to-destination $address:$port" \
-    "nat OUTPUT $match -j DNAT --to-destination $address:$port" \
-    "filter FORWARD -p tcp -d $address --dport $port -m conntrack --ctstate DNAT -m comment --comment $tag -j ACCEPT"
+  for source in ${sources//+/ }; do
+    printf '%s\n' "nat PREROUTING -s $source $match -j DNAT --to-destination $address:$port"
+  done
+  [ -n "$sources" ] || printf '%s\n' "nat PREROUTING $match -j DNAT --to-destination $address:$port"
+  printf '%s\n' "nat OUTPUT $match -j DNAT --to-destination $address:$port"
+  local accept="-d $address -p tcp --dport $port -m conntrack --ctstate DNAT -m comment --comment $tag -j ACCEPT"
+  for source in ${sources//+/ }; do
+    printf '%s\n' "filter FORWARD -s $source $accept"
+  done
+  [ -n "$sources" ] || printf '%s\n' "filter FORWARD $accept"
 }
 
 # rule_present RULE_LINE: whether iptables holds exactly this rule.
@@ -176,35 +192,134 @@ rule_present() {
   iptables -t "${words[0]}" -C "${words[@]:1}" 2>/dev/null
 }
 
-# ensure_rules: every rule line on stdin is there afterwards (appended when missing).
-ensure_rules() {
-  local line words
-  while read -r line; do
-    read -ra words <<< "$line"
-    ensure_rule "${words[@]}"
-  done
-}
-
 # tagged_rule_count TAG: how many rules carry the tag, in the nat and filter tables.
 tagged_rule_count() {
   (iptables -t nat -S; iptables -t filter -S) | grep -cE -- "--comment \"?$1\"?( |$)" || true
 }
 
-# forward_up TAG HOST_PORT ADDRESS PORT: exactly the forward's rules; a changed target
-# replaces them (the old ones are found by their tag).
-forward_up() {
-  local rules line in_place=0
-  rules=$(forward_rules "$@")
+# rules_up TAG WHERE: exactly the rule lines on stdin carry TAG afterwards. When they are
+# all there already nothing changes; otherwise the tagged ones are replaced, appended at the
+# end of their chains (WHERE=append) or inserted at the top in the order given (WHERE=top).
+rules_up() {
+  local tag=$1 where=$2 rules line in_place=0 count i
+  rules=$(cat)
+  count=$(grep -c . <<< "$rules")
   while read -r line; do
     rule_present "$line" && in_place=$((in_place + 1))
   done <<< "$rules"
-  [ "$in_place" = 3 ] && [ "$(tagged_rule_count "$1")" = 3 ] && return 0
-  delete_tagged_rules "$1"
-  while read -r line; do
-    read -ra words <<< "$line"
-    iptables -t "${words[0]}" -A "${words[@]:1}"
-  done <<< "$rules"
+  [ "$in_place" = "$count" ] && [ "$(tagged_rule_count "$tag")" = "$count" ] && return 0
+  delete_tagged_rules "$tag"
+  if [ "$where" = top ]; then
+    # Each at position 1, last first: the set ends up on top in the order given.
+    for ((i = count; i >= 1; i--)); do
+      read -ra words <<< "$(sed -n "${i}p" <<< "$rules")"
+      iptables -t "${words[0]}" -I "${words[1]}" 1 "${words[@]:2}"
+    done
+  else
+    while read -r line; do
+      read -ra words <<< "$line"
+      iptables -t "${words[0]}" -A "${words[@]:1}"
+    done <<< "$rules"
+  fi
 }
+
+# forward_up TAG HOST_PORT ADDRESS PORT [SOURCES]: exactly the forward's rules, on top of
+# their chains; a changed target or source list replaces them (found by their tag).
+forward_up() { forward_rules "$@" | rules_up "$1" top; }
+
+# forward_shadows TAG HOST_PORT ADDRESS PORT [SOURCES]: one line per rule that comes before
+# the forward's own in nat PREROUTING, nat OUTPUT or filter FORWARD and would take its
+# traffic first (a DROP, REJECT, RETURN, ACCEPT before the DNAT, another DNAT...). A rule
+# whose matches exclude the forward's traffic (protocol, port, destination, source,
+# connection state, address type) does not shadow it; jumps to other chains are not followed.
+forward_shadows() {
+  local out_dev
+  out_dev=$(ip -o route get "$3" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+  { for chain in "nat PREROUTING" "nat OUTPUT" "filter FORWARD"; do
+      read -r table name <<< "$chain"
+      echo "@@ $table $name"
+      iptables -t "$table" -S "$name"
+    done; } | python3 -c '
+import ipaddress, shlex, sys
+tag, host_port, address, port, sources, out_dev = sys.argv[1:7]
+host_port, port, address = int(host_port), int(port), ipaddress.ip_address(address)
+sources = [ipaddress.ip_network(s) for s in sources.split("+") if s]
+TERMINAL = {"nat": {"ACCEPT", "DNAT", "REDIRECT", "RETURN", "NETMAP", "DROP"},
+            "filter": {"DROP", "REJECT", "RETURN"}}
+
+def ports_hit(spec, wanted):
+    for part in spec.split(","):
+        low, _, high = part.partition(":")
+        if int(low or 0) <= wanted <= int(high or low or 65535):
+            return True
+    return False
+
+def may_match(words, forward):
+    dport = port if forward else host_port
+    for i, opt in enumerate(words):
+        if not opt.startswith("-"):
+            continue
+        negate = i > 0 and words[i - 1] == "!"
+        value = words[i + 1] if i + 1 < len(words) and words[i + 1][0] not in "-!" else ""
+        hit = None
+        if opt == "-p":
+            hit = value in ("tcp", "6", "all")
+        elif opt in ("--dport", "--dports", "--destination-port"):
+            hit = ports_hit(value, dport)
+        elif opt == "-d" and forward:
+            hit = address in ipaddress.ip_network(value, strict=False)
+        elif opt == "-s" and sources:
+            hit = any(ipaddress.ip_network(value, strict=False).overlaps(s) for s in sources)
+        elif opt == "-o" and forward and out_dev:
+            hit = value == out_dev or (value.endswith("+") and out_dev.startswith(value[:-1]))
+        elif opt in ("--ctstate", "--state"):
+            hit = bool({"NEW", "DNAT"} & set(value.split(",")))
+        elif opt == "--dst-type":
+            hit = "LOCAL" in value.split(",")
+        if hit is not None and hit == negate:
+            return False
+    return True
+
+table = chain = None
+rules = {}
+for line in sys.stdin:
+    if line.startswith("@@ "):
+        _, table, chain = line.split()
+        rules[(table, chain)] = []
+    elif line.startswith("-A "):
+        rules[(table, chain)].append(line.strip())
+for (table, chain), lines in rules.items():
+    forward = chain == "FORWARD"
+    ours = [n for n, line in enumerate(lines) if tag in line and (not forward or f"--dport {port}" in line)]
+    if not ours:
+        continue
+    for n, line in enumerate(lines[: ours[0]]):
+        words = shlex.split(line)[2:]
+        target = words[words.index("-j") + 1] if "-j" in words else ""
+        matches = words[: words.index("-j")] if "-j" in words else words
+        if target in TERMINAL[table] and may_match(matches, forward):
+            print(f"{table} {chain}: rule {n + 1} ({line}) comes before the forward of host port {host_port} and takes its traffic")
+' "$1" "$2" "$3" "$4" "${5:-}" "${out_dev:-}"
+}
+
+# forward_check TAG HOST_PORT ADDRESS PORT [SOURCES]: the forward works end to end. No rule
+# shadows it (the chain is named), and a connection from the host through the host port
+# reaches the target whenever the target answers directly.
+forward_check() {
+  local shadows via
+  shadows=$(forward_shadows "$@")
+  [ -z "$shadows" ] || die "the forward of host port $2 to $3:$4 is shadowed: $shadows"
+  via=$(ip -o route get "$3" 2>/dev/null | sed -n 's/.* src \([^ ]*\).*/\1/p')
+  [ -n "$via" ] || die "no route from the host to $3 (the forward's target)"
+  if ! tcp_connects "$3" "$4"; then
+    log "warning: nothing answers at $3:$4 yet; the forward of host port $2 is checked by its rules only"
+  elif ! tcp_connects "$via" "$2"; then
+    die "the forward of host port $2 to $3:$4 does not answer through the host ($via:$2) although the target does"
+  fi
+}
+
+# tcp_connects ADDRESS PORT: a TCP connection opens within 5 seconds.
+tcp_connects() { timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' sh "$1" "$2" 2>/dev/null; }
 
 # ---- bridges ----
 # bridge_up CLUSTER BRIDGE ADDRESS: the bridge, marked as the cluster's by its alias, with

@@ -48,9 +48,10 @@ def host_state(config: ClusterConfig) -> dict[str, str]:
         "NAT_ADDRESS": str(net.nat_bridge.address),
         "NAT_SUBNET": str(net.nat_bridge.subnet),
         "CLUSTER_BRIDGE": net.cluster_bridge.name,
-        # tag,host_port,address,port per forward
+        # tag,host_port,address,port[,sources] per forward (sources '+'-separated, when limited)
         "FORWARDS": " ".join(
             f"{config.forward_tag(f.host_port)},{f.host_port},{config.target_address(f.target)},{f.port}"
+            + (f",{f.source_list}" if f.allowed_sources else "")
             for f in config.all_forwards
         ),
         "MUNGE_KEY_FILE": f"{config.cluster_dir}/munge.key",

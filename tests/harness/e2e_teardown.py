@@ -45,7 +45,7 @@ def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = Fals
         cluster["slurm"]["partitions"][0]["max_time"] = max_time
     if grow:
         cluster["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-        cluster["gpu"]["stand_in"]["count"] = 5
+        cluster["gpu"]["stand_in"]["count"] = 6  # the web app keeps nvidia4; c004 gets nvidia5
     return config
 
 

@@ -15,6 +15,7 @@ def run_create(tmp_path: Path, pattern: str) -> subprocess.CompletedProcess:
     environment = {
         "CLUSTER": "cst",
         "CLUSTER_DIR": str(tmp_path / "state"),
+        "DEVICES": "",
         "IMAGE": "cst-image-absent",
         "CONTAINER": "cst-c000-absent",
         "NODE_HOSTNAME": "c000",

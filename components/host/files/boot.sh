@@ -8,10 +8,10 @@ require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FOR
 bridge_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_ADDRESS"
 bridge_up "$CLUSTER" "$CLUSTER_BRIDGE" ""
 ip_forward_acquire "$CLUSTER"
-nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" | ensure_rules
+nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" | rules_up "gpucluster:$CLUSTER:bridge:$NAT_BRIDGE" append
 for forward in $FORWARDS; do
-  IFS=, read -r tag host_port address port <<< "$forward"
-  forward_up "$tag" "$host_port" "$address" "$port"
+  IFS=, read -r tag host_port address port sources <<< "$forward"
+  forward_up "$tag" "$host_port" "$address" "$port" "$sources"
 done
 log "$CLUSTER: bridges, ip_forward and firewall rules in place"
 cluster_munged_up "$MUNGE_KEY_FILE" "$MUNGE_SOCKET" "$CLUSTER_DIR/munge"

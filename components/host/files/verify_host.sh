@@ -36,8 +36,8 @@ check "ip_forward user $CLUSTER ($IP_FORWARD_DIR/users)" MISSING test -f "$IP_FO
 expected_rules=$(
   nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET"
   for forward in $FORWARDS; do
-    IFS=, read -r tag host_port address port <<< "$forward"
-    forward_rules "$tag" "$host_port" "$address" "$port"
+    IFS=, read -r tag host_port address port sources <<< "$forward"
+    forward_rules "$tag" "$host_port" "$address" "$port" "$sources"
   done
 )
 while read -r rule; do
@@ -54,6 +54,14 @@ while read -r table; do
     grep -qF -- "--comment $tag " <<< "$expected_rules" || bad FOREIGN "iptables rule with an unknown tag ($table): $rule"
   done < <(iptables -t "$table" -S | grep -E -- "--comment \"?$owner:" || true)
 done <<< $'nat\nfilter'
+
+# Forwards: no rule above ours takes their traffic (the chain is named).
+for forward in $FORWARDS; do
+  IFS=, read -r tag host_port address port sources <<< "$forward"
+  while read -r shadow; do
+    [ -z "$shadow" ] || bad SHADOWED "$shadow"
+  done <<< "$(forward_shadows "$tag" "$host_port" "$address" "$port" "$sources")"
+done
 
 # Containers: the image (built, stopped) and every node and the web app, ours and running.
 if ! lxc_exists "$IMAGE"; then

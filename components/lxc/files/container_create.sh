@@ -1,6 +1,6 @@
 # One node container: an overlay clone of the image with our LXC config, started and ready.
 # Safe to run for many containers at once: each touches only its own directory.
-require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
+require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DEVICES DRIVER_FILES SHARED_DIR
 # stdout is the resource's output (the container's name); everything else goes to stderr.
 exec 3>&1 1>&2
 
@@ -47,13 +47,11 @@ if ! lxc_exists "$CONTAINER"; then
 fi
 mkdir -p "$SHARED_DIR"
 
-# Host facts only known here: the dynamic nvidia-uvm major and which driver files exist.
+# Host facts only known here: the numbers of the container's own devices (nvidia-uvm's major
+# is dynamic) and which driver files exist.
 {
   printf '%s\n' "$LXC_CONFIG"
-  uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
-  if [ -n "$uvm_major" ]; then
-    printf 'lxc.cgroup.devices.allow = c %s:* rwm\nlxc.cgroup2.devices.allow = c %s:* rwm\n' "$uvm_major" "$uvm_major"
-  fi
+  device_allow_lines "$DEVICES"
   printf '%s' "$driver_mounts"
 } | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || changed=0
 grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
