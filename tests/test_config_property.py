@@ -288,10 +288,12 @@ def test_every_accepted_config_works_in_slurm_and_lxc(slurm_sandbox, capsys):
         gpus = config.gpu_assignment()
         containers = [(n.name, n.nat_address, n.cluster_address, gpus[n.name], n.cpus) for n in config.nodes]
         if config.web_app:
-            containers.append((config.web_app.name, config.web_app.nat_address, None, config.gpu.devices[:1], None))
+            containers.append((config.web_app.name, config.web_app.nat_address, None, list(config.web_app.gpus), None))
         for name, nat, cluster, devices, cpus in containers:
             spec = ContainerSpec(name, nat, cluster, devices, cpus)
-            text = render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
+            text = render_lxc_config(
+                spec, config.network, config.gpu, config.host.shared_dir, config.container_name(name)
+            )
             with tempfile.TemporaryDirectory() as tmp:
                 done = lxc_loads(text, Path(tmp))
             assert done.returncode == 0, f"LXC refused the config of {name}: {done.stderr}\n{text}"
