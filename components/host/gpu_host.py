@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, HostConfig, NetworkConfig
+from components.config import ClusterIdentity, HostConfig, NetworkConfig, UserConfig
 from components.options import child_options
 from components.transport import env_list, host_command
 
@@ -47,6 +47,9 @@ class GpuHost(pulumi.ComponentResource):
         list in KEEP_DIR/<cluster>/packages-left-installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
+      - `<name>-users` (with `users`): the cluster's people on the host, with the names, uids
+        and gids they have in the containers. Clusters sharing a person each register for
+        them; one the program made goes when the last cluster using it does.
     """
 
     devices: pulumi.Output[list]
@@ -63,6 +66,7 @@ class GpuHost(pulumi.ComponentResource):
         gpu_devices: list[str],
         host_ports: list[int],
         containers: list[str],
+        users: tuple[UserConfig, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
@@ -79,6 +83,10 @@ class GpuHost(pulumi.ComponentResource):
             "HOST_PORTS": env_list(host_ports),
             "CONTAINERS": env_list(containers),
         }
+        specs = env_list(user.spec for user in users)
+        if users:
+            # Only with people to check: a cluster without any keeps its preflight inputs.
+            environment["USERS"] = specs
         # Re-run the checks whenever what they check changes.
         self.preflight = host_command(
             f"{name}-preflight",
@@ -109,6 +117,15 @@ class GpuHost(pulumi.ComponentResource):
             },
             opts=child_options(self, opts, self.packages),
         )
+        self.users = None
+        if users:
+            self.users = host_command(
+                f"{name}-users",
+                create=FILES / "users_create.sh",
+                delete=FILES / "users_delete.sh",
+                environment={"CLUSTER": cluster.name, "USERS": specs},
+                opts=child_options(self, opts, self.packages),
+            )
         facts = self.preflight.stdout.apply(_parse_facts)
         self.devices = facts.apply(lambda f: f.get("devices", []))
         self.driver_version = facts.apply(lambda f: f.get("driver_version", "none"))

@@ -29,10 +29,10 @@ class ContainerSpec:
     gpu_devices: list[str]
 
 
-def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str) -> str:
-    hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
+def _base_lines(hostname: str, nat_address: IPv4Address, network: NetworkConfig) -> list[str]:
+    """Hostname, autostart and a veth with a static address on the NAT bridge."""
     nat = network.nat_bridge
-    lines = [
+    return [
         HEADER,
         f"lxc.uts.name = {hostname}\n",
         "lxc.start.auto = 1\n",
@@ -45,6 +45,21 @@ def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfi
         f"lxc.net.0.ipv4.address = {nat_address}/{nat.subnet.prefixlen}\n",
         f"lxc.net.0.ipv4.gateway = {nat.address.ip}\n",
     ]
+
+
+def render_service_lxc_config(
+    hostname: str, nat_address: IPv4Address, network: NetworkConfig, mounts: dict[str, str]
+) -> str:
+    """A container without GPUs on the NAT bridge (the accounting database), with host
+    directories bound in (`mounts`: host path -> container path), so its data outlives it."""
+    lines = _base_lines(hostname, nat_address, network)
+    lines += [_mount(source, target, "bind,create=dir") for source, target in mounts.items()]
+    return "".join(lines)
+
+
+def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str) -> str:
+    hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
+    lines = _base_lines(hostname, nat_address, network)
     if cluster_address is not None:
         cluster = network.cluster_bridge
         lines += [

@@ -17,11 +17,12 @@ log "$CLUSTER: bridges, ip_forward and firewall rules in place"
 cluster_munged_up "$MUNGE_KEY_FILE" "$MUNGE_SOCKET" "$CLUSTER_DIR/munge"
 [ -z "$CONTROLLER_CONF" ] || host_slurmctld_up "$CLUSTER_DIR" "$CONTROLLER_CONF"
 log "$CLUSTER: host daemons running"
-for container in $NODE_CONTAINERS $WEB_CONTAINER; do
+# The accounting database first: slurmctld connects to slurmdbd when it starts.
+for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER; do
   [ "$(lxc_owner "$container")" = "$CLUSTER" ] || die "LXC container $container is missing or not this cluster's"
   lxc_running "$container" || lxc-start -n "$container" -d >&2
 done
-for container in $NODE_CONTAINERS $WEB_CONTAINER; do
+for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER; do
   lxc-wait -n "$container" -s RUNNING -t 60
 done
-log "$CLUSTER: containers running: $NODE_CONTAINERS $WEB_CONTAINER"
+log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER"
