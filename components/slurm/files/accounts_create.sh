@@ -79,12 +79,30 @@ while read -r user account; do
   has "$defaults" "$user|$account" || sm modify user where name="$user" set DefaultAccount="$account"
 done < <(lines "$MEMBERS" | awk '!seen[$1]++')
 
-# Removals: pairs of our accounts no longer listed, then our accounts and QOS no longer listed.
+# Removals: pairs of our accounts no longer listed, then our accounts and QOS no longer
+# listed. Checked first: nothing is removed while it has jobs (pending or running).
 wanted_pairs=$(lines "$MEMBERS")
 pairs() { associations | awk -F'|' '$2 != "" {print $2 " " $1}'; }
+gone_pairs=$(pairs | while read -r user account; do
+  has "$ours" "$account" && ! has "$wanted_pairs" "$user $account" && echo "$user $account"
+done || true)
+gone_accounts=$(while read -r account; do
+  [ -z "$account" ] || has "$wanted_accounts" "$account" || echo "$account"
+done <<< "$ours")
+busy=()
+while read -r account; do
+  [ -n "$account" ] || continue
+  jobs=$(squeue -h -A "$account" -o %i | paste -sd, -) || die "cannot list the jobs of account $account (squeue)"
+  [ -z "$jobs" ] || busy+=("account $account (jobs $jobs)")
+done <<< "$gone_accounts"
 while read -r user account; do
   [ -n "$user" ] || continue
-  has "$ours" "$account" && ! has "$wanted_pairs" "$user $account" || continue
+  jobs=$(squeue -h -A "$account" -u "$user" -o %i | paste -sd, -) || die "cannot list the jobs of $user in $account (squeue)"
+  [ -z "$jobs" ] || busy+=("$user in account $account (jobs $jobs)")
+done <<< "$gone_pairs"
+[ "${#busy[@]}" = 0 ] || die "no longer in the config but with jobs, so not removed: ${busy[*]}; apply again once they end"
+while read -r user account; do
+  [ -n "$user" ] || continue
   current=$(pairs)
   has "$current" "$user $account" || continue # gone with the whole user already
   # A user in none of the listed accounts, and only in ours, goes entirely (sacctmgr keeps
@@ -94,14 +112,10 @@ while read -r user account; do
   else
     sm delete user where name="$user" account="$account" cluster="$CLUSTER"
   fi
-done < <(pairs)
+done <<< "$gone_pairs"
 while read -r account; do
-  [ -n "$account" ] || continue
-  has "$wanted_accounts" "$account" && continue
-  jobs=$(squeue -h -A "$account" -o %i | paste -sd, -) || die "cannot list the jobs of account $account (squeue)"
-  [ -z "$jobs" ] || die "account $account is no longer in the config but has jobs ($jobs): not removing it while they run; apply again once they end"
-  sm delete account where name="$account"
-done <<< "$ours"
+  [ -z "$account" ] || sm delete account where name="$account"
+done <<< "$gone_accounts"
 while read -r name description; do
   [ "$description" = "$MANAGED_BY" ] && ! has "$wanted_qos" "$name" || continue
   sm delete qos where name="$name"
