@@ -26,7 +26,7 @@ if [ "$RESTORE" = yes ] && ! in_ct "$CONTAINER" test -d /var/lib/mysql/slurm_acc
     log "accounting.restore: no dump at $KEPT_DUMP, starting with an empty accounting database"
   fi
 fi
-read -r password < "$PASSWORD_FILE"
+password=$(< "$PASSWORD_FILE")
 printf "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '%s';
 ALTER USER 'slurm'@'localhost' IDENTIFIED BY '%s';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';

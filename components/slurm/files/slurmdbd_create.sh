@@ -7,7 +7,7 @@ require CLUSTER CONTAINER SLURMDBD_CONF_TEXT PASSWORD_FILE SLURM_CONF_PATH
 ct_setup_munge "$CONTAINER" || true
 in_ct "$CONTAINER" install -d -o slurm -g slurm /var/log/slurm
 changed=1
-read -r password < "$PASSWORD_FILE"
+password=$(< "$PASSWORD_FILE")
 printf '%sStoragePass=%s\n' "$SLURMDBD_CONF_TEXT" "$password" |
   ct_write_if_changed "$CONTAINER" /etc/slurm/slurmdbd.conf 0600 slurm:slurm && changed=0
 unset password
