@@ -30,6 +30,7 @@ from tests.harness.e2e_teardown import (
 )
 from tests.harness.program_harness import run_program
 from tests.test_e2e import leftovers, make_stand_in_gpus, require_host, sh, slurm_env
+from tests.test_e2e_lifecycle import run_verify, simulate_reboot
 
 pytestmark = pytest.mark.e2e
 
@@ -44,6 +45,10 @@ SACCT_FORMAT = "JobID,JobName,User,Account,Elapsed,ElapsedRaw,AllocTRES,State"
 
 def commands(config: dict):
     return host_commands(run_program(config, stack=STACK))
+
+
+def outputs(config: dict) -> dict:
+    return run_program(config, stack=STACK).outputs
 
 
 def changed(actions: dict[str, str]) -> dict[str, str]:
@@ -256,6 +261,8 @@ def test_accounting_limits_health_and_restore(capsys):
         )
         as_user("alice", "srun", "-J", "acct-while-dbd-down", "-w", "c000", "--gres=gpu:1", "true")
         assert job_state(running)[0] == "RUNNING", "bob's job died with slurmdbd"
+        code, drift = run_verify(config)
+        assert code == 1 and f"WRONG    slurmdbd active in {DB}" in drift, drift
         assert sh("sacct", "-a", "-X", "-n", "-S", start, env=SLURM, check=False).returncode != 0, (
             "sacct answered without slurmdbd"
         )
@@ -297,6 +304,15 @@ def test_accounting_limits_health_and_restore(capsys):
             f"HealthCheckInterval={HEALTH_INTERVAL_S}s: drained {drained:.1f} s after the device went, "
             f"back to idle {resumed:.1f} s after it returned"
         )
+
+        # A reboot: the boot unit's ExecStart brings back the database's container first;
+        # slurmdbd, slurmctld and slurmd are units in the containers; records keep arriving.
+        def after_boot(_config, _outputs, boot_report):
+            as_user("bob", "srun", "-J", "acct-after-boot", "--gres=gpu:1", "true")
+            wait_for("the job after the reboot in sacct", lambda: finished({"acct-after-boot"}), 60)
+            boot_report.append("sacct after the reboot: " + ", ".join(r["JobName"] for r in sacct_rows(start)))
+
+        simulate_reboot(config, outputs(config), report, check=after_boot)
 
         # Changed accounts: only the accounts command runs, and sacctmgr then shows the new
         # config exactly; running it again changes nothing in the database.
@@ -346,6 +362,12 @@ def test_accounting_limits_health_and_restore(capsys):
         timings.append(f"re-create with restore: {time.monotonic() - started:.1f} s")
         again = {r["JobName"] for r in sacct_rows(start)}
         assert job_names <= again, job_names - again
+        # New jobs are numbered after the restored ones: none hides an old record.
+        last = max(int(r["JobID"]) for r in sacct_rows(start) if r["JobName"] in job_names)
+        as_user("carol", "srun", "-J", "acct-carol-restored", "--gres=gpu:1", "true")
+        wait_for("carol's job in sacct", lambda: finished({"acct-carol-restored"}), 60)
+        rows = {r["JobName"]: r for r in sacct_rows(start)}
+        assert int(rows["acct-carol-restored"]["JobID"]) > last and job_names <= set(rows)
         assert associations() == expected_associations(restored)
         report.append(
             "$ sacct -a -X   (a new cluster, restored from the kept dump)\n"

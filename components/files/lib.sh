@@ -326,6 +326,15 @@ load_host_state() {
   done < "$1"
 }
 
+# slurm_conf_text: SLURM_CONF_TEXT as slurmctld reads it; after a restored accounting database,
+# with FirstJobId past the restored jobs (written by the database's create).
+slurm_conf_text() {
+  require CLUSTER_DIR SLURM_CONF_TEXT
+  local first="$CLUSTER_DIR/accounting/first-job-id"
+  printf '%s' "$SLURM_CONF_TEXT"
+  if [ -s "$first" ]; then printf 'FirstJobId=%s\n' "$(cat "$first")"; fi
+}
+
 # ---- the cluster's slurmctld, wherever it runs ----
 # The controller's state (its job queue) is kept on the host, in $CLUSTER_DIR/slurmctld: there
 # slurmctld on the host runs from it, and a slurmctld in a container saves it there when it
@@ -343,7 +352,7 @@ stop_ct_slurmctld() {
     chown -R slurm:slurm "$saved.new" 2>/dev/null || true
     rm -rf "$saved" && mv "$saved.new" "$saved"
   fi
-  in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf
+  in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/systemd/system/slurmctld.service.d/gpucluster.conf
 }
 
 # restore_ct_slurmctld CONTAINER: a slurmctld about to start there for the first time takes

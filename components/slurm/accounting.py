@@ -31,6 +31,7 @@ class AccountingPaths:
     password_file: str
     pending_dump: str
     kept_dump: str
+    first_job_id: str
 
     @classmethod
     def of(cls, cluster: ClusterIdentity) -> "AccountingPaths":
@@ -41,6 +42,7 @@ class AccountingPaths:
             password_file=f"{base}/db-password",
             pending_dump=f"{base}/slurm_acct_db.sql.gz",
             kept_dump=f"{KEEP_DIR}/{cluster.name}/accounting/slurm_acct_db.sql.gz",
+            first_job_id=f"{base}/first-job-id",
         )
 
 
@@ -118,6 +120,7 @@ class AccountingDatabase(pulumi.ComponentResource):
                 "PENDING_DUMP": paths.pending_dump,
                 "KEEP_DUMP": "yes" if accounting.keep_dump else "no",
                 "KEPT_DUMP": paths.kept_dump,
+                "FIRST_JOB_ID_FILE": paths.first_job_id,
             },
             opts=child_options(self, opts),
         )
@@ -163,8 +166,10 @@ class AccountingDatabase(pulumi.ComponentResource):
             create=FILES / "database_create.sh",
             delete=FILES / "database_delete.sh",
             environment={
+                "CLUSTER": cluster.name,
                 "CONTAINER": container,
                 "PASSWORD_FILE": paths.password_file,
+                "FIRST_JOB_ID_FILE": paths.first_job_id,
                 "MYSQL_CONF_TEXT": render_mariadb_conf(),
                 "RESTORE": "yes" if accounting.restore else "no",
                 "KEPT_DUMP": paths.kept_dump,

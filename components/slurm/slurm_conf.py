@@ -124,6 +124,9 @@ def accounting_settings(config: ClusterConfig) -> dict[str, object]:
         "AccountingStorageType": "accounting_storage/slurmdbd",
         "AccountingStorageHost": config.accounting.nat_address,
         "AccountingStoragePort": SLURMDBD_PORT,
+        # Not a password: with munge, the socket of the munged that signs messages to slurmdbd
+        # (AuthInfo covers the rest; without this, clients try munge's default socket).
+        "AccountingStoragePass": config.munge_socket,
         "AccountingStorageTRES": "gres/gpu",
         # Jobs of users without an association are refused; GrpTRES and QOS limits hold.
         "AccountingStorageEnforce": "associations,limits,qos",

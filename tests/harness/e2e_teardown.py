@@ -84,6 +84,10 @@ def accounting_config(*, changed: bool = False, restore: bool = False, keep_dump
     cluster = config["cluster"]
     cluster["nodes"] = cluster["nodes"][:2]
     cluster["gpu"]["devices"] = cluster["gpu"]["devices"][:2]
+    # Stand-ins only: no driver files from the host, whatever it has (the health check counts
+    # the GPUs nvidia-smi lists where there is one).
+    cluster["gpu"]["driver_files"] = []
+    cluster["gpu"]["cuda_path"] = None
     cluster.pop("web_app", None)
     cluster["slurm"]["controller"] = {"placement": "container", "node": "c000"}
     cluster["slurm"]["health_check"] = {"interval_s": HEALTH_INTERVAL_S}

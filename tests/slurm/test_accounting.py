@@ -110,6 +110,7 @@ def test_slurm_conf_records_gpus_enforces_limits_and_checks_health():
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=10.43.3.20",
         "AccountingStoragePort=6819",
+        "AccountingStoragePass=/run/gpucluster-e2e/munge.socket",
         "AccountingStorageTRES=gres/gpu",
         "AccountingStorageEnforce=associations,limits,qos",
         "JobAcctGatherType=jobacct_gather/linux",

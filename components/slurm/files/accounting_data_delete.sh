@@ -2,7 +2,7 @@
 # the kept directory (unless accounting.keep_dump is false), then the data directory and the
 # password go. Without a dump (the database was not running), a kept copy is the raw data
 # directory itself.
-require CLUSTER DATA_DIR PASSWORD_FILE PENDING_DUMP KEEP_DUMP KEPT_DUMP
+require CLUSTER DATA_DIR PASSWORD_FILE PENDING_DUMP KEEP_DUMP KEPT_DUMP FIRST_JOB_ID_FILE
 base=$(dirname "$DATA_DIR")
 if [ "$KEEP_DUMP" = yes ]; then
   kept_dir=$(dirname "$KEPT_DUMP")
@@ -20,5 +20,5 @@ if [ "$KEEP_DUMP" = yes ]; then
 elif [ -s "$PENDING_DUMP" ] || [ -d "$DATA_DIR/slurm_acct_db" ]; then
   log "accounting.keep_dump is false: the accounting database is dropped"
 fi
-rm -rf "$DATA_DIR" "$PASSWORD_FILE" "$PENDING_DUMP"
+rm -rf "$DATA_DIR" "$PASSWORD_FILE" "$PENDING_DUMP" "$FIRST_JOB_ID_FILE"
 rmdir "$base" 2>/dev/null || true

@@ -2,7 +2,7 @@
 # listening on localhost only: slurmdbd beside it is its only client. A new data directory is
 # initialised here, and, with accounting.restore, loaded from the kept dump. The database's
 # slurm user gets the cluster's password on stdin, never in an argument.
-require CONTAINER PASSWORD_FILE MYSQL_CONF_TEXT RESTORE KEPT_DUMP
+require CLUSTER CONTAINER PASSWORD_FILE MYSQL_CONF_TEXT RESTORE KEPT_DUMP FIRST_JOB_ID_FILE
 [ -s "$PASSWORD_FILE" ] || die "database password $PASSWORD_FILE is missing (made by the accounting data resource)"
 if ! in_ct "$CONTAINER" test -d /var/lib/mysql/mysql; then
   log "initialising a new database directory"
@@ -22,6 +22,13 @@ if [ "$RESTORE" = yes ] && ! in_ct "$CONTAINER" test -d /var/lib/mysql/slurm_acc
   if [ -s "$KEPT_DUMP" ]; then
     log "restoring the accounting database from $KEPT_DUMP"
     gunzip -c "$KEPT_DUMP" | in_ct "$CONTAINER" mariadb
+    # The new slurmctld numbers its jobs after the restored ones (FirstJobId), so no restored
+    # record is hidden behind a new job with the same id.
+    if next=$(in_ct "$CONTAINER" mariadb -N -B -e \
+      "SELECT COALESCE(MAX(id_job), 0) + 1 FROM slurm_acct_db.\`${CLUSTER}_job_table\`"); then
+      printf '%s\n' "$next" > "$FIRST_JOB_ID_FILE"
+      log "the restored cluster numbers its jobs from $next"
+    fi
   else
     log "accounting.restore: no dump at $KEPT_DUMP, starting with an empty accounting database"
   fi

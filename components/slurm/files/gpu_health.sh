@@ -38,9 +38,15 @@ while read -r device numbers; do
   fi
 done < <(grep -v '^#' "$conf" 2>/dev/null || true)
 
-if command -v nvidia-smi >/dev/null; then
-  seen=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-  [ "$seen" = "$expected" ] || problems+=("nvidia-smi -L lists ${seen:-no} GPUs, not $expected")
+# An executable one: a bind mount's empty placeholder (LXC's create=file) is no nvidia-smi.
+smi=$(command -v nvidia-smi || true)
+if [ -n "$smi" ] && [ -f "$smi" ] && [ -x "$smi" ]; then
+  if listing=$(timeout 20 "$smi" -L 2>&1); then
+    seen=$(grep -c '^GPU ' <<< "$listing" || true)
+    [ "$seen" = "$expected" ] || problems+=("nvidia-smi -L lists $seen GPUs, not $expected")
+  else
+    problems+=("nvidia-smi -L failed: $(tail -n1 <<< "$listing")")
+  fi
 fi
 
 # What the controller thinks of the node: state, GRES and drain reason ("" when unreachable).

@@ -8,12 +8,18 @@ restore_ct_slurmctld "$CONTAINER"
 ct_setup_munge "$CONTAINER" || true
 old_restart_lines=$(in_ct "$CONTAINER" cat /etc/slurm/slurm.conf 2>/dev/null | restart_lines) || true
 changed=1
-printf '%s' "$SLURM_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/slurm.conf 0644 root:root && changed=0
+slurm_conf_text | ct_write_if_changed "$CONTAINER" /etc/slurm/slurm.conf 0644 root:root && changed=0
 printf '%s' "$GRES_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/gres.conf 0644 root:root && changed=0
+# Restarted until it runs: with job accounting, a slurmctld that starts before slurmdbd
+# answers (a reboot starts every container at once) exits, and must try again.
+if printf '[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nRestartSec=5\n' |
+  ct_write_if_changed "$CONTAINER" /etc/systemd/system/slurmctld.service.d/gpucluster.conf 0644 root:root; then
+  in_ct "$CONTAINER" systemctl daemon-reload
+fi
 in_ct "$CONTAINER" systemctl enable --quiet slurmctld
 if ! in_ct "$CONTAINER" systemctl is-active --quiet slurmctld; then
   in_ct "$CONTAINER" systemctl restart slurmctld
-elif [ "$changed" = 0 ] && [ "$old_restart_lines" != "$(printf '%s' "$SLURM_CONF_TEXT" | restart_lines)" ]; then
+elif [ "$changed" = 0 ] && [ "$old_restart_lines" != "$(slurm_conf_text | restart_lines)" ]; then
   log "nodes or accounting changed: restarting slurmctld"
   in_ct "$CONTAINER" systemctl restart slurmctld
 elif [ "$changed" = 0 ]; then

@@ -7,11 +7,11 @@ stop_other_slurmctld host
 conf="$CONTROLLER_CONF_DIR/slurm.conf"
 old_restart_lines=$(cat "$conf" 2>/dev/null | restart_lines) || true
 changed=1
-printf '%s' "$SLURM_CONF_TEXT" | write_if_changed "$conf" 0644 && changed=0
+slurm_conf_text | write_if_changed "$conf" 0644 && changed=0
 printf '%s' "$GRES_CONF_TEXT" | write_if_changed "$CONTROLLER_CONF_DIR/gres.conf" 0644 && changed=0
 pid=$(host_slurmctld_pid "$CLUSTER_DIR" "$conf")
 if [ -n "$pid" ] && [ "$changed" = 0 ]; then
-  if [ "$old_restart_lines" != "$(printf '%s' "$SLURM_CONF_TEXT" | restart_lines)" ]; then
+  if [ "$old_restart_lines" != "$(slurm_conf_text | restart_lines)" ]; then
     log "nodes or accounting changed: restarting slurmctld"
     stop_daemon "$pid" slurmctld
   else
