@@ -3,6 +3,7 @@ Slurm 22.05, what the accounts script is given, and the GPU health program again
 device nodes (stand-ins with NVIDIA's major), with Slurm's commands recorded."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def test_what_lives_in_the_database_container_is_replaced_with_it(run):
 def test_no_password_and_no_config_text_with_one_in_any_input(run):
     for command in run.of_type(COMMAND):
         for key, value in (command.inputs.get("environment") or {}).items():
-            assert "StoragePass" not in str(value), f"{command.name}.{key}"
+            assert not re.search(r"(?m)^StoragePass=", str(value)), f"{command.name}.{key}"
             assert "IDENTIFIED BY" not in str(value), f"{command.name}.{key}"
     dbd = run.by_name("e2e-slurm-accounting-slurmdbd").inputs["environment"]
     assert dbd["PASSWORD_FILE"] == "/var/lib/gpucluster/e2e/accounting/db-password"
@@ -130,6 +131,10 @@ def test_slurm_2205_accepts_the_accounting_settings(tmp_path):
 def test_slurmdbd_conf_has_no_password():
     text = render_slurmdbd_conf(cluster_config())
     assert "StoragePass" not in text
+    # In slurm.conf, AccountingStoragePass is munge's socket for slurmdbd, not a password.
+    assert "AccountingStoragePass=/run/gpucluster-e2e/munge.socket" in lines(
+        render_slurm_conf(cluster_config(), "c000")
+    )
     assert lines(text) == [
         "DbdHost=db",
         "DbdPort=6819",
