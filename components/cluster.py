@@ -67,6 +67,8 @@ class GpuCluster(pulumi.ComponentResource):
             gpu_devices=config.gpu.devices,
             host_ports=[forward.host_port for forward in config.all_forwards],
             containers=containers,
+            stand_in_gpus=config.gpu.stand_in.count if config.gpu.stand_in else 0,
+            device_dir=config.device_dir,
             users=users,
             opts=child,
         )

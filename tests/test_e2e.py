@@ -9,6 +9,7 @@ never skips, when they are missing. Everything it makes is removed in `finally` 
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 import urllib.request
@@ -22,10 +23,8 @@ from tests.harness.e2e_teardown import (
     OUTSIDE_NS,
     PLACEMENTS,
     STACK,
-    STAND_IN_DIR,
     e2e_config,
     remove_outside_namespace,
-    remove_stand_in_gpus,
     teardown,
 )
 from tests.harness.program_harness import run_program
@@ -60,17 +59,14 @@ def require_host() -> None:
     assert not missing, f"missing tools {missing}: run `bash .ci/run`, which installs them"
 
 
-def make_stand_in_gpus(config: dict) -> None:
-    """Character devices with NVIDIA's majors, at the paths the stack's gpu config names."""
-    STAND_IN_DIR.mkdir(parents=True, exist_ok=True)
-    gpu = config["cluster"]["gpu"]
-    for path in gpu["devices"]:
-        minor = int(Path(path).name.removeprefix("nvidia"))
-        if not Path(path).exists():
-            sh("mknod", "-m", "0666", path, "c", "195", str(minor))
-    for path in gpu["control_devices"]:
-        if not Path(path).exists():
-            sh("mknod", "-m", "0666", path, "c", "195", "255")
+def stand_in_gpus(cluster: str) -> dict[str, tuple[int, int]]:
+    """The character devices in the cluster's private device directory, by (major, minor)."""
+    found = {}
+    for path in Path(f"/run/gpucluster-{cluster}-dev").iterdir():
+        info = path.lstat()
+        assert stat.S_ISCHR(info.st_mode), f"{path} is not a character device"
+        found[path.name] = (os.major(info.st_rdev), os.minor(info.st_rdev))
+    return found
 
 
 def host_snapshot() -> dict:
@@ -84,6 +80,7 @@ def host_snapshot() -> dict:
     return {
         "etc": etc,
         "links": sorted(os.listdir("/sys/class/net")),
+        "dev_nvidia": sorted(str(path) for path in Path("/dev").glob("nvidia*")),
         "addresses": sh("ip", "-o", "-4", "addr", "show").stdout.count("\n"),
         "iptables": sh("iptables-save").stdout.count("\n-A ") if shutil.which("iptables-save") else 0,
         "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(),
@@ -106,6 +103,7 @@ def leftovers(cluster: str) -> list[str]:
     for path in (
         f"/var/lib/gpucluster/{cluster}",
         f"/run/gpucluster-{cluster}",
+        f"/run/gpucluster-{cluster}-dev",
         f"/srv/gpucluster/{cluster}",
         f"/etc/systemd/system/gpucluster-{cluster}.service",
         f"/etc/systemd/system/multi-user.target.wants/gpucluster-{cluster}.service",
@@ -231,12 +229,13 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
     # A previous run that was killed may have left anything behind: destroy is idempotent.
     teardown()
     before = host_snapshot()
-    make_stand_in_gpus(config)
     try:
         make_outside_namespace()
         started = time.monotonic()
         first = apply(commands)
         bring_up = first.finished(f"{cluster}-health")
+        # The program made the stand-in GPUs, only in the cluster's private device directory.
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(4)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
 
         # Apply again: every create succeeds and changes nothing.
@@ -272,7 +271,6 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         # Grow by one node: that node is created and the controller's config changes; the
         # other nodes are not touched (their slurmd keeps running).
         grown_config = e2e_config(placement, max_time="1-00:00:00", grow=True)
-        make_stand_in_gpus(grown_config)
         slurmd_pids = {node: slurmd_pid(cluster, node) for node in ("c001", "c003")}
         grown = host_commands(run_program(grown_config, stack=STACK))
         growth, actions = update(commands, grown)
@@ -282,10 +280,12 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-c004-slurm-slurmd": "create",
             f"{cluster}-slurm-slurmctld": "update",
             f"{cluster}-slurm-client": "update",
+            f"{cluster}-host-stand-in-gpus": "update",
             f"{cluster}-host-preflight": "replace",
             f"{cluster}-health": "replace",
             f"{cluster}-boot-unit": "update",
         }
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
         assert states.count("idle") == 5, states
@@ -298,7 +298,6 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         remove_outside_namespace()
         # The grown config's commands are a superset: nothing is missed whatever step failed.
         removal = destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))
-        remove_stand_in_gpus()
 
     assert leftovers(cluster) == []
     after = host_snapshot()

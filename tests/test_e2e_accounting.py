@@ -29,7 +29,7 @@ from tests.harness.e2e_teardown import (
     teardown,
 )
 from tests.harness.program_harness import run_program
-from tests.test_e2e import leftovers, make_stand_in_gpus, require_host, sh, slurm_env
+from tests.test_e2e import leftovers, require_host, sh, slurm_env
 from tests.test_e2e_lifecycle import run_verify, simulate_reboot
 
 pytestmark = pytest.mark.e2e
@@ -176,7 +176,6 @@ def test_accounting_limits_health_and_restore(capsys):
     state, restored_state = State(), State()
     config = accounting_config()
     try:
-        make_stand_in_gpus(config)
         started = time.monotonic()
         first, _ = up(state, commands(config))
         timings.append(f"bring-up (2 nodes, database container, accounts): {time.monotonic() - started:.1f} s")

@@ -13,9 +13,9 @@ import pytest
 from components.host.verify import verify
 from components.stack_config import parse_stack_config
 from tests.harness.command_executor import apply, destroy, host_commands
-from tests.harness.e2e_teardown import STAND_IN_DIR, remove_stand_in_gpus
+from tests.harness.e2e_teardown import remove_stand_in_gpus
 from tests.harness.program_harness import run_program, stack_config
-from tests.test_e2e import check_cluster, leftovers, make_stand_in_gpus, require_host, sh, slurm_env
+from tests.test_e2e import check_cluster, leftovers, require_host, sh, slurm_env
 
 IP_FORWARD_DIR = Path("/var/lib/gpucluster-host/ip_forward")
 KEEP_DIR = Path("/var/cache/gpucluster")
@@ -51,8 +51,10 @@ def simulate_reboot(config: dict, outputs: dict, report: list[str], check=check_
     cluster = config["cluster"]
     name, net = cluster["name"], cluster["network"]
     containers = sorted(p.name for p in Path("/var/lib/lxc").glob(f"{name}-*") if p.name != f"{name}-image")
+    # A reboot shuts containers down cleanly (lxc.service stops them; systemd inside stops
+    # slurmctld, which saves its state), then takes away everything that lives in memory.
     for container in containers:
-        sh("lxc-stop", "-n", container, "-k")
+        sh("lxc-stop", "-n", container, "-t", "60", timeout=120)
     for pidfile in (f"/var/lib/gpucluster/{name}/munge/munged.pid", f"/var/lib/gpucluster/{name}/slurmctld.pid"):
         pid = Path(pidfile).read_text().strip() if Path(pidfile).exists() else ""
         if pid and Path(f"/proc/{pid}").exists():
@@ -135,7 +137,7 @@ def interrupted_clone_recovers(config: dict, commands: list, report: list[str]) 
 # ---- destroy beside a second cluster ----
 
 
-def small_cluster(name: str, octet: int, host_port: int | None, device: str) -> dict:
+def small_cluster(name: str, octet: int, host_port: int | None) -> dict:
     """A one-node cluster of the e2e stack's shape with its own names, subnets and port
     (no web app without a port)."""
     config = stack_config("e2e")
@@ -146,7 +148,7 @@ def small_cluster(name: str, octet: int, host_port: int | None, device: str) -> 
         "nat_bridge": {"name": f"{name}br0", "address": f"10.{octet}.3.1/24"},
         "cluster_bridge": {"name": f"{name}br1", "subnet": f"10.{octet}.5.0/24"},
     }
-    cluster["gpu"]["devices"] = [f"{STAND_IN_DIR}/{device}"]
+    cluster["gpu"] = {"stand_in": {"count": 1}}
     cluster["nodes"] = [{"name": "c000", "nat_address": f"10.{octet}.3.2", "cluster_address": f"10.{octet}.5.1"}]
     cluster["slurm"]["controller"] = {"placement": "host"}
     cluster["web_app"] = {"name": "web", "nat_address": f"10.{octet}.3.10", "host_port": host_port}
@@ -162,7 +164,7 @@ def packages() -> str:
 @pytest.mark.e2e
 def test_destroy_beside_a_second_cluster(capsys):
     require_host()
-    first, second = small_cluster("sidea", 45, None, "nvidia0"), small_cluster("sideb", 46, 7011, "nvidia1")
+    first, second = small_cluster("sidea", 45, None), small_cluster("sideb", 46, 7011)
     runs = {c["cluster"]["name"]: host_commands(run_program(c, stack="e2e")) for c in (first, second)}
     report: list[str] = []
     for commands in runs.values():
@@ -170,8 +172,6 @@ def test_destroy_beside_a_second_cluster(capsys):
     forward_before = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
     shared_parent = Path("/srv/gpucluster")
     shared_before = shared_parent.exists()
-    make_stand_in_gpus(first)
-    make_stand_in_gpus(second)
     try:
         apply(runs["sidea"])
         apply(runs["sideb"])

@@ -35,9 +35,13 @@ class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
 
     `containers` are the LXC names the cluster will create (the preflight refuses foreign
-    ones), `host_ports` the ports it will forward.
+    ones), `host_ports` the ports it will forward; `stand_in_gpus` stand-in GPUs are made in
+    `device_dir` (gpu.stand_in), where `gpu_devices` lists them.
 
     Builds:
+      - `<name>-stand-in-gpus` (only with gpu.stand_in): character devices with NVIDIA's
+        major in the cluster's private device directory, for a machine without a GPU; refused
+        where an NVIDIA driver is loaded; destroy removes them.
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
         a host port already listening, a container name taken by a foreign container; its
@@ -66,6 +70,8 @@ class GpuHost(pulumi.ComponentResource):
         gpu_devices: list[str],
         host_ports: list[int],
         containers: list[str],
+        stand_in_gpus: int = 0,
+        device_dir: str | None = None,
         users: tuple[UserConfig, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
     ):
@@ -87,13 +93,27 @@ class GpuHost(pulumi.ComponentResource):
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
             environment["USERS"] = specs
+        # Stand-ins first: the preflight checks them like real GPUs.
+        self.stand_in_gpus = None
+        if stand_in_gpus:
+            self.stand_in_gpus = host_command(
+                f"{name}-stand-in-gpus",
+                create=FILES / "stand_in_gpus_create.sh",
+                delete=FILES / "stand_in_gpus_delete.sh",
+                environment={
+                    "CLUSTER": cluster.name,
+                    "DEVICE_DIR": device_dir,
+                    "GPU_COUNT": str(stand_in_gpus),
+                },
+                opts=child_options(self, opts),
+            )
         # Re-run the checks whenever what they check changes.
         self.preflight = host_command(
             f"{name}-preflight",
             create=FILES / "preflight.sh",
             environment=environment,
             triggers=[json.dumps(environment, sort_keys=True)],
-            opts=child_options(self, opts),
+            opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
         self.packages = host_command(
             f"{name}-packages",

@@ -29,6 +29,7 @@ def remove_outside_namespace() -> None:
 
 
 def remove_stand_in_gpus() -> None:
+    """The stand-ins are the program's (its destroy removes them); this is for a destroy cut short."""
     for path in STAND_IN_DIR.glob("*"):
         path.unlink()
     if STAND_IN_DIR.exists():
@@ -47,7 +48,7 @@ def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = Fals
         cluster["slurm"]["partitions"][0]["max_time"] = max_time
     if grow:
         cluster["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-        cluster["gpu"]["devices"].append(f"{STAND_IN_DIR}/nvidia4")
+        cluster["gpu"]["stand_in"]["count"] = 5
     return config
 
 
@@ -83,7 +84,7 @@ def accounting_config(*, changed: bool = False, restore: bool = False, keep_dump
     config = stack_config(STACK)
     cluster = config["cluster"]
     cluster["nodes"] = cluster["nodes"][:2]
-    cluster["gpu"]["devices"] = cluster["gpu"]["devices"][:2]
+    cluster["gpu"]["stand_in"]["count"] = 2
     # Stand-ins only: no driver files from the host, whatever it has (the health check counts
     # the GPUs nvidia-smi lists where there is one).
     cluster["gpu"]["driver_files"] = []

@@ -86,6 +86,7 @@ def test_a_missing_gpu_device_is_named(preflight):
     done = preflight(GPU_DEVICES="/dev/nvidia7")
     assert done.returncode == 1
     assert "GPU device /dev/nvidia7 is missing (gpu.devices): is the NVIDIA driver loaded?" in done.stderr
+    assert "Without a GPU, use stand-ins: gpu.stand_in, as stacks/Pulumi.nogpu.yaml does" in done.stderr
     assert "nothing was changed" in done.stderr
 
 

@@ -8,7 +8,7 @@ owner_alias="gpucluster:$CLUSTER"
 devices=()
 while read -r device; do
   if [ ! -e "$device" ]; then
-    problems+=("GPU device $device is missing (gpu.devices): is the NVIDIA driver loaded? (nvidia-smi; modprobe nvidia)")
+    problems+=("GPU device $device is missing (gpu.devices): is the NVIDIA driver loaded? (nvidia-smi; modprobe nvidia) Without a GPU, use stand-ins: gpu.stand_in, as stacks/Pulumi.nogpu.yaml does")
   elif [ ! -c "$device" ] || [ "$((16#$(stat -c %t "$device")))" != 195 ]; then
     problems+=("GPU device $device is not a character device with NVIDIA's major 195 (gpu.devices)")
   else
