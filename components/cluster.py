@@ -18,6 +18,7 @@ from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
 from components.slurm.slurm_conf import (
+    SLURMCTLD_PORT,
     accounting_settings,
     render_gres_conf,
     render_slurm_conf,
@@ -66,6 +67,7 @@ class GpuCluster(pulumi.ComponentResource):
             config.network,
             gpu_devices=config.gpu.devices,
             host_ports=[forward.host_port for forward in config.all_forwards],
+            controller_port=None if config.controller_node else SLURMCTLD_PORT,
             containers=containers,
             stand_in_gpus=config.gpu.stand_in.count if config.gpu.stand_in else 0,
             device_dir=config.device_dir,

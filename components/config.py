@@ -261,10 +261,26 @@ class WebAppConfig(StrictModel):
     job_command: list[str] = Field(
         ["nvidia-smi"],
         min_length=1,
-        description="GPU job GET / runs (argv); a labelled CPU fallback runs when it is missing",
+        description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
     )
     max_concurrent_jobs: int = Field(2, ge=1, le=64, description="jobs running at once")
-    job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed after this")
+    job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed (with its process group) after this")
+    max_connections: int = Field(
+        16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
+    )
+    run_allowed_cidrs: list[IPv4Network] = Field(
+        [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
+    )
+    status_interval_s: int = Field(5, ge=1, le=300, description="how often the cluster panel's snapshot is written")
+
+    @model_validator(mode="after")
+    def _connections_above_jobs(self) -> "WebAppConfig":
+        if self.max_connections <= self.max_concurrent_jobs:
+            raise ValueError(
+                f"max_connections ({self.max_connections}) must be greater than max_concurrent_jobs "
+                f"({self.max_concurrent_jobs}), so a request beyond the job slots can still be told it is busy"
+            )
+        return self
 
 
 @dataclass(frozen=True)

@@ -397,6 +397,16 @@ FIELD_CASES = [
     ),
     ("no nodes", _set("nodes", []), "cluster.nodes: List should have at least 1 item"),
     (
+        "connections not above job slots",
+        _set("web_app.max_connections", 2),
+        "cluster.web_app: max_connections (2) must be greater than max_concurrent_jobs (2)",
+    ),
+    (
+        "run cidr with host bits",
+        _set("web_app.run_allowed_cidrs", ["10.0.0.1/8"]),
+        "cluster.web_app.run_allowed_cidrs[0]: Input is not a valid IPv4 network",
+    ),
+    (
         "package name",
         _set("image", {"extra_packages": ["vim; curl evil"]}),
         "cluster.image.extra_packages[0]: String should match",

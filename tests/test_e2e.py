@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.e2e_web_page import check_web_page
 from tests.harness.command_executor import apply, destroy, host_commands, update
 from tests.harness.e2e_teardown import (
     OUTSIDE_LINK,
@@ -40,6 +41,7 @@ REQUIRED_TOOLS = [
     "sinfo",
     "slurmctld",
     "curl",
+    "chromium",
 ]
 OUTSIDE_HOST_SIDE, OUTSIDE_NS_SIDE = "10.44.0.1", "10.44.0.2"
 KEPT_AFTER_DESTROY = {"packages-left-installed"}  # the only thing destroy leaves on purpose
@@ -136,8 +138,9 @@ def make_outside_namespace() -> None:
     sh(*ns, "ip", "link", "set", "lo", "up")
 
 
-def http_get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=30) as response:
+def http_run(url: str) -> dict:
+    """POST /api/run: one job, as the page's Run button does."""
+    with urllib.request.urlopen(urllib.request.Request(f"{url}api/run", data=b""), timeout=30) as response:
         return json.loads(response.read())
 
 
@@ -181,7 +184,7 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     web = cluster["web_app"]
     eth0 = sh("ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout.split()[3].split("/")[0]
     for url in (f"http://{eth0}:{web['host_port']}/", outputs["web_url"]):
-        body = http_get(url)
+        body = http_run(url)
         report.append(f"$ curl {url}  (from the host)\n{json.dumps(body)[:400]}\n")
         assert body["returncode"] == 0 and body["mode"] in {"gpu", "cpu-fallback"}
     outside = sh(
@@ -237,6 +240,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         # The program made the stand-in GPUs, only in the cluster's private device directory.
         assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(4)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
+        check_web_page(config, slurm_env(cluster), report, placement)
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}

@@ -150,7 +150,10 @@ def small_cluster(name: str, octet: int, host_port: int | None) -> dict:
     }
     cluster["gpu"] = {"stand_in": {"count": 1}}
     cluster["nodes"] = [{"name": "c000", "nat_address": f"10.{octet}.3.2", "cluster_address": f"10.{octet}.5.1"}]
-    cluster["slurm"]["controller"] = {"placement": "host"}
+    # One slurmctld per host can listen on its port: the first cluster's is on the host.
+    cluster["slurm"]["controller"] = (
+        {"placement": "host"} if host_port is None else {"placement": "container", "node": "c000"}
+    )
     cluster["web_app"] = {"name": "web", "nat_address": f"10.{octet}.3.10", "host_port": host_port}
     if host_port is None:
         del cluster["web_app"]

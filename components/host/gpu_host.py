@@ -70,6 +70,7 @@ class GpuHost(pulumi.ComponentResource):
         gpu_devices: list[str],
         host_ports: list[int],
         containers: list[str],
+        controller_port: int | None = None,
         stand_in_gpus: int = 0,
         device_dir: str | None = None,
         users: tuple[UserConfig, ...] = (),
@@ -87,6 +88,8 @@ class GpuHost(pulumi.ComponentResource):
             "CLUSTER_BRIDGE": net.cluster_bridge.name,
             "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
             "HOST_PORTS": env_list(host_ports),
+            # Only with slurmctld on the host: it needs its port there.
+            **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
             "CONTAINERS": env_list(containers),
         }
         specs = env_list(user.spec for user in users)

@@ -215,3 +215,14 @@ def test_people_whose_names_or_ids_are_taken_are_named(preflight):
     # Unused names and ids pass (nothing is made by the preflight).
     assert preflight(USERS=f"pft-free:{free}:{free}:pft-free").returncode == 0
     assert subprocess.run(["getent", "passwd", "pft-free"], check=False).returncode == 2
+
+
+def test_a_controller_port_in_use_on_the_host_is_refused(preflight):
+    with socket.socket() as listener:
+        listener.bind(("0.0.0.0", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = preflight(CONTROLLER_PORT=str(port))
+    assert done.returncode == 1
+    assert f"port {port} (slurmctld) is in use on this host" in done.stderr
+    assert "place this cluster's controller in a node container" in done.stderr

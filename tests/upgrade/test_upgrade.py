@@ -27,6 +27,8 @@ ALLOWED_UPDATES: dict[str, str] = {
     "-health": "the health gate reads node and GPU counts from Slurm instead of its environment",
     "-host-packages": "packages are never removed; destroy lists them in the kept directory",
     "-lxc": "a clone cut short is recognized by its pending marker in the cluster directory",
+    "-web-container-lxc": "the app's container mounts the cluster snapshot read-only",
+    "-web-service": "the app becomes a page with its API under /api/, its settings one JSON",
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {

@@ -87,6 +87,12 @@ while read -r port; do
   fi
 done < <(lines "$HOST_PORTS")
 
+# slurmctld on the host listens on its port on every address: one cluster per host can.
+if [ -n "${CONTROLLER_PORT:-}" ] && ss -Htln "sport = :$CONTROLLER_PORT" | grep -q . &&
+  [ -z "$(host_slurmctld_pid "$CLUSTER_DIR" "$CLUSTER_DIR/controller/slurm.conf")" ]; then
+  problems+=("port $CONTROLLER_PORT (slurmctld) is in use on this host, by another cluster's slurmctld or another program (slurm.controller.placement: host): place this cluster's controller in a node container")
+fi
+
 # Containers: a name already taken must be ours.
 while read -r container; do
   image=$IMAGE
