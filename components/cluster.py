@@ -14,9 +14,16 @@ from components.lxc.lxc_conf import ContainerSpec
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
+from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
-from components.slurm.slurm_conf import SLURMCTLD_PORT, render_gres_conf, render_slurm_conf
+from components.slurm.slurm_conf import (
+    SLURMCTLD_PORT,
+    accounting_settings,
+    render_gres_conf,
+    render_slurm_conf,
+    render_slurmdbd_conf,
+)
 from components.transport import host_command
 
 # The cluster-wide health check is a Slurm script.
@@ -50,6 +57,9 @@ class GpuCluster(pulumi.ComponentResource):
         containers = [cluster.container_name(n) for n in [*config.node_names, "image"]]
         if config.web_app:
             containers.append(cluster.container_name(config.web_app.name))
+        if config.accounting:
+            containers.append(cluster.container_name(config.accounting.name))
+        users = tuple(config.users)
         self.host = GpuHost(
             f"{name}-host",
             cluster,
@@ -63,14 +73,20 @@ class GpuCluster(pulumi.ComponentResource):
             containers=containers,
             stand_in_gpus=config.gpu.stand_in.count if config.gpu.stand_in else 0,
             device_dir=config.device_dir,
+            users=users,
             opts=child,
         )
+        host_users = [self.host.users] if self.host.users else []
         after_packages = pulumi.ResourceOptions(parent=self, depends_on=[self.host.packages, self.host.shared_dir])
         self.bridges = Bridges(f"{name}-bridges", cluster, config.network, opts=after_packages)
         self.image = NodeImage(f"{name}-image", cluster, config.image, opts=after_packages)
 
         platform = ContainerPlatform(
-            network=config.network, gpu=config.gpu, image=config.image, shared_dir=config.host.shared_dir
+            network=config.network,
+            gpu=config.gpu,
+            image=config.image,
+            shared_dir=config.host.shared_dir,
+            users=users,
         )
         gpus = config.gpu_assignment()
         self.containers = {
@@ -93,9 +109,20 @@ class GpuCluster(pulumi.ComponentResource):
 
         controller_node = config.controller_node
         controller_hostname = controller_node.name if controller_node else socket.gethostname().split(".")[0]
-        controller_deps = [self.host.packages]
+        # slurmctld maps the people of the accounts to uids where it runs.
+        controller_deps = [self.host.packages, *host_users]
         if controller_node:
             controller_deps.append(self.containers[controller_node.name])
+        accounting = None
+        if config.accounting:
+            accounting = AccountingSetup(
+                config=config.accounting,
+                network=config.network,
+                release=config.image.release,
+                users=users,
+                slurmdbd_conf=render_slurmdbd_conf(config),
+                after=(self.host.packages, self.bridges),
+            )
         self.controller = SlurmController(
             f"{name}-slurm",
             cluster,
@@ -107,8 +134,20 @@ class GpuCluster(pulumi.ComponentResource):
             slurm_conf=render_slurm_conf(config, controller_hostname),
             gres_conf=render_gres_conf(config),
             container=self.containers[controller_node.name].lxc if controller_node else None,
+            accounting=accounting,
             opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
         )
+        # Accounts after slurmctld: it registers the cluster's TRES (gres/gpu) that GPU limits name.
+        self.accounts = None
+        if config.accounting:
+            self.accounts = SlurmAccounts(
+                f"{name}-accounts",
+                cluster,
+                config.accounting,
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.controller, *self.containers.values(), *host_users]
+                ),
+            )
         self.slurm_nodes = [
             SlurmNode(
                 f"{name}-{node.name}-slurm",
@@ -116,6 +155,9 @@ class GpuCluster(pulumi.ComponentResource):
                 node,
                 controller_address=config.controller_address,
                 container=self.containers[node.name].lxc,
+                gpu_devices=gpus[node.name],
+                health_check=config.slurm.health_check,
+                job_acct_gather=accounting_settings(config).get("JobAcctGatherType"),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.containers[node.name], self.controller]),
             )
             for node in config.nodes
@@ -156,6 +198,7 @@ class GpuCluster(pulumi.ComponentResource):
 
         # Written last, deleted first: a destroy cut short is not brought back at the next boot.
         everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
+        everything += [self.accounts] if self.accounts else []
         self.boot = BootUnit(
             f"{name}-boot",
             cluster,

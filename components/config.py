@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from itertools import pairwise
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from components.config_types import (
     Hostname,
@@ -276,9 +276,91 @@ class PartitionConfig(StrictModel):
     )
 
 
+class HealthCheckConfig(StrictModel):
+    """Slurm's HealthCheckProgram on every node: a node whose GPUs fail the check drains itself."""
+
+    interval_s: int = Field(60, ge=5, le=86400, description="HealthCheckInterval: seconds between checks on every node")
+
+
 class SlurmConfig(StrictModel):
     controller: ControllerConfig = ControllerConfig()
     partitions: list[PartitionConfig] = Field([PartitionConfig(name="gpu", default=True)], min_length=1)
+    health_check: HealthCheckConfig | None = Field(
+        None,
+        description="GPU health check: device nodes present with their major:minor and not refused, "
+        "nvidia-smi's GPU count where it exists, Slurm's GRES count; a failing node is drained "
+        "with Reason='gpu-health: ...' and resumed when the check passes again",
+    )
+
+
+# Login names: what useradd and Slurm both accept (Slurm keeps names in lower case).
+UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+# Slurm account and QOS names: lower case (Slurm stores them so), no separators sacctmgr parses.
+SlurmName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,29}$")]
+# Ids of people, never of system accounts (below 1000) or nobody (65534).
+PersonId = Annotated[int, Field(ge=1000, le=60000)]
+
+
+class UserConfig(StrictModel):
+    """A person: the same name, uid and gid on the host and in every container of the cluster."""
+
+    name: UserName = Field(description="login name")
+    uid: PersonId = Field(description="user id, 1000-60000")
+    gid: PersonId = Field(description="primary group id, 1000-60000")
+    group: UserName | None = Field(None, description="primary group name (default: the user's name)")
+
+    @property
+    def group_name(self) -> str:
+        return self.group or self.name
+
+    @property
+    def spec(self) -> str:
+        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib.sh)."""
+        return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
+
+
+class QosConfig(StrictModel):
+    """A Slurm QOS (sacctmgr add qos)."""
+
+    name: SlurmName = Field(description="QOS name")
+    priority: int = Field(0, ge=0, le=1000000, description="Priority")
+    max_gpus_per_user: int | None = Field(
+        None, ge=0, le=100000, description="MaxTRESPerUser=gres/gpu=N (none: unlimited)"
+    )
+    max_wall_minutes: int | None = Field(None, ge=1, le=5256000, description="MaxWall in minutes (none: unlimited)")
+
+
+class AccountConfig(StrictModel):
+    """A Slurm account of the cluster, its users and its GPU limit."""
+
+    name: SlurmName = Field(description="account name")
+    gpus: int | None = Field(
+        None, ge=0, le=100000, description="GrpTRES=gres/gpu=N: GPUs the account's running jobs may hold at once"
+    )
+    users: list[UserName] = Field(
+        [], description="members (names from users[]); a user's first account is their default"
+    )
+    qos: list[SlurmName] = Field(
+        [], description="QOS the account may use (names from accounting.qos[]); none: Slurm's 'normal'"
+    )
+    default_qos: SlurmName | None = Field(None, description="DefaultQOS, one of qos")
+
+
+class AccountingConfig(StrictModel):
+    """Job accounting: MariaDB and slurmdbd in a container of their own, accounts and limits."""
+
+    name: Hostname = Field("db", description="the database container's hostname (container <cluster>-<name>)")
+    nat_address: IPv4Address = Field(description="static address of the database container on the NAT bridge")
+    accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
+    qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
+    keep_dump: bool = Field(
+        True,
+        description="destroy keeps a dump of the accounting database in /var/cache/gpucluster/<cluster>/accounting/",
+    )
+    restore: bool = Field(
+        False,
+        description="a new, empty database is loaded from the kept dump when there is one",
+    )
 
 
 SOURCES_DESCRIPTION = (
@@ -379,6 +461,12 @@ class ClusterConfig(StrictModel):
     slurm: SlurmConfig = SlurmConfig()
     web_app: WebAppConfig | None = None
     forwards: list[PortForwardConfig] = Field([], description="extra host port forwards")
+    users: list[UserConfig] = Field(
+        [], description="people using the cluster: created on the host and in every container"
+    )
+    accounting: AccountingConfig | None = Field(
+        None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -497,9 +585,11 @@ def _duplicates(values) -> list:
 
 
 def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
-    names = c.node_names + ([c.web_app.name] if c.web_app else [])
+    names = c.node_names + ([c.web_app.name] if c.web_app else []) + ([c.accounting.name] if c.accounting else [])
     for name in _duplicates(names):
-        yield f"nodes[].name: {name!r} is used more than once (node and web_app names must be unique)"
+        yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
+    if "image" in names:
+        yield "nodes[].name: 'image' is the node image's container; pick another name"
 
 
 def rule_bridges_distinct(c: ClusterConfig) -> Iterator[str]:
@@ -523,6 +613,8 @@ def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address]]:
     pairs = [(f"nodes[{i}].nat_address", n.nat_address) for i, n in enumerate(c.nodes)]
     if c.web_app:
         pairs.append(("web_app.nat_address", c.web_app.nat_address))
+    if c.accounting:
+        pairs.append(("accounting.nat_address", c.accounting.nat_address))
     return pairs
 
 
@@ -547,7 +639,7 @@ def rule_cluster_addresses_in_subnet(c: ClusterConfig) -> Iterator[str]:
 
 def rule_unique_addresses(c: ClusterConfig) -> Iterator[str]:
     for address in _duplicates([a for _, a in _nat_addresses(c)]):
-        yield f"nodes[].nat_address: {address} is assigned more than once (nodes and web_app)"
+        yield f"nodes[].nat_address: {address} is assigned more than once (nodes, web_app and accounting)"
     for address in _duplicates([n.cluster_address for n in c.nodes]):
         yield f"nodes[].cluster_address: {address} is assigned more than once"
 
@@ -727,6 +819,47 @@ def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
             yield f"{field}: {path} is not an NVIDIA device node (its name must start with 'nvidia')"
 
 
+def rule_users(c: ClusterConfig) -> Iterator[str]:
+    for name in _duplicates([u.name for u in c.users]):
+        yield f"users[].name: {name!r} is listed more than once"
+    for uid in _duplicates([u.uid for u in c.users]):
+        yield f"users[].uid: {uid} is given to more than one user"
+    groups: dict[int, set[str]] = {}
+    for user in c.users:
+        groups.setdefault(user.gid, set()).add(user.group_name)
+    for gid, names in groups.items():
+        if len(names) > 1:
+            yield f"users[].gid: {gid} is the group of {sorted(names)}; one gid, one group name"
+    for name in _duplicates([name for names in groups.values() for name in names]):
+        yield f"users[].group: {name!r} is given more than one gid"
+
+
+def rule_accounting(c: ClusterConfig) -> Iterator[str]:
+    if not c.accounting:
+        return
+    accounting, users = c.accounting, {u.name for u in c.users}
+    qos = [q.name for q in accounting.qos]
+    for name in _duplicates(qos):
+        yield f"accounting.qos[].name: {name!r} is listed more than once"
+    for name in _duplicates([a.name for a in accounting.accounts]):
+        yield f"accounting.accounts[].name: {name!r} is listed more than once"
+    for i, account in enumerate(accounting.accounts):
+        if account.name == "root":
+            yield f"accounting.accounts[{i}].name: 'root' is Slurm's own account; pick another name"
+        for user in account.users:
+            if user not in users:
+                yield f"accounting.accounts[{i}].users: {user!r} is not one of users[].name"
+        for name in _duplicates(account.users):
+            yield f"accounting.accounts[{i}].users: {name!r} is listed more than once"
+        for name in account.qos:
+            if name not in qos and name != "normal":
+                yield f"accounting.accounts[{i}].qos: {name!r} is not one of accounting.qos[].name (or 'normal')"
+        if account.default_qos and account.default_qos not in (account.qos or ["normal"]):
+            yield f"accounting.accounts[{i}].default_qos: {account.default_qos!r} is not one of the account's qos"
+    if "normal" in qos:
+        yield "accounting.qos[].name: 'normal' is Slurm's own QOS; pick another name"
+
+
 CLUSTER_RULES = (
     rule_names_slurm_and_lxc_can_use,
     rule_forward_ports,
@@ -745,4 +878,6 @@ CLUSTER_RULES = (
     rule_controller_node,
     rule_partitions,
     rule_forwards,
+    rule_users,
+    rule_accounting,
 )

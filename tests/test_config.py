@@ -118,6 +118,23 @@ def _set(path: str, value):
     return change
 
 
+def _all(*changes):
+    def change(cluster: dict) -> None:
+        for one in changes:
+            one(cluster)
+
+    return change
+
+
+PEOPLE = [{"name": "alice", "uid": 2001, "gid": 2001}, {"name": "bob", "uid": 2002, "gid": 2002}]
+
+
+def _accounting(**fields):
+    """People and an accounting section (one account, physics, for alice), with `fields` set."""
+    section = {"nat_address": "10.42.3.20", "accounts": [{"name": "physics", "gpus": 1, "users": ["alice"]}]}
+    return _all(_set("users", PEOPLE), _set("accounting", {**section, **fields}))
+
+
 RULE_CASES = [
     (
         "rule_names_slurm_and_lxc_can_use",
@@ -263,7 +280,7 @@ RULE_CASES = [
     (
         "rule_unique_node_names",
         _set("web_app.name", "c001"),
-        "cluster.nodes[].name: 'c001' is used more than once (node and web_app names must be unique)",
+        "cluster.nodes[].name: 'c001' is used more than once (node, web_app and accounting names must be unique)",
     ),
     (
         "rule_bridges_distinct",
@@ -308,7 +325,7 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _set("web_app.nat_address", "10.42.3.5"),
-        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes and web_app)",
+        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes, web_app and accounting)",
     ),
     (
         "rule_unique_addresses",
@@ -404,6 +421,76 @@ RULE_CASES = [
         "rule_forwards",
         _set("forwards", [{"host_port": 2200, "target": "c042", "port": 22}]),
         "cluster.forwards[0].target: 'c042' is not a node or the web app",
+    ),
+    (
+        "rule_unique_node_names",
+        _accounting(name="c002"),
+        "cluster.nodes[].name: 'c002' is used more than once (node, web_app and accounting names must be unique)",
+    ),
+    (
+        "rule_nat_addresses_in_subnet",
+        _accounting(nat_address="10.42.4.20"),
+        "cluster.accounting.nat_address: 10.42.4.20 is not a usable address of the NAT bridge subnet",
+    ),
+    (
+        "rule_unique_addresses",
+        _accounting(nat_address="10.42.3.3"),
+        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once (nodes, web_app and accounting)",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "alice", "uid": 2003, "gid": 2003}]),
+        "cluster.users[].name: 'alice' is listed more than once",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "carol", "uid": 2001, "gid": 2003}]),
+        "cluster.users[].uid: 2001 is given to more than one user",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "carol", "uid": 2003, "gid": 2001}]),
+        "cluster.users[].gid: 2001 is the group of ['alice', 'carol']; one gid, one group name",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "carol", "uid": 2003, "gid": 2003, "group": "alice"}]),
+        "cluster.users[].group: 'alice' is given more than one gid",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "physics", "users": ["alice", "dave"]}]),
+        "cluster.accounting.accounts[0].users: 'dave' is not one of users[].name",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "physics"}, {"name": "physics"}]),
+        "cluster.accounting.accounts[].name: 'physics' is listed more than once",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "root"}]),
+        "cluster.accounting.accounts[0].name: 'root' is Slurm's own account",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "physics", "qos": ["long"]}]),
+        "cluster.accounting.accounts[0].qos: 'long' is not one of accounting.qos[].name (or 'normal')",
+    ),
+    (
+        "rule_accounting",
+        _accounting(qos=[{"name": "short"}], accounts=[{"name": "physics", "qos": ["short"], "default_qos": "normal"}]),
+        "cluster.accounting.accounts[0].default_qos: 'normal' is not one of the account's qos",
+    ),
+    (
+        "rule_accounting",
+        _accounting(qos=[{"name": "short"}, {"name": "short"}]),
+        "cluster.accounting.qos[].name: 'short' is listed more than once",
+    ),
+    (
+        "rule_accounting",
+        _accounting(qos=[{"name": "normal"}]),
+        "cluster.accounting.qos[].name: 'normal' is Slurm's own QOS",
     ),
 ]
 
@@ -531,6 +618,51 @@ FIELD_CASES = [
         "package name",
         _set("image", {"extra_packages": ["vim; curl evil"]}),
         "cluster.image.extra_packages[0]: String should match",
+    ),
+    (
+        "accounting typo",
+        _accounting(acounts=[]),
+        "cluster.accounting.acounts: Extra inputs are not permitted",
+    ),
+    (
+        "account typo",
+        _accounting(accounts=[{"name": "physics", "gpu": 1}]),
+        "cluster.accounting.accounts[0].gpu: Extra inputs are not permitted",
+    ),
+    (
+        "qos typo",
+        _accounting(qos=[{"name": "short", "max_gpus": 1}]),
+        "cluster.accounting.qos[0].max_gpus: Extra inputs are not permitted",
+    ),
+    (
+        "account name",
+        _accounting(accounts=[{"name": "Physics"}]),
+        "cluster.accounting.accounts[0].name: String should match pattern",
+    ),
+    (
+        "negative gpu limit",
+        _accounting(accounts=[{"name": "physics", "gpus": -1}]),
+        "cluster.accounting.accounts[0].gpus: Input should be greater than or equal to 0",
+    ),
+    (
+        "system uid",
+        _set("users", [{"name": "alice", "uid": 0, "gid": 2001}]),
+        "cluster.users[0].uid: Input should be greater than or equal to 1000",
+    ),
+    (
+        "user name",
+        _set("users", [{"name": "alice smith", "uid": 2001, "gid": 2001}]),
+        "cluster.users[0].name: String should match pattern",
+    ),
+    (
+        "user typo",
+        _set("users", [{"name": "alice", "uid": 2001, "gid": 2001, "shell": "/bin/sh"}]),
+        "cluster.users[0].shell: Extra inputs are not permitted",
+    ),
+    (
+        "health check interval",
+        _set("slurm.health_check", {"interval_s": 1}),
+        "cluster.slurm.health_check.interval_s: Input should be greater than or equal to 5",
     ),
 ]
 

@@ -41,6 +41,9 @@ def host_state(config: ClusterConfig) -> dict[str, str]:
     net = config.network
     node = config.controller_node
     containers = [config.container_name(n) for n in config.node_names]
+    # The accounting database's container, started before the nodes; listed only when there
+    # is one, so clusters without accounting keep their description.
+    accounting = {"DB_CONTAINER": config.container_name(config.accounting.name)} if config.accounting else {}
     return {
         "CLUSTER": config.name,
         "CLUSTER_DIR": config.cluster_dir,
@@ -64,6 +67,7 @@ def host_state(config: ClusterConfig) -> dict[str, str]:
         "NODE_CONTAINERS": " ".join(containers),
         "WEB_CONTAINER": config.container_name(config.web_app.name) if config.web_app else "",
         "BOOT_UNIT": boot_paths(config)["unit"],
+        **accounting,
     }
 
 

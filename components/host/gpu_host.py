@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, HostConfig, NetworkConfig
+from components.config import ClusterIdentity, HostConfig, NetworkConfig, UserConfig
 from components.options import child_options
 from components.transport import env_list, host_command
 
@@ -52,6 +52,9 @@ class GpuHost(pulumi.ComponentResource):
         list in KEEP_DIR/<cluster>/packages-left-installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
+      - `<name>-users` (with `users`): the cluster's people on the host, with the names, uids
+        and gids they have in the containers. Clusters sharing a person each register for
+        them; one the program made goes when the last cluster using it does.
     """
 
     devices: pulumi.Output[list]
@@ -73,6 +76,7 @@ class GpuHost(pulumi.ComponentResource):
         controller_port: int | None = None,
         stand_in_gpus: int = 0,
         device_dir: str | None = None,
+        users: tuple[UserConfig, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
@@ -91,6 +95,10 @@ class GpuHost(pulumi.ComponentResource):
             **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
             "CONTAINERS": env_list(containers),
         }
+        specs = env_list(user.spec for user in users)
+        if users:
+            # Only with people to check: a cluster without any keeps its preflight inputs.
+            environment["USERS"] = specs
         # Stand-ins first: the preflight checks them like real GPUs.
         self.stand_in_gpus = None
         if stand_in_gpus:
@@ -143,6 +151,15 @@ class GpuHost(pulumi.ComponentResource):
             },
             opts=child_options(self, opts, self.packages),
         )
+        self.users = None
+        if users:
+            self.users = host_command(
+                f"{name}-users",
+                create=FILES / "users_create.sh",
+                delete=FILES / "users_delete.sh",
+                environment={"CLUSTER": cluster.name, "USERS": specs},
+                opts=child_options(self, opts, self.packages),
+            )
         facts = self.preflight.stdout.apply(_parse_facts)
         self.devices = facts.apply(lambda f: f.get("devices", []))
         self.driver_version = facts.apply(lambda f: f.get("driver_version", "none"))

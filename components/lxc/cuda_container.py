@@ -5,13 +5,15 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, GpuConfig, ImageConfig, NetworkConfig
+from components.config import ClusterIdentity, GpuConfig, ImageConfig, NetworkConfig, UserConfig
 from components.lxc.lxc_conf import ContainerSpec, container_devices, render_lxc_config
 from components.lxc.node_image import image_fingerprint
 from components.options import child_options
 from components.transport import env_list, host_command
 
 FILES = Path(__file__).parent / "files"
+# Whom users_create.sh made in a container (only those are ever removed).
+USERS_RECORD = "/etc/gpucluster/users-made"
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class ContainerPlatform:
     gpu: GpuConfig
     image: ImageConfig
     shared_dir: str
+    users: tuple[UserConfig, ...] = ()
 
 
 class CudaContainer(pulumi.ComponentResource):
@@ -35,6 +38,9 @@ class CudaContainer(pulumi.ComponentResource):
     path; a node's cpuset is host CPUs 0..cpus-1; root login by password disabled.
     Privileged, with the confinement described in components/lxc/lxc_conf.py. The create
     script is safe to run for many containers at once.
+
+    With people in the platform, `<name>-users` makes them in the container with the same
+    names, uids and gids as on the host (set up again in a replaced container).
     """
 
     container: pulumi.Output[str]
@@ -76,6 +82,18 @@ class CudaContainer(pulumi.ComponentResource):
             triggers=image_fingerprint(platform.image),
             opts=child_options(self, opts, delete_before_replace=True, replace_with=[image]),
         )
+        if platform.users:
+            self.users = host_command(
+                f"{name}-users",
+                create=FILES / "users_create.sh",
+                delete=FILES / "users_delete.sh",
+                environment={
+                    "CONTAINER": container,
+                    "USERS": env_list(user.spec for user in platform.users),
+                    "USERS_RECORD": USERS_RECORD,
+                },
+                opts=child_options(self, opts, self.lxc, replace_with=[self.lxc]),
+            )
         self.container = pulumi.Output.from_input(container)
         self.lxc_config = pulumi.Output.from_input(lxc_config)
         self.nat_address = pulumi.Output.from_input(str(spec.nat_address))

@@ -63,12 +63,10 @@ def container_devices(spec: ContainerSpec, gpu: GpuConfig) -> list[str]:
     return spec.gpu_devices + gpu.control_devices
 
 
-def render_lxc_config(
-    spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str, container: str
-) -> str:
-    hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
+def _base_lines(hostname: str, nat_address: IPv4Address, network: NetworkConfig, container: str) -> list[str]:
+    """Hostname, autostart, the confinement, and a veth with a static address on the NAT bridge."""
     nat = network.nat_bridge
-    lines = [
+    return [
         HEADER,
         f"lxc.uts.name = {hostname}\n",
         "lxc.start.auto = 1\n",
@@ -88,6 +86,23 @@ def render_lxc_config(
         f"lxc.net.0.ipv4.address = {nat_address}/{nat.subnet.prefixlen}\n",
         f"lxc.net.0.ipv4.gateway = {nat.address.ip}\n",
     ]
+
+
+def render_service_lxc_config(
+    hostname: str, nat_address: IPv4Address, network: NetworkConfig, mounts: dict[str, str], container: str
+) -> str:
+    """A container without GPUs on the NAT bridge (the accounting database), with host
+    directories bound in (`mounts`: host path -> container path), so its data outlives it."""
+    lines = _base_lines(hostname, nat_address, network, container)
+    lines += [_mount(source, target, "bind,create=dir") for source, target in mounts.items()]
+    return "".join(lines)
+
+
+def render_lxc_config(
+    spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str, container: str
+) -> str:
+    hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
+    lines = _base_lines(hostname, nat_address, network, container)
     if cluster_address is not None:
         cluster = network.cluster_bridge
         lines += [

@@ -204,6 +204,24 @@ def test_a_pending_marker_does_not_claim_a_container_on_another_image(preflight)
     assert "LXC container pft-c000 already exists and is not this cluster's" in done.stderr
 
 
+def test_people_whose_names_or_ids_are_taken_are_named(preflight):
+    nobody = subprocess.run(["getent", "passwd", "nobody"], capture_output=True, text=True, check=True).stdout
+    uid, gid = nobody.split(":")[2:4]
+    root_group = subprocess.run(["getent", "group", "0"], capture_output=True, text=True, check=True).stdout
+    free = next(i for i in range(2900, 3000) if subprocess.run(["getent", "passwd", str(i)], check=False).returncode)
+    done = preflight(USERS=f"nobody:2999:2999:nobody\npft-free:{free}:{free}:pft-free")
+    assert done.returncode != 0
+    assert f"user nobody exists with uid:gid {uid}:{gid}, users[] says 2999:2999 (users[])" in done.stderr
+    assert "pft-free" not in done.stderr
+    # Someone else's group name, and a free name with someone else's uid.
+    done = preflight(USERS=f"pft-x:{uid}:{free}:{root_group.split(':')[0]}")
+    assert f"uid {uid} belongs to nobody, users[] gives it to pft-x (users[])" in done.stderr
+    assert f"group {root_group.split(':')[0]} exists with gid 0, users[] says {free} (users[])" in done.stderr
+    # Unused names and ids pass (nothing is made by the preflight).
+    assert preflight(USERS=f"pft-free:{free}:{free}:pft-free").returncode == 0
+    assert subprocess.run(["getent", "passwd", "pft-free"], check=False).returncode == 2
+
+
 def test_a_controller_port_in_use_on_the_host_is_refused(preflight):
     with socket.socket() as listener:
         listener.bind(("0.0.0.0", 0))

@@ -103,6 +103,14 @@ for link in json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output
 PY
 )
 
+# People (users[]): a name or id on the host that is someone else's.
+if [ -n "${USERS:-}" ]; then
+  mapfile -t specs < <(lines "$USERS")
+  while read -r line; do
+    problems+=("${line#error: } (users[])")
+  done < <(users_check "${specs[@]}" 2>&1 || true)
+fi
+
 # Host ports: nothing may listen on a port we forward.
 while read -r port; do
   if ss -Htln "sport = :$port" | grep -q .; then

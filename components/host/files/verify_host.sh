@@ -88,6 +88,22 @@ for container in $NODE_CONTAINERS $WEB_CONTAINER; do
   fi
 done
 
+# The accounting database's container: ours, running, MariaDB and slurmdbd active.
+if [ -n "${DB_CONTAINER:-}" ]; then
+  if ! lxc_exists "$DB_CONTAINER"; then
+    bad MISSING "accounting container $DB_CONTAINER"
+  elif [ "$(lxc_owner "$DB_CONTAINER")" != "$CLUSTER" ]; then
+    bad FOREIGN "accounting container $DB_CONTAINER (owner '$(lxc_owner "$DB_CONTAINER")')"
+  elif ! lxc_running "$DB_CONTAINER"; then
+    bad WRONG "accounting container $DB_CONTAINER is not RUNNING"
+  else
+    ok "accounting container $DB_CONTAINER running"
+    for service in mariadb slurmdbd; do
+      check "$service active in $DB_CONTAINER" WRONG in_ct "$DB_CONTAINER" systemctl is-active --quiet "$service"
+    done
+  fi
+fi
+
 # Host daemons: by pid file AND identity (a reused pid is not ours), and answering.
 if [ ! -s "$MUNGE_KEY_FILE" ]; then
   bad MISSING "munge key $MUNGE_KEY_FILE"
