@@ -14,6 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from components.stack_config import parse_stack_config
 from components.transport import LIB
 from tests.harness.e2e_teardown import OUTSIDE_LINK, OUTSIDE_NS
 from tests.test_e2e_lifecycle import run_verify
@@ -67,7 +68,9 @@ def _probe(container: str, own: list[str], foreign: list[tuple[int, int]]) -> li
 def gpus_are_isolated(config: dict, report: list[str]) -> None:
     """Each node opens only its own GPU; the web app only its own."""
     cluster = config["cluster"]
-    name, devices = cluster["name"], cluster["gpu"]["devices"]
+    # The parsed config: with gpu.stand_in the devices are the program's stand-ins.
+    gpu = parse_stack_config(config).cluster.gpu
+    name, devices = cluster["name"], gpu.devices
     web = cluster["web_app"]
     # Node i has device i (one each); the web app has its own, after the nodes' devices.
     node_devices = [d for d in devices if d not in web["gpus"]]
@@ -77,9 +80,7 @@ def gpus_are_isolated(config: dict, report: list[str]) -> None:
     ]
     checks.append((f"{name}-{web['name']}", web["gpus"], node_devices[:1]))
     for container, own, foreign in checks:
-        inside = [f"/dev/{Path(path).name}" for path in own] + [
-            "/dev/" + Path(cluster["gpu"]["control_devices"][0]).name
-        ]
+        inside = [f"/dev/{Path(path).name}" for path in own] + ["/dev/" + Path(gpu.control_devices[0]).name]
         results = _probe(container, inside, [_numbers(path) for path in foreign])
         report.append(f"$ lxc-attach -n {container} -- python3 (open/mknod probe)")
         report += [f"  {what}: {outcome}" for what, outcome in results]
