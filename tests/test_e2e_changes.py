@@ -236,6 +236,8 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
         for what, change in (("name", {"name": "e2x"}), ("host.state_dir", moved_state)):
             other = copy.deepcopy(config)
             other["cluster"].update(change)
+            if what == "name":  # the stand-ins live in the cluster's own device directory
+                other["cluster"]["web_app"]["gpus"] = ["/run/gpucluster-e2x-dev/nvidia4"]
             _, commands = program(other)
             attempt = State(dict(replay.state.resources))
             with pytest.raises(CommandFailedError) as refused:
