@@ -108,6 +108,21 @@ def remove_kept_accounting(cluster: str = STACK) -> None:
             directory.rmdir()
 
 
+# Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb")
+
+
+def purge_kept() -> None:
+    """What destroy deliberately kept of the test clusters (an earlier, cut-short run's too),
+    removed with the operator's own command, so no run trips over an earlier one's."""
+    for cluster in TEST_CLUSTERS:
+        purge = Path(__file__).resolve().parents[2] / "purge-kept.sh"
+        subprocess.run(["bash", str(purge), cluster], capture_output=True, check=False)
+    keep_dir = Path("/var/cache/gpucluster")
+    if keep_dir.exists() and not any(keep_dir.iterdir()):
+        keep_dir.rmdir()
+
+
 def teardown() -> None:
     remove_outside_namespace()
     try:
@@ -119,6 +134,7 @@ def teardown() -> None:
     finally:
         remove_stand_in_gpus()
         remove_kept_accounting()
+        purge_kept()
 
 
 if __name__ == "__main__":
