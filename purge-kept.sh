@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Remove what destroy deliberately kept: /var/cache/gpucluster/CLUSTER (today the list of
-# packages a cluster installed and left installed). Usage: ./purge-kept.sh CLUSTER | --all
+# Remove what destroy deliberately kept: /var/cache/gpucluster/CLUSTER (the list of packages
+# a cluster installed and left installed, and the dump of its accounting database).
+# Usage: ./purge-kept.sh CLUSTER | --all
 # Packages themselves are never removed here: `apt-get remove` of them is the operator's call.
 set -euo pipefail
 keep_dir=/var/cache/gpucluster
@@ -13,6 +14,7 @@ esac
 for target in "${targets[@]}"; do
   [ -e "$target" ] || { echo "nothing kept at $target"; continue; }
   find "$target" -name packages-left-installed -exec sh -c 'echo "packages left installed ($1): $(paste -sd" " "$1")"' sh {} \;
+  find "$target" -maxdepth 3 -path '*/accounting/*' -exec echo "accounting database removed: {}" \;
   rm -rf "$target"
   echo "removed $target"
 done

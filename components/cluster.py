@@ -15,9 +15,16 @@ from components.lxc.lxc_conf import ContainerSpec
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
+from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
-from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
+from components.slurm.slurm_conf import (
+    SLURMCTLD_PORT,
+    accounting_settings,
+    render_gres_conf,
+    render_slurm_conf,
+    render_slurmdbd_conf,
+)
 from components.transport import Transport, connect, env_list, host_command
 
 # The cluster-wide health check and the other hosts' Slurm clients are Slurm scripts; the
@@ -55,6 +62,7 @@ class GpuCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         multi = config.multi_host
         gpus = config.gpu_assignment()
+        users = tuple(config.users)
 
         # Several hosts share one munge key: generated once, kept only as an encrypted secret
         # in the state, installed on each host by stdin. One host makes its own on the host.
@@ -66,6 +74,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.munge_keys: dict[str, pulumi.Resource] = {}
         self.containers: dict[str, CudaContainer] = {}
         self.platforms: dict[str, ContainerPlatform] = {}
+        self.host_users: dict[str, list[pulumi.Resource]] = {}
         for host in config.active_hosts:
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
@@ -75,20 +84,28 @@ class GpuCluster(pulumi.ComponentResource):
             containers = [cluster.container_name(n) for n in [*view.node_names, "image"]]
             if view.web_app:
                 containers.append(cluster.container_name(view.web_app.name))
+            if config.accounting:  # one host only (config rule)
+                containers.append(cluster.container_name(config.accounting.name))
+            controller_here = host.name == config.controller_host.name
             gpu_host = GpuHost(
                 f"{prefix}-host",
                 cluster,
                 view.host,
                 view.network,
                 gpu_devices=view.gpu.devices,
+                control_devices=view.gpu.control_devices,
+                node_cpus=max((node.cpus for node in view.nodes), default=1),
                 host_ports=[forward.host_port for forward in view.all_forwards],
+                controller_port=SLURMCTLD_PORT if controller_here and not config.controller_node else None,
                 containers=containers,
                 stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
                 device_dir=config.host_device_dir(host),
+                users=users,
                 opts=child,
                 transport=transport,
             )
             self.hosts[host.name] = gpu_host
+            self.host_users[host.name] = [gpu_host.users] if gpu_host.users else []
             after_packages = pulumi.ResourceOptions(parent=self, depends_on=[gpu_host.packages, gpu_host.shared_dir])
             bridges = Bridges(f"{prefix}-bridges", cluster, view.network, opts=after_packages, transport=transport)
             image = NodeImage(f"{prefix}-image", cluster, config.image, opts=after_packages, transport=transport)
@@ -104,7 +121,11 @@ class GpuCluster(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_host.packages]),
                 )
             platform = ContainerPlatform(
-                network=view.network, gpu=view.gpu, image=config.image, shared_dir=view.host.shared_dir
+                network=view.network,
+                gpu=view.gpu,
+                image=config.image,
+                shared_dir=view.host.shared_dir,
+                users=users,
             )
             self.platforms[host.name] = platform
             for node in view.nodes:
@@ -116,6 +137,7 @@ class GpuCluster(pulumi.ComponentResource):
                         nat_address=node.nat_address,
                         cluster_address=node.cluster_address,
                         gpu_devices=gpus[node.name],
+                        cpus=node.cpus,
                     ),
                     platform,
                     image=image.rootfs,
@@ -135,9 +157,21 @@ class GpuCluster(pulumi.ComponentResource):
             controller_hostname = controller_host.hostname
         else:
             controller_hostname = socket.gethostname().split(".")[0]
-        controller_deps = [self.hosts[controller_host.name].packages, *self.routes.values()]
+        # slurmctld maps the people of the accounts to uids where it runs.
+        host_users = self.host_users[controller_host.name]
+        controller_deps = [self.hosts[controller_host.name].packages, *host_users, *self.routes.values()]
         if controller_node:
             controller_deps.append(self.containers[controller_node.name])
+        accounting = None
+        if config.accounting:
+            accounting = AccountingSetup(
+                config=config.accounting,
+                network=controller_host.network,
+                release=config.image.release,
+                users=users,
+                slurmdbd_conf=render_slurmdbd_conf(config),
+                after=(self.hosts[controller_host.name].packages, self.bridges_of[controller_host.name]),
+            )
         self.controller = SlurmController(
             f"{name}-slurm",
             config.host_identity(controller_host),
@@ -149,10 +183,22 @@ class GpuCluster(pulumi.ComponentResource):
             slurm_conf=render_slurm_conf(config, controller_hostname),
             gres_conf=render_gres_conf(config),
             container=self.containers[controller_node.name].lxc if controller_node else None,
+            accounting=accounting,
             opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
             transport=self.transports[controller_host.name],
             munge_key=self.munge_keys.get(controller_host.name),
         )
+        # Accounts after slurmctld: it registers the cluster's TRES (gres/gpu) that GPU limits name.
+        self.accounts = None
+        if config.accounting:
+            self.accounts = SlurmAccounts(
+                f"{name}-accounts",
+                config.host_identity(controller_host),
+                config.accounting,
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.controller, *self.containers.values(), *host_users]
+                ),
+            )
         # Every other host gets the cluster's munged and a slurm.conf for its Slurm clients
         # (sinfo, srun there; a slurmd's create waits there for its node to register).
         self.clients = {controller_host.name: self.controller.client}
@@ -172,6 +218,9 @@ class GpuCluster(pulumi.ComponentResource):
                     node,
                     controller_address=config.controller_address,
                     container=self.containers[node.name].lxc,
+                    gpu_devices=gpus[node.name],
+                    health_check=config.slurm.health_check,
+                    job_acct_gather=accounting_settings(config).get("JobAcctGatherType"),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
                     transport=self.transports[host.name],
                 )
@@ -221,6 +270,7 @@ class GpuCluster(pulumi.ComponentResource):
         # Written last, deleted first: a destroy cut short is not brought back at the next boot.
         # One per host: each host brings back its own part.
         everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
+        everything += [self.accounts] if self.accounts else []
         self.boots = {
             host.name: BootUnit(
                 f"{name}-{host.name}-boot" if multi else f"{name}-boot",

@@ -5,14 +5,15 @@ are small named functions in CLUSTER_RULES, all run together so one `pulumi up` 
 every problem at once, each naming the field and what it accepts.
 """
 
+import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from typing import Literal
+from itertools import pairwise
+from typing import Annotated, Literal
 
-import hostlist
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from components.config_types import (
     Hostname,
@@ -21,8 +22,120 @@ from components.config_types import (
     Port,
     SafeGlob,
     SafePath,
+    SlurmTime,
+    StrictBool,
+    StrictInt,
     StrictModel,
 )
+
+# Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
+# instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
+# `SlurmctldHost=localhost` is replaced by the host's own name.
+SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
+SLURM_RESERVED_PARTITION_NAMES = frozenset({"default"})
+
+# Containers the program names itself (`<cluster>-<name>`): no node or web app may take them.
+INTERNAL_CONTAINER_NAMES = frozenset({"image"})
+
+# Host ports a forward may not take: a DNAT rule on them would hijack the host's SSH, DNS,
+# or Slurm traffic (slurmctld 6817, slurmd 6818, slurmdbd 6819; a host controller listens on
+# the NAT bridge). Every port below 1024 is the host's, so forwards use 1024 and up.
+FIRST_FORWARD_PORT = 1024
+SLURM_PORTS = frozenset({6817, 6818, 6819})
+
+# Host directories the cluster never mounts into a container, keeps state in, or shares:
+# these exact paths...
+SYSTEM_DIRS = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/include",
+        "/usr/lib",
+        "/usr/lib32",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/local/sbin",
+        "/usr/sbin",
+        "/usr/share",
+        "/usr/src",
+        "/var",
+        "/var/cache",
+        "/var/lib",
+        "/var/log",
+        "/var/run",
+        "/var/spool",
+        "/var/tmp",
+    }
+)
+# ...and nothing inside these trees: the kernel's, the host's configuration, LXC's containers.
+KERNEL_AND_CONFIG_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/run", "/var/lib/lxc", "/var/cache/lxc")
+# The cluster's state (the munge key) lives only in root-owned, non-world-writable trees.
+STATE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/tmp", "/var/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+# Driver files are bound read-only into containers: never secrets or per-host state.
+DRIVER_FILE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/root", "/home", "/var/lib", "/var/log", "/tmp")
+
+
+def is_within(path: str, tree: str) -> bool:
+    """`path` is `tree` or below it (both normalised absolute paths)."""
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def _related(path: str, other: str) -> bool:
+    """One of the two paths contains the other (or they are equal)."""
+    return is_within(path, other) or is_within(other, path)
+
+
+_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)
+
+
+def slurm_hostlist(names: Iterable[str]) -> str:
+    """Names in Slurm's hostlist form, e.g. `c[000-003],gpu7`.
+
+    Only a trailing number is bracketed: Slurm 22.05 cannot parse a bracket followed by more
+    text (`c[1-2]a`), which a general hostlist library writes for names like c1a, c2a.
+    """
+    groups: dict[tuple[str, int], list[int]] = {}
+    for name in names:
+        prefix, digits = _TRAILING_NUMBER.match(name).groups()
+        groups.setdefault((prefix, len(digits)), []).append(int(digits) if digits else -1)
+    parts = []
+    for (prefix, width), numbers in groups.items():
+        if width == 0:
+            parts.append(prefix)
+            continue
+        numbers = sorted(set(numbers))
+        runs, start = [], numbers[0]
+        for previous, number in pairwise(numbers):
+            if number != previous + 1:
+                runs.append((start, previous))
+                start = number
+        runs.append((start, numbers[-1]))
+        text = ",".join(f"{a:0{width}d}" + (f"-{b:0{width}d}" if b != a else "") for a, b in runs)
+        parts.append(f"{prefix}[{text}]" if len(numbers) > 1 else f"{prefix}{text}")
+    return ",".join(parts)
 
 
 class HostConfig(StrictModel):
@@ -36,7 +149,7 @@ class HostConfig(StrictModel):
         description="host directory bind-mounted at the same path in every node and the web "
         "app, so a job script written there once runs anywhere",
     )
-    install_packages: bool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
 
 
 class NatBridgeConfig(StrictModel):
@@ -86,15 +199,16 @@ class GpuConfig(StrictModel):
         "same name inside the containers (/dev/<basename>)",
     )
     control_devices: list[SafePath] = Field(
-        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"],
-        description="driver control devices bound into every container when present",
+        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"],
+        description="driver control devices bound into every container when present; the devices "
+        "cgroup allows exactly these and the container's own GPUs, by their numbers on the host",
     )
     stand_in: StandInGpus | None = Field(
         None,
         description="make stand-in devices instead of using real GPUs (leave devices and "
         "control_devices unset: they are the stand-ins)",
     )
-    share_between_nodes: bool = Field(
+    share_between_nodes: StrictBool = Field(
         False,
         description="let several nodes use the same GPU (the tutorial shares one GPU between "
         "four nodes); off, each GPU belongs to one node",
@@ -130,8 +244,14 @@ class NodeConfig(StrictModel):
     name: Hostname = Field(description="hostname, container name suffix and Slurm NodeName")
     nat_address: IPv4Address = Field(description="static address on the NAT bridge")
     cluster_address: IPv4Address = Field(description="static address on the cluster bridge")
-    gpus: int = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
-    cpus: int = Field(1, ge=1, le=1024, description="CPUs Slurm schedules on the node")
+    gpus: StrictInt = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
+    cpus: StrictInt = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="CPUs of the node: Slurm's CPUs= and the container's cpuset (host CPUs 0..cpus-1); "
+        "the preflight checks the host has them",
+    )
     host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
 
 
@@ -153,16 +273,104 @@ class ControllerConfig(StrictModel):
 class PartitionConfig(StrictModel):
     name: Hostname = Field(description="partition name")
     nodes: list[Hostname] | None = Field(None, description="node names (default: all nodes)")
-    default: bool = Field(False, description="the default partition (exactly one)")
-    max_time: str = Field("INFINITE", pattern=r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$", description="MaxTime")
+    default: StrictBool = Field(False, description="the default partition (exactly one)")
+    max_time: SlurmTime = Field("INFINITE", description="MaxTime")
     oversubscribe: Literal["NO", "YES", "FORCE", "EXCLUSIVE"] = Field(
         "NO", description="OverSubscribe (replaces the tutorial's removed Shared=)"
     )
 
 
+class HealthCheckConfig(StrictModel):
+    """Slurm's HealthCheckProgram on every node: a node whose GPUs fail the check drains itself."""
+
+    interval_s: int = Field(60, ge=5, le=86400, description="HealthCheckInterval: seconds between checks on every node")
+
+
 class SlurmConfig(StrictModel):
     controller: ControllerConfig = ControllerConfig()
     partitions: list[PartitionConfig] = Field([PartitionConfig(name="gpu", default=True)], min_length=1)
+    health_check: HealthCheckConfig | None = Field(
+        None,
+        description="GPU health check: device nodes present with their major:minor and not refused, "
+        "nvidia-smi's GPU count where it exists, Slurm's GRES count; a failing node is drained "
+        "with Reason='gpu-health: ...' and resumed when the check passes again",
+    )
+
+
+# Login names: what useradd and Slurm both accept (Slurm keeps names in lower case).
+UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+# Slurm account and QOS names: lower case (Slurm stores them so), no separators sacctmgr parses.
+SlurmName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,29}$")]
+# Ids of people, never of system accounts (below 1000) or nobody (65534).
+PersonId = Annotated[int, Field(ge=1000, le=60000)]
+
+
+class UserConfig(StrictModel):
+    """A person: the same name, uid and gid on the host and in every container of the cluster."""
+
+    name: UserName = Field(description="login name")
+    uid: PersonId = Field(description="user id, 1000-60000")
+    gid: PersonId = Field(description="primary group id, 1000-60000")
+    group: UserName | None = Field(None, description="primary group name (default: the user's name)")
+
+    @property
+    def group_name(self) -> str:
+        return self.group or self.name
+
+    @property
+    def spec(self) -> str:
+        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib.sh)."""
+        return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
+
+
+class QosConfig(StrictModel):
+    """A Slurm QOS (sacctmgr add qos)."""
+
+    name: SlurmName = Field(description="QOS name")
+    priority: int = Field(0, ge=0, le=1000000, description="Priority")
+    max_gpus_per_user: int | None = Field(
+        None, ge=0, le=100000, description="MaxTRESPerUser=gres/gpu=N (none: unlimited)"
+    )
+    max_wall_minutes: int | None = Field(None, ge=1, le=5256000, description="MaxWall in minutes (none: unlimited)")
+
+
+class AccountConfig(StrictModel):
+    """A Slurm account of the cluster, its users and its GPU limit."""
+
+    name: SlurmName = Field(description="account name")
+    gpus: int | None = Field(
+        None, ge=0, le=100000, description="GrpTRES=gres/gpu=N: GPUs the account's running jobs may hold at once"
+    )
+    users: list[UserName] = Field(
+        [], description="members (names from users[]); a user's first account is their default"
+    )
+    qos: list[SlurmName] = Field(
+        [], description="QOS the account may use (names from accounting.qos[]); none: Slurm's 'normal'"
+    )
+    default_qos: SlurmName | None = Field(None, description="DefaultQOS, one of qos")
+
+
+class AccountingConfig(StrictModel):
+    """Job accounting: MariaDB and slurmdbd in a container of their own, accounts and limits."""
+
+    name: Hostname = Field("db", description="the database container's hostname (container <cluster>-<name>)")
+    nat_address: IPv4Address = Field(description="static address of the database container on the NAT bridge")
+    accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
+    qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
+    keep_dump: bool = Field(
+        True,
+        description="destroy keeps a dump of the accounting database in /var/cache/gpucluster/<cluster>/accounting/",
+    )
+    restore: bool = Field(
+        False,
+        description="a new, empty database is loaded from the kept dump when there is one",
+    )
+
+
+SOURCES_DESCRIPTION = (
+    "source networks (CIDR) allowed to connect through the host port; empty: any. The host "
+    "itself always reaches the forward"
+)
 
 
 class PortForwardConfig(StrictModel):
@@ -171,6 +379,12 @@ class PortForwardConfig(StrictModel):
     host_port: Port = Field(description="port on the host")
     target: Hostname = Field(description="node name, or the web app's container name")
     port: Port = Field(description="port in the target container")
+    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+
+    @property
+    def source_list(self) -> str:
+        """Allowed source networks as the scripts take them: '+'-separated, empty for any."""
+        return "+".join(str(network) for network in self.allowed_sources)
 
 
 class WebAppConfig(StrictModel):
@@ -183,11 +397,41 @@ class WebAppConfig(StrictModel):
     job_command: list[str] = Field(
         ["nvidia-smi"],
         min_length=1,
-        description="GPU job GET / runs (argv); a labelled CPU fallback runs when it is missing",
+        description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
     )
-    max_concurrent_jobs: int = Field(2, ge=1, le=64, description="jobs running at once")
-    job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed after this")
+    max_concurrent_jobs: StrictInt = Field(2, ge=1, le=64, description="jobs running at once")
+    job_timeout_s: StrictInt = Field(
+        60, ge=1, le=3600, description="a job is killed (with its process group) after this"
+    )
+    max_connections: StrictInt = Field(
+        16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
+    )
+    run_allowed_cidrs: list[IPv4Network] = Field(
+        [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
+    )
+    gpus: list[SafePath] = Field(
+        [],
+        description="GPU devices (from gpu.devices) bound into the app's container; no node gets "
+        "them unless share_gpus is true. Empty: the app has no GPU (CPU fallback)",
+    )
+    share_gpus: StrictBool = Field(
+        False,
+        description="the app's GPUs may also be nodes' GPUs (said explicitly, never by default)",
+    )
+    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+    status_interval_s: StrictInt = Field(
+        5, ge=1, le=300, description="how often the cluster panel's snapshot is written"
+    )
     host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
+
+    @model_validator(mode="after")
+    def _connections_above_jobs(self) -> "WebAppConfig":
+        if self.max_connections <= self.max_concurrent_jobs:
+            raise ValueError(
+                f"max_connections ({self.max_connections}) must be greater than max_concurrent_jobs "
+                f"({self.max_concurrent_jobs}), so a request beyond the job slots can still be told it is busy"
+            )
+        return self
 
 
 LOCAL_HOST = "local"
@@ -298,6 +542,12 @@ class ClusterConfig(StrictModel):
     slurm: SlurmConfig = SlurmConfig()
     web_app: WebAppConfig | None = None
     forwards: list[PortForwardConfig] = Field([], description="extra host port forwards")
+    users: list[UserConfig] = Field(
+        [], description="people using the cluster: created on the host and in every container"
+    )
+    accounting: AccountingConfig | None = Field(
+        None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -415,7 +665,7 @@ class ClusterConfig(StrictModel):
     @property
     def hostlist(self) -> str:
         """All nodes in Slurm hostlist form, e.g. c[000-003]."""
-        return hostlist.collect_hostlist(self.node_names)
+        return slurm_hostlist(self.node_names)
 
     @property
     def controller_node(self) -> NodeConfig | None:
@@ -483,7 +733,14 @@ class ClusterConfig(StrictModel):
     @property
     def all_forwards(self) -> list[PortForwardConfig]:
         web = (
-            [PortForwardConfig(host_port=self.web_app.host_port, target=self.web_app.name, port=self.web_app.port)]
+            [
+                PortForwardConfig(
+                    host_port=self.web_app.host_port,
+                    target=self.web_app.name,
+                    port=self.web_app.port,
+                    allowed_sources=self.web_app.allowed_sources,
+                )
+            ]
             if self.web_app
             else []
         )
@@ -498,17 +755,28 @@ class ClusterConfig(StrictModel):
             return self.web_app.nat_address
         return next(node.nat_address for node in self.nodes if node.name == target)
 
+    @property
+    def node_gpu_pool(self) -> list[str]:
+        """The devices dealt to nodes: all but the web app's own (unless it shares them)."""
+        return self.host_gpu_pool(self.cluster_hosts[0])
+
+    def host_gpu_pool(self, host: "ClusterHostConfig") -> list[str]:
+        """The devices of a host dealt to its nodes: all but the web app's own there (unless it
+        shares them)."""
+        web = self.web_app if self.web_app and self.node_host(self.web_app).name == host.name else None
+        reserved = set(web.gpus) if web and not web.share_gpus else set()
+        return [device for device in host.gpu.devices if device not in reserved]
+
     def gpu_assignment(self) -> dict[str, list[str]]:
-        """GPU device paths of each node, from its own host's devices: shared means every
-        node starts at the host's first GPU."""
+        """GPU device paths of each node, from its own host's devices (less the web app's own):
+        shared means every node starts at the first GPU of its host's pool."""
         assignment, next_gpu = {}, Counter()
         for node in self.nodes:
-            host = self.node_host(node) if self.multi_host else None
-            gpu = host.gpu if host else self.gpu
-            key = host.name if host else ""
-            start = 0 if gpu.share_between_nodes else next_gpu[key]
-            assignment[node.name] = gpu.devices[start : start + node.gpus]
-            next_gpu[key] += node.gpus
+            host = self.node_host(node)
+            pool = self.host_gpu_pool(host)
+            start = 0 if host.gpu.share_between_nodes else next_gpu[host.name]
+            assignment[node.name] = pool[start : start + node.gpus]
+            next_gpu[host.name] += node.gpus
         return assignment
 
 
@@ -529,9 +797,11 @@ def _duplicates(values) -> list:
 
 
 def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
-    names = c.node_names + ([c.web_app.name] if c.web_app else [])
+    names = c.node_names + ([c.web_app.name] if c.web_app else []) + ([c.accounting.name] if c.accounting else [])
     for name in _duplicates(names):
-        yield f"nodes[].name: {name!r} is used more than once (node and web_app names must be unique)"
+        yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
+    if "image" in names:
+        yield "nodes[].name: 'image' is the node image's container; pick another name"
 
 
 def _hosts(c: ClusterConfig) -> Iterator[tuple[str, ClusterHostConfig, list[tuple[int, NodeConfig]]]]:
@@ -566,6 +836,8 @@ def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address, ClusterHost
     pairs = [(f"nodes[{i}].nat_address", n.nat_address, c.node_host(n)) for i, n in enumerate(c.nodes)]
     if c.web_app:
         pairs.append(("web_app.nat_address", c.web_app.nat_address, c.node_host(c.web_app)))
+    if c.accounting:
+        pairs.append(("accounting.nat_address", c.accounting.nat_address, c.cluster_hosts[0]))
     return pairs
 
 
@@ -593,7 +865,7 @@ def rule_cluster_addresses_in_subnet(c: ClusterConfig) -> Iterator[str]:
 
 def rule_unique_addresses(c: ClusterConfig) -> Iterator[str]:
     for address in _duplicates([a for _, a, _ in _nat_addresses(c)]):
-        yield f"nodes[].nat_address: {address} is assigned more than once (nodes and web_app)"
+        yield f"nodes[].nat_address: {address} is assigned more than once (nodes, web_app and accounting)"
     for address in _duplicates([n.cluster_address for n in c.nodes]):
         yield f"nodes[].cluster_address: {address} is assigned more than once"
 
@@ -625,15 +897,17 @@ def rule_stand_in_gpus(c: ClusterConfig) -> Iterator[str]:
 
 
 def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
-    """A node's GPUs come from its own host's gpu.devices (or its stand-ins)."""
+    """A node's GPUs come from its own host's gpu.devices (or its stand-ins), less the web app's."""
     for prefix, host, nodes in _hosts(c):
         gpu = host.gpu
-        declared = gpu.stand_in.count if gpu.stand_in else len(gpu.devices)
+        declared = len(c.host_gpu_pool(host))
+        reserved = len(gpu.devices) - declared
+        besides = f" besides the web app's {reserved}" if reserved else ""
         source = f"{prefix}gpu.stand_in.count" if gpu.stand_in else f"{prefix}gpu.devices"
         if gpu.share_between_nodes:
             for i, node in nodes:
                 if node.gpus > declared:
-                    yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}")
+                    yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}{besides}")
             continue
         wanted = sum(node.gpus for _, node in nodes)
         if wanted > declared:
@@ -641,9 +915,24 @@ def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
             more = f"raise {prefix}gpu.stand_in.count" if gpu.stand_in else "add devices"
             yield (
                 f"nodes[].gpus: the nodes{on} ask for {wanted} GPUs in all but {source} declares "
-                f"{declared}; {more}, lower nodes[].gpus, or set {prefix}gpu.share_between_nodes: true "
+                f"{declared}{besides}; {more}, lower nodes[].gpus, or set {prefix}gpu.share_between_nodes: true "
                 "to share GPUs between nodes"
             )
+
+
+def rule_web_app_gpus(c: ClusterConfig) -> Iterator[str]:
+    """The app's GPUs are declared devices; unless shared, they are taken out of the nodes' pool."""
+    if not c.web_app:
+        return
+    for path in _duplicates(c.web_app.gpus):
+        yield f"web_app.gpus: {path} is listed more than once"
+    host = c.node_host(c.web_app)
+    prefix = f"hosts[{c.cluster_hosts.index(host)}]." if c.multi_host else ""
+    for i, path in enumerate(c.web_app.gpus):
+        if path not in host.gpu.devices:
+            yield f"web_app.gpus[{i}]: {path} is not one of {prefix}gpu.devices"
+    if c.web_app.share_gpus and not c.web_app.gpus:
+        yield "web_app.share_gpus: true but web_app.gpus lists no device to share"
 
 
 def rule_controller_node(c: ClusterConfig) -> Iterator[str]:
@@ -777,7 +1066,154 @@ def _same_place(a: ClusterHostConfig, b: ClusterHostConfig) -> bool:
     return addr_a == addr_b or (addr_a or addr_b) in {"127.0.0.1", "localhost"}
 
 
+def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
+    for i, node in enumerate(c.nodes):
+        if node.name.lower() in SLURM_RESERVED_NODE_NAMES:
+            yield (
+                f"nodes[{i}].name: {node.name!r} is a word Slurm reserves "
+                f"({', '.join(sorted(SLURM_RESERVED_NODE_NAMES))}); pick another name"
+            )
+    for i, partition in enumerate(c.slurm.partitions):
+        if partition.name.lower() in SLURM_RESERVED_PARTITION_NAMES:
+            yield f"slurm.partitions[{i}].name: {partition.name!r} is a word Slurm reserves; pick another name"
+    owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
+    if c.web_app:
+        owners.append(("web_app.name", c.web_app.name))
+    for field, name in owners:
+        if name in INTERNAL_CONTAINER_NAMES:
+            yield (
+                f"{field}: {name!r} would be the container {c.container_name(name)}, which the program "
+                "uses itself (the node image); pick another name"
+            )
+
+
+def rule_forward_ports(c: ClusterConfig) -> Iterator[str]:
+    ports = [("web_app.host_port", c.web_app.host_port)] if c.web_app else []
+    ports += [(f"forwards[{i}].host_port", f.host_port) for i, f in enumerate(c.forwards)]
+    for field, port in ports:
+        if port < FIRST_FORWARD_PORT:
+            yield f"{field}: {port} is a well-known port of the host; forward a port from {FIRST_FORWARD_PORT} up"
+        elif port in SLURM_PORTS:
+            yield f"{field}: {port} is Slurm's own port ({', '.join(map(str, sorted(SLURM_PORTS)))}); pick another"
+
+
+def _system_dir_problem(field: str, path: str, trees: Iterable[str]) -> str | None:
+    if path in SYSTEM_DIRS:
+        return f"{field}: {path} is a system directory; use a directory of its own (e.g. /srv/gpucluster/...)"
+    for tree in trees:
+        if is_within(path, tree):
+            return f"{field}: {path} is inside {tree}, which the cluster must not use; pick another directory"
+    return None
+
+
+def _host_fields(c: ClusterConfig, i: int) -> tuple[str, str]:
+    """How a host's directories and GPU settings are named in messages."""
+    return ("host.", "gpu.") if not c.multi_host else (f"hosts[{i}].", f"hosts[{i}].gpu.")
+
+
+def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
+    for i, host in enumerate(c.cluster_hosts):
+        at, gpu_at = _host_fields(c, i)
+        state, shared = host.state_dir, host.shared_dir
+        problem = _system_dir_problem(f"{at}state_dir", state, STATE_FORBIDDEN_TREES)
+        if problem:
+            yield problem
+        problem = _system_dir_problem(f"{at}shared_dir", shared, KERNEL_AND_CONFIG_TREES)
+        if problem:
+            yield problem
+        elif _related(shared, state):
+            yield f"{at}shared_dir: {shared} overlaps {at}state_dir {state} (the munge key lives there)"
+        cuda = host.gpu.cuda_path
+        if cuda:
+            problem = _system_dir_problem(f"{gpu_at}cuda_path", cuda, KERNEL_AND_CONFIG_TREES)
+            if problem:
+                yield problem
+            elif _related(cuda, state):
+                yield f"{gpu_at}cuda_path: {cuda} overlaps {at}state_dir {state} (the munge key lives there)"
+
+
+def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
+    for h, host in enumerate(c.cluster_hosts):
+        _, gpu_at = _host_fields(c, h)
+        for i, pattern in enumerate(host.gpu.driver_files):
+            directory, _, name = pattern.rpartition("/")
+            field = f"{gpu_at}driver_files[{i}]"
+            trees = [tree for tree in (*DRIVER_FILE_FORBIDDEN_TREES, host.state_dir) if is_within(directory, tree)]
+            if re.search(r"[*?\[\]]", directory):
+                yield f"{field}: {pattern} may only use glob characters in its last part (the file name)"
+            elif not directory or not name.strip("*?[]"):
+                yield f"{field}: {pattern} must name files in a directory below / (e.g. /usr/lib/.../libcuda.so*)"
+            elif trees:
+                yield f"{field}: {pattern} is inside {trees[0]}, whose files never go into a container"
+
+
+def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
+    for h, host in enumerate(c.cluster_hosts):
+        _, gpu_at = _host_fields(c, h)
+        device_dir = c.host_device_dir(host)
+        devices = [(f"{gpu_at}devices[{i}]", path) for i, path in enumerate(host.gpu.devices)]
+        devices += [(f"{gpu_at}control_devices[{i}]", path) for i, path in enumerate(host.gpu.control_devices)]
+        for field, path in devices:
+            directory, _, name = path.rpartition("/")
+            if not (is_within(directory, "/dev") or is_within(directory, device_dir)):
+                yield (
+                    f"{field}: {path} must be a device node under /dev or the cluster's private device "
+                    f"directory {device_dir}"
+                )
+            elif not name.startswith("nvidia"):
+                yield f"{field}: {path} is not an NVIDIA device node (its name must start with 'nvidia')"
+
+
+def rule_users(c: ClusterConfig) -> Iterator[str]:
+    for name in _duplicates([u.name for u in c.users]):
+        yield f"users[].name: {name!r} is listed more than once"
+    for uid in _duplicates([u.uid for u in c.users]):
+        yield f"users[].uid: {uid} is given to more than one user"
+    groups: dict[int, set[str]] = {}
+    for user in c.users:
+        groups.setdefault(user.gid, set()).add(user.group_name)
+    for gid, names in groups.items():
+        if len(names) > 1:
+            yield f"users[].gid: {gid} is the group of {sorted(names)}; one gid, one group name"
+    for name in _duplicates([name for names in groups.values() for name in names]):
+        yield f"users[].group: {name!r} is given more than one gid"
+
+
+def rule_accounting(c: ClusterConfig) -> Iterator[str]:
+    if not c.accounting:
+        return
+    if c.multi_host:
+        yield "accounting: not supported with `hosts` yet; use a one-host stack (host/network/gpu) for accounting"
+        return
+    accounting, users = c.accounting, {u.name for u in c.users}
+    qos = [q.name for q in accounting.qos]
+    for name in _duplicates(qos):
+        yield f"accounting.qos[].name: {name!r} is listed more than once"
+    for name in _duplicates([a.name for a in accounting.accounts]):
+        yield f"accounting.accounts[].name: {name!r} is listed more than once"
+    for i, account in enumerate(accounting.accounts):
+        if account.name == "root":
+            yield f"accounting.accounts[{i}].name: 'root' is Slurm's own account; pick another name"
+        for user in account.users:
+            if user not in users:
+                yield f"accounting.accounts[{i}].users: {user!r} is not one of users[].name"
+        for name in _duplicates(account.users):
+            yield f"accounting.accounts[{i}].users: {name!r} is listed more than once"
+        for name in account.qos:
+            if name not in qos and name != "normal":
+                yield f"accounting.accounts[{i}].qos: {name!r} is not one of accounting.qos[].name (or 'normal')"
+        if account.default_qos and account.default_qos not in (account.qos or ["normal"]):
+            yield f"accounting.accounts[{i}].default_qos: {account.default_qos!r} is not one of the account's qos"
+    if "normal" in qos:
+        yield "accounting.qos[].name: 'normal' is Slurm's own QOS; pick another name"
+
+
 CLUSTER_RULES = (
+    rule_names_slurm_and_lxc_can_use,
+    rule_forward_ports,
+    rule_host_paths,
+    rule_driver_files,
+    rule_device_paths,
     rule_unique_node_names,
     rule_bridges_distinct,
     rule_nat_addresses_in_subnet,
@@ -786,9 +1222,12 @@ CLUSTER_RULES = (
     rule_gpu_devices,
     rule_stand_in_gpus,
     rule_gpus_match_devices,
+    rule_web_app_gpus,
     rule_controller_node,
     rule_partitions,
     rule_forwards,
+    rule_users,
+    rule_accounting,
 )
 
 MULTI_HOST_RULES = (rule_hosts, *CLUSTER_RULES)

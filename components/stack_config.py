@@ -30,8 +30,10 @@ class StackConfig(StrictModel):
         return self
 
 
-class ConfigError(Exception):
-    """Raised for an invalid stack config; its message lists every problem, one per line."""
+class ConfigError(pulumi.RunError):
+    """Raised for an invalid stack config; its message lists every problem, one per line.
+
+    A `pulumi.RunError`, so `pulumi up` prints the message alone, without a Python traceback."""
 
 
 def _location(loc: tuple) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.e2e_web_page import check_web_page
 from tests.harness.command_executor import apply, destroy, host_commands, update
 from tests.harness.e2e_teardown import (
     OUTSIDE_LINK,
@@ -40,6 +41,7 @@ REQUIRED_TOOLS = [
     "sinfo",
     "slurmctld",
     "curl",
+    "chromium",
 ]
 OUTSIDE_HOST_SIDE, OUTSIDE_NS_SIDE = "10.44.0.1", "10.44.0.2"
 KEPT_AFTER_DESTROY = {"packages-left-installed"}  # the only thing destroy leaves on purpose
@@ -136,8 +138,9 @@ def make_outside_namespace() -> None:
     sh(*ns, "ip", "link", "set", "lo", "up")
 
 
-def http_get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=30) as response:
+def http_run(url: str) -> dict:
+    """POST /api/run: one job, as the page's Run button does."""
+    with urllib.request.urlopen(urllib.request.Request(f"{url}api/run", data=b""), timeout=30) as response:
         return json.loads(response.read())
 
 
@@ -156,6 +159,12 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     hostnames = sh("srun", "--chdir=/tmp", f"-N{len(nodes)}", "hostname", env=slurm).stdout
     report.append(f"$ srun -N{len(nodes)} hostname\n" + hostnames)
     assert sorted(hostnames.split()) == sorted(nodes)
+
+    # A node declaring 2 CPUs (nodes[].cpus) runs 2 tasks at once.
+    cpus = cluster["nodes"][0].get("cpus", 1)
+    tasks = sh("srun", "--chdir=/tmp", "-N1", f"--ntasks-per-node={cpus}", "hostname", env=slurm).stdout
+    report.append(f"$ srun -N1 --ntasks-per-node={cpus} hostname\n" + tasks)
+    assert len(tasks.split()) == cpus and len(set(tasks.split())) == 1, tasks
 
     gpu = sh("srun", "--chdir=/tmp", "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES", env=slurm).stdout
     report.append("$ srun --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES\n" + gpu)
@@ -181,7 +190,7 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     web = cluster["web_app"]
     eth0 = sh("ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout.split()[3].split("/")[0]
     for url in (f"http://{eth0}:{web['host_port']}/", outputs["web_url"]):
-        body = http_get(url)
+        body = http_run(url)
         report.append(f"$ curl {url}  (from the host)\n{json.dumps(body)[:400]}\n")
         assert body["returncode"] == 0 and body["mode"] in {"gpu", "cpu-fallback"}
     outside = sh(
@@ -235,8 +244,16 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         first = apply(commands)
         bring_up = first.finished(f"{cluster}-health")
         # The program made the stand-in GPUs, only in the cluster's private device directory.
-        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(4)}, "nvidiactl": (195, 255)}
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
+        check_web_page(config, slurm_env(cluster), report, placement)
+
+        # Each container opens only its own GPUs; a rule shadowing the forward is named.
+        from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named, sources_are_limited
+
+        gpus_are_isolated(config, report)
+        shadowed_forward_is_named(config, report)
+        sources_are_limited(config, report)
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}
@@ -285,7 +302,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-health": "replace",
             f"{cluster}-boot-unit": "update",
         }
-        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(6)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
         assert states.count("idle") == 5, states

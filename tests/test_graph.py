@@ -1,6 +1,7 @@
 """The program's dependency graph under mocks: shape, parents, edges, scripts and outputs."""
 
 import copy
+import json
 import re
 import subprocess
 
@@ -62,6 +63,7 @@ def test_resource_names_are_unique(run):
         ("e2e-web-container-lxc", "e2e-bridges-nat"),
         ("e2e-web-service", "e2e-web-container-lxc"),
         ("e2e-fwd-7000-rules", "e2e-web-service"),
+        ("e2e-web-container-lxc", "e2e-web-status"),
     ],
 )
 def test_dependency_edge(run, resource, dependency):
@@ -141,12 +143,25 @@ def test_one_port_value_sets_the_app_and_the_forward(run):
     assert forward["TARGET_ADDRESS"] == service["APP_ADDRESS"] == "10.43.3.10"
 
 
+def test_the_app_container_reads_the_snapshot_read_only_and_holds_no_slurm_access(run):
+    lxc = run.by_name("e2e-web-container-lxc").inputs["environment"]
+    assert "lxc.mount.entry = /var/lib/gpucluster/e2e/status var/lib/cluster-status none bind,ro," in lxc["LXC_CONFIG"]
+    assert "munge.key" not in lxc["LXC_CONFIG"] and "/var/lib/gpucluster/e2e " not in lxc["LXC_CONFIG"]
+    status = run.by_name("e2e-web-status").inputs["environment"]
+    assert status["STATUS_DIR"] == "/var/lib/gpucluster/e2e/status"
+    settings = json.loads(run.by_name("e2e-web-service").inputs["environment"]["APP_SETTINGS"])
+    assert settings["listen_address"] == "10.43.3.10" and settings["port"] == 8080
+    assert settings["status_file"] == "/var/lib/cluster-status/cluster.json"
+    # Nodes get no such mount.
+    assert "cluster-status" not in run.by_name("e2e-c001-lxc").inputs["environment"]["LXC_CONFIG"]
+
+
 def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     config = stack_config("e2e")
     before = run_program(config, stack="e2e")
     grown = copy.deepcopy(config)
     grown["cluster"]["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-    grown["cluster"]["gpu"]["stand_in"]["count"] = 5
+    grown["cluster"]["gpu"]["stand_in"]["count"] = 6
     after = run_program(grown, stack="e2e")
 
     old = {r.name: r.inputs for r in before.of_type(COMMAND)}

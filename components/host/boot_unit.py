@@ -45,6 +45,9 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
     net = host.network
     here = config.controller_host.name == host.name
     node = config.controller_node if here else None
+    # The accounting database's container, started before the nodes; listed only when there
+    # is one, so clusters without accounting keep their description.
+    accounting = {"DB_CONTAINER": config.container_name(config.accounting.name)} if config.accounting else {}
     state = {
         "CLUSTER": config.name,
         "CLUSTER_DIR": cluster.cluster_dir,
@@ -52,9 +55,10 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
         "NAT_ADDRESS": str(net.nat_bridge.address),
         "NAT_SUBNET": str(net.nat_bridge.subnet),
         "CLUSTER_BRIDGE": net.cluster_bridge.name,
-        # tag,host_port,address,port per forward
+        # tag,host_port,address,port[,sources] per forward (sources '+'-separated, when limited)
         "FORWARDS": " ".join(
             f"{config.forward_tag(f.host_port)},{f.host_port},{view.target_address(f.target)},{f.port}"
+            + (f",{f.source_list}" if f.allowed_sources else "")
             for f in view.all_forwards
         ),
         "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
@@ -67,6 +71,7 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
         "NODE_CONTAINERS": " ".join(config.container_name(n) for n in view.node_names),
         "WEB_CONTAINER": config.container_name(view.web_app.name) if view.web_app else "",
         "BOOT_UNIT": boot_paths(cluster)["unit"],
+        **accounting,
     }
     # Only where they apply, so a one-host stack's description stays as it was.
     if host.lxc_dir != DEFAULT_LXC_PATH:

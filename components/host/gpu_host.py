@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, HostConfig, NetworkConfig
+from components.config import ClusterIdentity, HostConfig, NetworkConfig, UserConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command
 
@@ -44,13 +44,17 @@ class GpuHost(pulumi.ComponentResource):
         where an NVIDIA driver is loaded; destroy removes them.
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
-        a host port already listening, a container name taken by a foreign container; its
-        stdout (JSON) reports what it found.
+        a host port already listening, a container name taken by a foreign container, fewer
+        online CPUs than a node declares, a state directory (or munge key) someone other than
+        root could have written; its stdout (JSON) reports what it found.
       - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
         one can take reverse dependencies and other users' packages along) and keeps their
         list in KEEP_DIR/<cluster>/packages-left-installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
+      - `<name>-users` (with `users`): the cluster's people on the host, with the names, uids
+        and gids they have in the containers. Clusters sharing a person each register for
+        them; one the program made goes when the last cluster using it does.
     """
 
     devices: pulumi.Output[list]
@@ -65,10 +69,14 @@ class GpuHost(pulumi.ComponentResource):
         host: HostConfig,
         network: NetworkConfig,
         gpu_devices: list[str],
+        control_devices: list[str],
+        node_cpus: int,
         host_ports: list[int],
         containers: list[str],
+        controller_port: int | None = None,
         stand_in_gpus: int = 0,
         device_dir: str | None = None,
+        users: tuple[UserConfig, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -84,8 +92,14 @@ class GpuHost(pulumi.ComponentResource):
             "CLUSTER_BRIDGE": net.cluster_bridge.name,
             "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
             "HOST_PORTS": env_list(host_ports),
+            # Only with slurmctld on the host: it needs its port there.
+            **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
             "CONTAINERS": env_list(containers),
         }
+        specs = env_list(user.spec for user in users)
+        if users:
+            # Only with people to check: a cluster without any keeps its preflight inputs.
+            environment["USERS"] = specs
         # Stand-ins first: the preflight checks them like real GPUs.
         self.stand_in_gpus = None
         if stand_in_gpus:
@@ -102,12 +116,20 @@ class GpuHost(pulumi.ComponentResource):
                 opts=child_options(self, opts),
             )
         # Re-run the checks whenever what they check changes.
+        triggers = [json.dumps(environment, sort_keys=True)]
+        # These inputs are not in the trigger, so an upgrade that adds their checks does not
+        # replace the preflight; a change of them is an update, which runs the checks again too.
+        environment |= {
+            "CONTROL_DEVICES": env_list(control_devices),
+            "CLUSTER_DIR": cluster.cluster_dir,
+            "NODE_CPUS": str(node_cpus),
+        }
         self.preflight = host_command(
             f"{name}-preflight",
             transport=transport,
             create=FILES / "preflight.sh",
             environment=environment,
-            triggers=[json.dumps(environment, sort_keys=True)],
+            triggers=triggers,
             opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
         self.packages = host_command(
@@ -134,6 +156,16 @@ class GpuHost(pulumi.ComponentResource):
             },
             opts=child_options(self, opts, self.packages),
         )
+        self.users = None
+        if users:
+            self.users = host_command(
+                f"{name}-users",
+                transport=transport,
+                create=FILES / "users_create.sh",
+                delete=FILES / "users_delete.sh",
+                environment={"CLUSTER": cluster.name, "USERS": specs},
+                opts=child_options(self, opts, self.packages),
+            )
         facts = self.preflight.stdout.apply(_parse_facts)
         self.devices = facts.apply(lambda f: f.get("devices", []))
         self.driver_version = facts.apply(lambda f: f.get("driver_version", "none"))

@@ -8,6 +8,7 @@ import pulumi
 
 from components.config import ClusterIdentity
 from components.options import child_options
+from components.slurm.accounting import AccountingDatabase, AccountingSetup
 from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
@@ -42,9 +43,12 @@ class SlurmController(pulumi.ComponentResource):
       - `<name>-client`: a munged for this cluster on a private socket and a copy of
         slurm.conf on the host, so `SLURM_CONF=... sinfo/srun` work from the host while the
         host's own munge and /etc/slurm stay untouched.
+      - `<name>-accounting` (with `accounting`): the AccountingDatabase (MariaDB and slurmdbd
+        in their own container); slurmctld waits for slurmdbd.
       - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
         change is written in place and applied with `scontrol reconfigure`, or a slurmctld
-        restart when the node list changed (Slurm 22.05 cannot add nodes on a reconfigure).
+        restart when the node list or the accounting settings changed (Slurm 22.05 cannot add
+        nodes, or change its accounting plugins, on a reconfigure).
     """
 
     slurm_conf: pulumi.Output[str]
@@ -60,6 +64,7 @@ class SlurmController(pulumi.ComponentResource):
         slurm_conf: str,
         gres_conf: str,
         container: pulumi.Resource | None = None,
+        accounting: AccountingSetup | None = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
         munge_key: pulumi.Resource | None = None,
@@ -90,6 +95,21 @@ class SlurmController(pulumi.ComponentResource):
             environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
             opts=child_options(self, opts, self.munge_key),
         )
+        # Order: database -> slurmdbd -> slurmctld (which registers its TRES with slurmdbd).
+        self.accounting = None
+        before_slurmctld = [self.munge_key, self.client]
+        if accounting:
+            self.accounting = AccountingDatabase(
+                f"{name}-accounting",
+                cluster,
+                accounting,
+                munge_key=self.munge_key,
+                client=self.client,
+                # Not after the controller's own dependencies: the database's container is
+                # made while the node image is built.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(accounting.after)),
+            )
+            before_slurmctld.append(self.accounting.slurmdbd)
         # In a container slurmctld reads /etc/slurm there; on the host, a directory of its own.
         where = (
             {"CONTAINER": placement.container, "SLURM_CONF_PATH": conf_path}
@@ -108,9 +128,7 @@ class SlurmController(pulumi.ComponentResource):
                 "GRES_CONF_TEXT": gres_conf,
             },
             # In a container, slurmctld lives there: a new container needs it set up again.
-            opts=child_options(
-                self, opts, self.munge_key, self.client, replace_with=[container] if container else None
-            ),
+            opts=child_options(self, opts, *before_slurmctld, replace_with=[container] if container else None),
         )
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)
