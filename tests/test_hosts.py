@@ -125,6 +125,10 @@ MULTI_HOST_CASES = [
         "cluster.hosts[1].connection: hosts[0] is already the local host; only one host can be local",
     ),
     (
+        lambda c: c.update(accounting={"nat_address": "10.46.3.20"}),
+        "cluster.accounting: not supported with `hosts` yet",
+    ),
+    (
         lambda c: c["slurm"].update(controller={"placement": "host", "host": "gpu2"}),
         "cluster.hosts[1].hostname: required, slurmctld runs on this host",
     ),
