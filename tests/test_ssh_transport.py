@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from components.stack_config import parse_stack_config
 from tests.harness import ssh_hosts
 from tests.harness.command_executor import CommandFailedError, StateEntry, host_commands, run_script
 from tests.harness.e2e_teardown import SECRET, SSH_HOST, STACK, one_ssh_host_config, remove_stand_in_gpus
@@ -65,7 +66,7 @@ def test_ssh_commands_need_the_drop_in_the_pinned_key_and_get_secrets_by_stdin()
         run_script(stand_ins, stand_ins.create)
         stdout, _ = run_script(preflight, preflight.create)
         facts = json.loads(stdout.splitlines()[-1])
-        assert facts["devices"] == [f"/run/gpucluster-e2e-dev/nvidia{i}" for i in range(4)]
+        assert facts["devices"] == parse_stack_config(config).cluster.cluster_hosts[0].gpu.devices
 
         # The provider's PULUMI_COMMAND_STDOUT of an update arrives too (AcceptEnv PULUMI_COMMAND_*).
         echo = replace(preflight, create="printenv PULUMI_COMMAND_STDOUT")
