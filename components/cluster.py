@@ -45,7 +45,7 @@ class GpuCluster(pulumi.ComponentResource):
     This is where the whole ClusterConfig is sliced: each component gets the part it models.
     A one-host stack names its resources `<name>-...`; with `hosts`, a host's resources carry
     the host's name (`<name>-<host>-...`) and reach it by its transport (local or SSH). A
-    retired host gets nothing: its commands leave the program (and the state) without running.
+    retired host keeps its whole part, unchanged, marked to leave the state without running.
     """
 
     controller_address: pulumi.Output[str]
@@ -75,7 +75,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.containers: dict[str, CudaContainer] = {}
         self.platforms: dict[str, ContainerPlatform] = {}
         self.host_users: dict[str, list[pulumi.Resource]] = {}
-        for host in config.active_hosts:
+        for host in config.cluster_hosts:
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
             cluster = config.host_identity(host)
@@ -146,7 +146,7 @@ class GpuCluster(pulumi.ComponentResource):
                 )
         self.routes = self._routes(name, config) if multi else {}
         # The first host's parts, for the one-host outputs.
-        first = config.active_hosts[0].name
+        first = config.cluster_hosts[0].name
         self.host, self.bridges, self.image = self.hosts[first], self.bridges_of[first], self.images[first]
 
         controller_node = config.controller_node
@@ -202,7 +202,7 @@ class GpuCluster(pulumi.ComponentResource):
         # Every other host gets the cluster's munged and a slurm.conf for its Slurm clients
         # (sinfo, srun there; a slurmd's create waits there for its node to register).
         self.clients = {controller_host.name: self.controller.client}
-        for host in config.active_hosts:
+        for host in config.cluster_hosts:
             if host.name != controller_host.name:
                 self.clients[host.name] = self._client(name, config, host, controller_hostname)
         self.slurm_nodes = []
@@ -279,7 +279,7 @@ class GpuCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
                 transport=self.transports[host.name],
             )
-            for host in config.active_hosts
+            for host in config.cluster_hosts
         }
         self.boot = self.boots[first]
 
@@ -327,7 +327,7 @@ class GpuCluster(pulumi.ComponentResource):
         """Per host: routes to every other host's NAT subnet via that host, and the forwarding
         they need. The controller waits for them, so Slurm traffic crosses hosts."""
         routes = {}
-        for host in config.active_hosts:
+        for host in config.cluster_hosts:
             wanted = config.routes_of(host)
             if not wanted:
                 continue

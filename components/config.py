@@ -488,8 +488,9 @@ class ClusterHostConfig(StrictModel):
     )
     retired: bool = Field(
         False,
-        description="the host is gone for good: its commands are dropped from the program (and the "
-        "state) without running, as nothing can reach it; move or remove its nodes first",
+        description="the host is gone for good (SSH hosts only): first set this alone, and `pulumi up` "
+        "runs nothing on it but marks its commands to be dropped from the state without running; "
+        "then remove the host and its nodes",
     )
     state_dir: SafePath = Field("/var/lib/gpucluster", description="per-cluster state on this host")
     run_dir: SafePath = Field("/run", description="runtime directory (sockets, pid files) on this host")
@@ -612,11 +613,6 @@ class ClusterConfig(StrictModel):
             )
         ]
 
-    @property
-    def active_hosts(self) -> list["ClusterHostConfig"]:
-        """Hosts that carry commands: a retired host's commands are dropped from the program."""
-        return [h for h in self.cluster_hosts if not h.retired]
-
     def host_named(self, name: str) -> "ClusterHostConfig":
         return next(h for h in self.cluster_hosts if h.name == name)
 
@@ -707,11 +703,11 @@ class ClusterConfig(StrictModel):
         return ClusterIdentity(name=self.name, cluster_dir=self.host_cluster_dir(host), munge_socket=self.munge_socket)
 
     def routes_of(self, host: "ClusterHostConfig") -> list[tuple[IPv4Network, IPv4Address]]:
-        """(subnet, via) for each other active host's NAT subnet: where a host routes the
+        """(subnet, via) for each other host's NAT subnet: where a host routes the
         other hosts' containers."""
         return [
             (other.network.nat_bridge.subnet, other.address)
-            for other in self.active_hosts
+            for other in self.cluster_hosts
             if other.name != host.name and other.address is not None
         ]
 
@@ -1043,13 +1039,9 @@ def rule_hosts(c: ClusterConfig) -> Iterator[str]:
         )
     if controller.host is not None and controller.placement != "host":
         yield "slurm.controller.host: only valid with placement 'host' (the container's host is its node's)"
-    if (controller.node is None or controller.node in c.node_names) and c.controller_host.retired:
-        yield f"slurm.controller: runs on host {c.controller_host.name!r}, which is retired; move it first"
-    for i, node in enumerate(c.nodes):
-        if c.node_host(node).retired:
-            yield f"nodes[{i}].host: {node.host!r} is retired; move or remove the node first"
-    if c.web_app and c.node_host(c.web_app).retired:
-        yield f"web_app.host: {c.web_app.host!r} is retired; move or remove the web app first"
+    for i, host in enumerate(hosts):
+        if host.retired and not host.is_ssh:
+            yield f"hosts[{i}].retired: only a host reached over SSH can be retired; {host.name!r} is this machine"
 
 
 def _subnets(host: ClusterHostConfig) -> list[tuple[str, IPv4Network]]:

@@ -53,18 +53,37 @@ def env_list(values) -> str:
     return "\n".join(str(value) for value in values)
 
 
+# Every input a Command of this project sets: a retired host's commands keep their old values.
+COMMAND_INPUTS = ["connection", "create", "delete", "update", "environment", "interpreter", "triggers", "stdin"]
+
+
 @dataclass
 class Transport:
     """How one host's commands reach it. `ready`: what every command of the host waits for
-    (an SSH host's sshd drop-in and wait-for-SSH commands)."""
+    (an SSH host's sshd drop-in and wait-for-SSH commands). `deleted_with`: the resource that
+    is the host itself where the program creates it (an instance): deleting it deletes them."""
 
     host: ClusterHostConfig
     connection: remote.ConnectionArgs | None = None
     ready: list[pulumi.Resource] = field(default_factory=list)
+    deleted_with: pulumi.Resource | None = None
 
     @property
     def is_ssh(self) -> bool:
         return self.connection is not None
+
+    def lifecycle(self) -> pulumi.ResourceOptions:
+        """Options every command of the host carries.
+
+        A remote.Command's delete dials the host before any script runs, so a delete against a
+        host that is gone fails whatever the script says. A retired host's commands therefore
+        stay in the program with their old inputs (ignore_changes: nothing runs, nothing dials)
+        and retain_on_delete, which the engine reads from the state when the host is later
+        removed: then they leave the state without running.
+        """
+        if self.host.retired:
+            return pulumi.ResourceOptions(retain_on_delete=True, ignore_changes=COMMAND_INPUTS)
+        return pulumi.ResourceOptions(deleted_with=self.deleted_with)
 
     def env(self, environment: dict) -> dict:
         """Parameters as the host receives them: plus the host's LXC path where it is not
@@ -94,6 +113,7 @@ def connect(
     host: ClusterHostConfig,
     opts: pulumi.ResourceOptions,
     private_key: pulumi.Input[str] | None = None,
+    deleted_with: pulumi.Resource | None = None,
 ) -> Transport:
     """The transport of a host; for an SSH host also its bootstrap commands.
 
@@ -103,10 +123,11 @@ def connect(
     open sessions; never a restart), and removes it on destroy. Neither has parameters in its
     environment, so both work before sshd accepts any: the cluster's name goes by stdin.
     `private_key` is the secret key (default: the stack secret that the host's
-    `private_key_secret` names).
+    `private_key_secret` names); `deleted_with` the resource that is the host, where the
+    program creates it.
     """
     if not host.is_ssh:
-        return Transport(host)
+        return Transport(host, deleted_with=deleted_with)
     ssh = host.connection
     if private_key is None:
         private_key = pulumi.Config().require_secret(ssh.private_key_secret)
@@ -114,7 +135,8 @@ def connect(
         remote.ProxyConnectionArgs(**_endpoint(ssh.bastion, private_key, ssh.dial_error_limit)) if ssh.bastion else None
     )
     connection = remote.ConnectionArgs(**_endpoint(ssh, private_key, ssh.dial_error_limit, proxy))
-    transport = Transport(host, connection)
+    transport = Transport(host, connection, deleted_with=deleted_with)
+    opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
     poll = remote.ConnectionArgs(**{**_endpoint(ssh, private_key, -1, proxy), "per_dial_timeout": 5})
     wait = remote.Command(f"{name}-ssh-ready", connection=poll, create="true", opts=opts)
     accept_env = remote.Command(
@@ -148,6 +170,8 @@ def host_command(
     host to its inputs and is safe to repeat. Without a transport, or with a local one, the
     command is a `local.Command` (a one-host stack's graph is exactly that).
     """
+    if transport is not None:
+        opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
     if transport is None or not transport.is_ssh:
         return local.Command(
             name,

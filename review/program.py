@@ -46,6 +46,11 @@ class Registration:
     """Earlier URNs of the resource (`aliases` option), as the SDK resolves them."""
     secret_paths: frozenset[str] = frozenset()
     """Dotted paths of the inputs that are secret."""
+    retain_on_delete: bool = False
+    ignore_changes: frozenset[str] = frozenset()
+    """Input names (as the engine sees them, camelCase) whose old values a later update keeps."""
+    deleted_with: str = ""
+    """URN of the resource whose deletion makes this one's delete unnecessary."""
 
 
 @dataclass
@@ -126,6 +131,9 @@ class _RecordingMonitor(MockMonitor):
                     replace_with=frozenset(request.replace_with),
                     aliases=tuple(sorted(request.aliasURNs)),
                     secret_paths=frozenset(_secret_paths(json_format.MessageToDict(request.object))),
+                    retain_on_delete=request.retainOnDelete,
+                    ignore_changes=frozenset(request.ignoreChanges),
+                    deleted_with=request.deletedWith,
                 )
             )
         return response

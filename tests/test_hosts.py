@@ -9,6 +9,7 @@ import pytest
 from components.config import MULTI_HOST_RULES, ClusterConfig
 from components.stack_config import ConfigError, parse_stack_config
 from components.transport import ENV_PREFIX
+from tests.harness.command_executor import State, StateEntry, drops_without_running, host_commands, plan, up
 from tests.harness.program_harness import run_program, stack_config
 
 LOCAL, REMOTE, RANDOM = "command:local:Command", "command:remote:Command", "random:index/randomBytes:RandomBytes"
@@ -117,8 +118,8 @@ MULTI_HOST_CASES = [
         "cluster.hosts[1].connection.ssh.host_key: String should match pattern",
     ),
     (
-        lambda c: c["hosts"][1].update(retired=True),
-        "cluster.nodes[2].host: 'gpu2' is retired; move or remove the node first",
+        lambda c: c["hosts"][0].update(retired=True),
+        "cluster.hosts[0].retired: only a host reached over SSH can be retired; 'gpu1' is this machine",
     ),
     (
         lambda c: c["hosts"][1].update(connection={"kind": "local"}),
@@ -280,16 +281,61 @@ def test_routes_lead_to_the_other_host_via_its_address(run):
     assert gpu2["GPUCLUSTER_ROUTES"] == "10.46.3.0/24,192.168.10.11"
 
 
-def test_a_retired_host_has_no_commands():
-    config = stack_config("twohost")
-    cluster = config["cluster"]
-    cluster["hosts"][1]["retired"] = True
-    cluster["nodes"] = [n for n in cluster["nodes"] if n["host"] == "gpu1"]
-    run = run_program(config, stack="twohost", secrets=SECRETS)
-    assert not run.of_type(REMOTE)
-    assert not [r for r in run.resources if "gpu2" in r.name]
-    assert "duo-gpu1-routes" not in [r.name for r in run.resources]
-    assert run.depends_on("duo-health", "duo-c001-slurm-slurmd")
+def test_retiring_a_dead_host_runs_nothing_then_drops_its_commands_without_running():
+    """Two updates, as the README says: `retired: true` alone, then the host and its nodes out.
+
+    The state holds the two-host stack. A remote command's delete would dial the dead host, so
+    none may run: the first update must leave every command "same" (nothing runs anywhere)
+    while the state learns retain_on_delete; the second deletes gpu2's commands, and the
+    engine (DeleteStep) drops each of them from the state without calling the provider.
+    """
+    live = host_commands(run_program(stack_config("twohost"), stack="twohost", secrets=SECRETS))
+    state = State({c.urn: StateEntry(c) for c in live})
+
+    retired = stack_config("twohost")
+    retired["cluster"]["hosts"][1]["retired"] = True
+    retired["cluster"]["hosts"][1]["install_packages"] = False  # changes gpu2's inputs only: ignored
+    commands = host_commands(run_program(retired, stack="twohost", secrets=SECRETS))
+    on_gpu2 = {c.urn for c in commands if c.connection}
+    assert on_gpu2 and all(c.retain_on_delete and {"create", "environment"} <= c.ignore_changes
+                           for c in commands if c.urn in on_gpu2)  # fmt: skip
+    assert not any(c.retain_on_delete for c in commands if c.urn not in on_gpu2)
+    timeline, actions = up(state, commands)  # runs no script: every step is "same"
+    assert set(actions.values()) == {"same"}, {n: a for n, a in actions.items() if a != "same"}
+    assert all(step.phase == "same" for step in timeline.steps)
+    assert all(state.resources[urn].command.retain_on_delete for urn in on_gpu2)
+
+    gone = stack_config("twohost")
+    gone["cluster"]["hosts"].pop(1)
+    gone["cluster"]["nodes"] = [n for n in gone["cluster"]["nodes"] if n["host"] == "gpu1"]
+    actions = plan(state, host_commands(run_program(gone, stack="twohost", secrets=SECRETS)))
+    deleted = {urn for urn, action in actions.items() if action == "delete"}
+    assert {urn.rsplit("::", 1)[1] for urn in deleted - on_gpu2} == {"duo-gpu1-routes"}  # runs on gpu1
+    assert {urn for urn in deleted if drops_without_running(state.resources[urn].command, deleted)} == on_gpu2
+
+
+def test_commands_of_a_host_the_program_makes_are_deleted_with_it(tmp_path):
+    """An SSH host whose machine is a resource of the stack (EC2): its commands carry
+    deleted_with, so deleting the machine does not dial it to delete each command."""
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import pulumi\n"
+        "from components.host.boot_unit import FILES\n"
+        "from components.stack_config import parse_stack_config\n"
+        "from components.transport import connect, host_command\n"
+        "from tests.harness.program_harness import stack_config\n"
+        "host = parse_stack_config(stack_config('twohost')).cluster.host_named('gpu2')\n"
+        "machine = pulumi.CustomResource('test:index:Machine', 'machine', {})\n"
+        "options = pulumi.ResourceOptions()\n"
+        "transport = connect('duo-gpu2', 'duo', host, options, private_key='k', deleted_with=machine)\n"
+        "host_command('duo-gpu2-x', create=FILES / 'munge_key_delete.sh', environment={}, transport=transport,\n"
+        "             opts=pulumi.ResourceOptions())\n"
+    )
+    registered = run_program({}, stack="twohost", main=program)
+    machine = registered.by_name("machine").urn
+    for name in ("duo-gpu2-ssh-ready", "duo-gpu2-sshd-accept-env", "duo-gpu2-x"):
+        assert registered.by_name(name).deleted_with == machine, name
+        assert not registered.by_name(name).retain_on_delete
 
 
 def test_node_shells_name_the_host(run):

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, OSError) as error:
         print(error, file=sys.stderr)
         return 2
-    names = [h.name for h in cluster.active_hosts]
+    names = [h.name for h in cluster.cluster_hosts]
     host = argv[1] if len(argv) == 2 else None
     if host is None and cluster.multi_host and len(names) > 1:
         print(

@@ -24,6 +24,12 @@ the engine does with them follows its real semantics, so a test fails where `pul
   nothing.
 - Parallelism: the CLI's `--parallel` default is unbounded, so every step whose dependencies
   are done starts at once.
+- `ignore_changes` (engine): the named inputs keep their values from the state, so they
+  neither update nor replace. `retain_on_delete` and `deleted_with` are read from the state
+  (pkg/resource/deploy/step.go, `DeleteStep.Apply`): a retained resource, or one whose
+  `deleted_with` resource is deleted in the same run, leaves the state without its delete
+  running (for a remote command: without dialing its host). The state takes the program's
+  options at every step, "same" included.
 - `command:remote:Command` (provider/pkg/provider/remote/): the same Create/Update/Delete
   semantics, each script run over real SSH by tests/harness/ssh_executor.py: environment
   (and the previous outputs) as SSH env requests, the pinned host key checked, stdin passed.
@@ -33,7 +39,7 @@ import os
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tests.harness.program_harness import ProgramRun
 from tests.harness.ssh_executor import run_over_ssh
@@ -71,12 +77,35 @@ class HostCommand:
     stdin: str | None = None
     connection: dict | None = None
     """A remote command's SSH connection; None for a local command."""
+    retain_on_delete: bool = False
+    ignore_changes: frozenset[str] = frozenset()
+    deleted_with: str = ""
 
     def same_inputs(self, other: "HostCommand") -> bool:
         return self._inputs() == other._inputs()
 
     def _inputs(self) -> tuple:
         return (self.create, self.update, self.delete, self.environment, self.interpreter, self.stdin, self.connection)
+
+    def goal(self, old: "HostCommand | None") -> "HostCommand":
+        """What the engine diffs and records: the ignored inputs keep their old values."""
+        if old is None or not self.ignore_changes:
+            return self
+        kept = {name: getattr(old, name) for name in INPUT_FIELDS if INPUT_FIELDS[name] in self.ignore_changes}
+        return replace(self, **kept)
+
+
+# HostCommand field -> the input's name as the engine sees it (ignore_changes).
+INPUT_FIELDS = {
+    "create": "create",
+    "update": "update",
+    "delete": "delete",
+    "environment": "environment",
+    "interpreter": "interpreter",
+    "stdin": "stdin",
+    "connection": "connection",
+    "triggers": "triggers",
+}
 
 
 @dataclass
@@ -155,6 +184,9 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 replace_with=frozenset(resource.replace_with),
                 stdin=inputs.get("stdin"),
                 connection=inputs["connection"] if remote else None,
+                retain_on_delete=resource.retain_on_delete,
+                ignore_changes=resource.ignore_changes,
+                deleted_with=resource.deleted_with,
             )
         )
     return commands
@@ -263,6 +295,7 @@ def plan(state: State, new: list[HostCommand]) -> dict[str, str]:
     actions: dict[str, str] = {}
     for command in new:
         old = state.resources.get(command.urn)
+        command = command.goal(old.command if old else None)
         if old is None:
             actions[command.urn] = "create"
         elif old.command.triggers != command.triggers or command.replace_with & {
@@ -276,6 +309,21 @@ def plan(state: State, new: list[HostCommand]) -> dict[str, str]:
     wanted = {c.urn for c in new}
     actions.update({urn: "delete" for urn in state.resources if urn not in wanted})
     return actions
+
+
+def drops_without_running(old: HostCommand, deleting: set[str]) -> bool:
+    """The engine's DeleteStep: no provider call for a retained resource, nor for one deleted
+    with a resource that this run deletes."""
+    return old.retain_on_delete or (bool(old.deleted_with) and old.deleted_with in deleting)
+
+
+def _record(state: State, lock: threading.Lock, command: HostCommand, previous: StateEntry):
+    def run():
+        with lock:
+            state.resources[command.urn] = StateEntry(command, previous.stdout, previous.stderr)
+        return ""
+
+    return run
 
 
 def _replaced_with(root: str, new: list[HostCommand], actions: dict[str, str]) -> set[str]:
@@ -294,12 +342,17 @@ def up(state: State, new: list[HostCommand], timeout: int = 900) -> tuple[Timeli
 
     Returns the timeline and the action per command name (create/update/replace/same/delete).
     """
+    new = [command.goal(state.resources[command.urn].command if command.urn in state.resources else None)
+           for command in new]  # fmt: skip
     actions = plan(state, new)
     old = dict(state.resources)
+    deleting = {urn for urn, action in actions.items() if action == "delete"}
     lock = threading.Lock()
 
     def step(command: HostCommand, script: str | None, previous: StateEntry | None, *, keep: bool):
         """Run one script; on success, record (or drop) the command in the state."""
+        if not keep and drops_without_running(command, deleting):
+            script = None
 
         def run():
             stdout, stderr = _execute(command, script, previous, timeout) if script else ("", "")
@@ -341,7 +394,8 @@ def up(state: State, new: list[HostCommand], timeout: int = 900) -> tuple[Timeli
             after.add(f"early:{urn}")
         previous = old.get(urn)
         if action == "same":
-            run, phase = (lambda: ""), "same"
+            # Nothing runs; the state takes the program's options (retain_on_delete, ...).
+            run, phase = _record(state, lock, command, previous), "same"
         elif action == "update":
             run, phase = step(command, command.update or command.create, previous, keep=True), "update"
         else:
@@ -388,9 +442,11 @@ def destroy_state(state: State, timeout: int = 600) -> Timeline:
     dependents = _dependents([e.command for e in entries])
     lock = threading.Lock()
 
+    deleting = set(state.resources)
+
     def delete(entry: StateEntry):
         def run():
-            if entry.command.delete:
+            if entry.command.delete and not drops_without_running(entry.command, deleting):
                 _execute(entry.command, entry.command.delete, entry, timeout)
             with lock:
                 state.resources.pop(entry.command.urn, None)

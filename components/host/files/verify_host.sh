@@ -33,13 +33,13 @@ check "net.ipv4.ip_forward = 1" WRONG grep -qx 1 /proc/sys/net/ipv4/ip_forward
 check "ip_forward user $CLUSTER ($IP_FORWARD_DIR/users)" MISSING test -f "$IP_FORWARD_DIR/users/$CLUSTER"
 
 # Routes to the other hosts' container subnets (several hosts).
+read -ra routes <<< "${ROUTES:-}"
 for route in "${routes[@]}"; do
   IFS=, read -r subnet via <<< "$route"
   check "route $subnet via $via" MISSING /bin/sh -c 'ip -4 route show "$1" | grep -q "via $2 "' sh "$subnet" "$via"
 done
 
 # iptables: every expected rule, nothing else carrying one of the cluster's tags.
-read -ra routes <<< "${ROUTES:-}"
 expected_rules=$(
   nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET"
   for route in "${routes[@]}"; do
