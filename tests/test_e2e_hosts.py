@@ -295,3 +295,62 @@ def test_two_hosts_one_slurm(capsys):
         print("slowest creates: " + ", ".join(f"{s.name} {s.seconds:.1f}s" for s in slowest))
         print(f"every create again (both hosts): {again.wall_seconds:.1f} s; destroy: {removal.wall_seconds:.1f} s")
         print(f"whole test {total:.0f} s")
+
+
+def test_a_host_that_died_is_retired_without_dialing_it(capsys):
+    """The second host's machine dies (its link down, its sshd gone). `retired: true` alone runs
+    nothing anywhere; removing the host then drops its commands from the state without
+    dialing it, while the first host converges (Slurm forgets the dead nodes, the route to
+    them goes, the health gate passes). The dead machine is cleaned by hand (the teardown)."""
+    require_host()
+    teardown()
+    before = host_snapshot()
+    report: list[str] = []
+    state = State()
+    try:
+        server = ssh_hosts.start(SECOND_HOST)
+        secrets = {SECRET: server["client_key"]}
+        Path(SHARED_DIR).mkdir(parents=True, exist_ok=True)
+        live = host_commands(run_program(two_host_config(server["host_key"]), stack=STACK, secrets=secrets))
+        up(state, live)
+        on_h2 = {c.name for c in live if c.connection}
+
+        sh("ip", "link", "set", SECOND_HOST.links[0], "down")  # the machine is gone from the network
+        ssh_hosts.stop_sshd(SECOND_HOST)
+
+        retired = two_host_config(server["host_key"])
+        retired["cluster"]["hosts"][1]["retired"] = True
+        started = time.monotonic()
+        # A short step timeout: a dial to the dead host would fail the step, not hang the test.
+        timeline, actions = up(state, host_commands(run_program(retired, stack=STACK, secrets=secrets)), timeout=120)
+        assert changed(actions) == {} and {step.phase for step in timeline.steps} == {"same"}
+        report.append(f"retired: true -> {len(actions)} resources, all 'same', {time.monotonic() - started:.1f} s")
+
+        gone = host_commands(
+            run_program(two_host_config(server["host_key"], second=False), stack=STACK, secrets=secrets)
+        )
+        shrink, actions = up(state, gone, timeout=120)
+        deleted = {name for name, action in actions.items() if action == "delete"}
+        assert on_h2 <= deleted, on_h2 - deleted
+        assert deleted - on_h2 == {f"{CLUSTER}-h1-routes"}
+        assert not any(entry.command.connection for entry in state.resources.values())
+        # Had any delete dialed h2, its link being down, the update would have failed.
+        report.append(
+            f"h2 removed: its {len(on_h2)} commands left the state without dialing it; "
+            f"h1 converged in {shrink.wall_seconds:.1f} s: "
+            + ", ".join(sorted(f"{n} {a}" for n, a in actions.items() if a not in ("same", "delete")))
+        )
+        sinfo = sh("sinfo", "-N", "-h", "-o", "%N %T", env=SLURM).stdout
+        report.append("$ sinfo -N -h -o '%N %T'\n" + sinfo)
+        assert sorted(line.split()[0] for line in sinfo.splitlines()) == ["c000", "c001"]
+        assert sorted(sh("srun", "--chdir=/tmp", "-N2", "hostname", env=SLURM).stdout.split()) == ["c000", "c001"]
+        assert "10.46.3.0/24" not in sh("ip", "-4", "route").stdout
+        destroy_state(state)
+    finally:
+        teardown_ssh_stacks()  # cleans the dead host directly, as its operator would by hand
+        remove_stand_in_gpus()
+
+    assert leftovers(CLUSTER) == []
+    assert host_snapshot() == before
+    with capsys.disabled():
+        print("\n== a dead host retired ==\n" + "\n".join(report))
