@@ -19,6 +19,8 @@ if stack.cluster:
     pulumi.export("host_facts", cluster.host_facts)
     pulumi.export("boot_command", cluster.boot_command)
     pulumi.export("verify_command", f"./verify.sh {pulumi.get_stack()}")
+    if cluster.cost is not None:
+        pulumi.export("cost", cluster.cost)
 
 if stack.kubernetes:
     from components.kubernetes.target import build_kubernetes

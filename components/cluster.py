@@ -7,6 +7,9 @@ import pulumi
 import pulumi_random as random
 
 from components.app.web_app import WebApp
+from components.aws.instance import Ec2Host, InstanceSpec
+from components.aws.prices import estimate
+from components.aws.site import Ec2Site, SiteSpec
 from components.config import ClusterConfig, ClusterHostConfig
 from components.host.boot_unit import BootUnit, render_host_state
 from components.host.gpu_host import GpuHost
@@ -25,7 +28,7 @@ from components.slurm.slurm_conf import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from components.transport import Transport, connect, env_list, host_command
+from components.transport import Machine, Transport, connect, env_list, host_command
 
 # The cluster-wide health check and the other hosts' Slurm clients are Slurm scripts; the
 # munge key's installation is the host's; routes are the network's.
@@ -55,6 +58,8 @@ class GpuCluster(pulumi.ComponentResource):
     slurm_env: pulumi.Output[str]
     node_shells: pulumi.Output[dict]
     host_facts: pulumi.Output[dict]
+    cost: pulumi.Output[dict] | None = None
+    """With EC2 hosts: the instances' estimated hourly and monthly cost (components/aws/prices.py)."""
     boot_command: pulumi.Output[str]
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
@@ -75,11 +80,24 @@ class GpuCluster(pulumi.ComponentResource):
         self.containers: dict[str, CudaContainer] = {}
         self.platforms: dict[str, ContainerPlatform] = {}
         self.host_users: dict[str, list[pulumi.Resource]] = {}
+        self.ec2_site, self.machines = self._ec2_site(name, config), {}
         for host in config.cluster_hosts:
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
             cluster = config.host_identity(host)
-            transport = connect(prefix, config.name, host, child)
+            machine = None
+            if host.is_ec2:
+                # The instance first; its commands wait for SSH on it and go with it.
+                ec2 = Ec2Host(
+                    f"{prefix}-ec2",
+                    config.aws,
+                    InstanceSpec(config.name, host.connection, host.address, host.network.nat_bridge.subnet),
+                    self.ec2_site,
+                    opts=child,
+                )
+                self.machines[host.name] = ec2
+                machine = Machine(ec2.ssh_address, ec2.host_public_key, ec2.instance)
+            transport = connect(prefix, config.name, host, child, machine=machine)
             self.transports[host.name] = transport
             containers = [cluster.container_name(n) for n in [*view.node_names, "image"]]
             if view.web_app:
@@ -320,8 +338,24 @@ class GpuCluster(pulumi.ComponentResource):
                 "slurm_env": self.slurm_env,
                 "node_shells": self.node_shells,
                 "host_facts": self.host_facts,
+                **({"cost": self.cost} if self.cost is not None else {}),
             }
         )
+
+    def _ec2_site(self, name: str, config: ClusterConfig) -> Ec2Site | None:
+        """What the EC2 hosts share (network, security group, key pair), if there are any."""
+        ec2_hosts = [host for host in config.cluster_hosts if host.is_ec2]
+        if not ec2_hosts:
+            return None
+        spec = SiteSpec(
+            cluster=config.name,
+            routed_subnets=tuple(host.network.nat_bridge.subnet for host in ec2_hosts),
+            web_ports=tuple(sorted({f.host_port for host in ec2_hosts for f in config.for_host(host).all_forwards})),
+        )
+        self.cost = pulumi.Output.from_input(
+            estimate(config.aws.region, [host.connection.instance_type for host in ec2_hosts], config.aws.prices)
+        )
+        return Ec2Site(f"{name}-aws", config.aws, spec, opts=pulumi.ResourceOptions(parent=self))
 
     def _routes(self, name: str, config: ClusterConfig) -> dict[str, pulumi.Resource]:
         """Per host: routes to every other host's NAT subnet via that host, and the forwarding

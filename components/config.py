@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
+from components.aws.config import AwsConfig, Ec2Connection
 from components.config_types import (
     Hostname,
     InterfaceName,
@@ -477,8 +478,10 @@ class ClusterHostConfig(StrictModel):
     """One GPU host of a multi-host cluster: how it is reached and what it carries."""
 
     name: Hostname = Field(description="host name: in resource names and nodes[].host")
-    connection: LocalConnection | SshConnection = Field(
-        LocalConnection(), discriminator="kind", description="{kind: local} (default), or {kind: ssh, ...}"
+    connection: LocalConnection | SshConnection | Ec2Connection = Field(
+        LocalConnection(),
+        discriminator="kind",
+        description="{kind: local} (default), {kind: ssh, ...}, or {kind: ec2, ...} (an instance the program makes)",
     )
     address: IPv4Address | None = Field(
         None, description="address the other hosts reach this host at: their route to its container subnets"
@@ -502,7 +505,12 @@ class ClusterHostConfig(StrictModel):
 
     @property
     def is_ssh(self) -> bool:
-        return isinstance(self.connection, SshConnection)
+        """Reached over SSH: a configured machine, or an EC2 instance of the stack."""
+        return isinstance(self.connection, (SshConnection, Ec2Connection))
+
+    @property
+    def is_ec2(self) -> bool:
+        return isinstance(self.connection, Ec2Connection)
 
 
 @dataclass(frozen=True)
@@ -549,6 +557,7 @@ class ClusterConfig(StrictModel):
     accounting: AccountingConfig | None = Field(
         None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
     )
+    aws: AwsConfig | None = Field(None, description="where the EC2 hosts (hosts[].connection.kind: ec2) are made")
 
     @model_validator(mode="before")
     @classmethod
@@ -1052,7 +1061,10 @@ def _subnets(host: ClusterHostConfig) -> list[tuple[str, IPv4Network]]:
 
 
 def _same_place(a: ClusterHostConfig, b: ClusterHostConfig) -> bool:
-    """Two hosts reached at the same SSH address (and a local one) may be one machine."""
+    """Two hosts reached at the same SSH address (and a local one) may be one machine; an EC2
+    instance is a machine of its own."""
+    if a.is_ec2 or b.is_ec2:
+        return False
     addr_a = a.connection.address if a.is_ssh else None
     addr_b = b.connection.address if b.is_ssh else None
     return addr_a == addr_b or (addr_a or addr_b) in {"127.0.0.1", "localhost"}
@@ -1200,7 +1212,67 @@ def rule_accounting(c: ClusterConfig) -> Iterator[str]:
         yield "accounting.qos[].name: 'normal' is Slurm's own QOS; pick another name"
 
 
+def rule_aws(c: ClusterConfig) -> Iterator[str]:
+    """EC2 hosts: an `aws` section, safe admin networks, fixed private addresses in the subnet,
+    container subnets outside the VPC, daemons in containers, a known price."""
+    if c.hosts is None:
+        if c.aws is not None:
+            yield "aws: EC2 hosts are listed under hosts (hosts[].connection.kind: ec2); this stack has no hosts"
+        return
+    hosts = c.cluster_hosts
+    ec2 = [(i, h) for i, h in enumerate(hosts) if h.is_ec2]
+    if c.aws is None:
+        for i, _ in ec2:
+            yield f"hosts[{i}].connection: kind ec2 needs cluster.aws (region, ami, ssh_public_key, admin_cidrs)"
+        return
+    if not ec2:
+        yield "aws: no host has connection.kind ec2; remove aws or add an EC2 host"
+        return
+    aws = c.aws
+    for j, cidr in enumerate(aws.admin_cidrs):
+        if cidr.prefixlen == 0 and not aws.allow_ssh_from_anywhere:
+            yield (
+                f"aws.admin_cidrs[{j}]: {cidr} opens SSH to the whole internet; name your networks, "
+                "or set aws.allow_ssh_from_anywhere: true to mean it"
+            )
+    subnet = aws.vpc.subnet_cidr
+    vpc_cidr = getattr(aws.vpc, "cidr", subnet)
+    if not subnet.subnet_of(vpc_cidr):
+        yield f"aws.vpc.subnet_cidr: {subnet} is not inside aws.vpc.cidr {vpc_cidr}"
+    from components.aws.prices import PRICES_DATE, hourly_price
+
+    for i, host in ec2:
+        if host.address is None:
+            yield f"hosts[{i}].address: required for an EC2 host: the instance's fixed private address in {subnet}"
+        elif (
+            host.address not in subnet
+            or int(host.address) - int(subnet.network_address) < 4
+            or (host.address == subnet.broadcast_address)
+        ):
+            yield (
+                f"hosts[{i}].address: {host.address} is not a usable address of aws.vpc.subnet_cidr {subnet} "
+                "(AWS keeps the first four and the last)"
+            )
+        for field, net in _subnets(host):
+            if net.overlaps(vpc_cidr):
+                yield f"hosts[{i}].{field}: {net} overlaps the VPC {vpc_cidr}; container subnets are routed beside it"
+        if host.retired:
+            yield f"hosts[{i}].retired: an EC2 host goes with its instance; remove it from hosts instead"
+        if hourly_price(aws.region, host.connection.instance_type, aws.prices) is None:
+            yield (
+                f"hosts[{i}].connection.instance_type: no price for {host.connection.instance_type} in {aws.region} "
+                f"(table of {PRICES_DATE}); add it under aws.prices (USD per hour)"
+            )
+    controller = c.slurm.controller
+    if controller.placement == "host" and controller.node is None and c.controller_host.is_ec2:
+        yield (
+            f"slurm.controller.placement: 'host' on the EC2 host {c.controller_host.name!r}; on EC2 hosts slurmctld "
+            "runs in a node container (the node image's Slurm version): use placement 'container'"
+        )
+
+
 CLUSTER_RULES = (
+    rule_aws,
     rule_names_slurm_and_lxc_can_use,
     rule_forward_ports,
     rule_host_paths,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pulumi
 from pulumi_command import local, remote
 
-from components.config import ClusterHostConfig, SshEndpoint
+from components.config import ClusterHostConfig
 
 FILES = Path(__file__).parent / "files"
 # The shared helpers are part of every command's input, on purpose: an edit to lib.sh changes
@@ -95,16 +95,30 @@ class Transport:
         return {f"{ENV_PREFIX}{key}": value for key, value in environment.items()}
 
 
-def _endpoint(endpoint: SshEndpoint, private_key: pulumi.Input[str], dial_error_limit: int, proxy=None) -> dict:
+def _endpoint(
+    endpoint, private_key: pulumi.Input[str], dial_error_limit: int, proxy=None, machine: "Machine | None" = None
+) -> dict:
+    """Connection arguments of an SSH endpoint; a machine the program makes gives its address
+    and host key (outputs) in place of the config's."""
     return dict(
-        host=endpoint.address,
+        host=machine.address if machine else endpoint.address,
         port=endpoint.port,
         user=endpoint.user,
         private_key=private_key,
-        host_key=endpoint.host_key,
+        host_key=machine.host_key if machine else endpoint.host_key,
         dial_error_limit=dial_error_limit,
         proxy=proxy,
     )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A host the program creates (an EC2 instance): where to reach it, the host key to pin,
+    and the resource whose deletion deletes everything on it."""
+
+    address: pulumi.Input[str]
+    host_key: pulumi.Input[str]
+    resource: pulumi.Resource
 
 
 def connect(
@@ -114,6 +128,7 @@ def connect(
     opts: pulumi.ResourceOptions,
     private_key: pulumi.Input[str] | None = None,
     deleted_with: pulumi.Resource | None = None,
+    machine: Machine | None = None,
 ) -> Transport:
     """The transport of a host; for an SSH host also its bootstrap commands.
 
@@ -124,8 +139,10 @@ def connect(
     environment, so both work before sshd accepts any: the cluster's name goes by stdin.
     `private_key` is the secret key (default: the stack secret that the host's
     `private_key_secret` names); `deleted_with` the resource that is the host, where the
-    program creates it.
+    program creates it; `machine` such a host (its commands are deleted with it).
     """
+    if machine is not None:
+        deleted_with = machine.resource
     if not host.is_ssh:
         return Transport(host, deleted_with=deleted_with)
     ssh = host.connection
@@ -134,10 +151,10 @@ def connect(
     proxy = (
         remote.ProxyConnectionArgs(**_endpoint(ssh.bastion, private_key, ssh.dial_error_limit)) if ssh.bastion else None
     )
-    connection = remote.ConnectionArgs(**_endpoint(ssh, private_key, ssh.dial_error_limit, proxy))
+    connection = remote.ConnectionArgs(**_endpoint(ssh, private_key, ssh.dial_error_limit, proxy, machine))
     transport = Transport(host, connection, deleted_with=deleted_with)
     opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
-    poll = remote.ConnectionArgs(**{**_endpoint(ssh, private_key, -1, proxy), "per_dial_timeout": 5})
+    poll = remote.ConnectionArgs(**{**_endpoint(ssh, private_key, -1, proxy, machine), "per_dial_timeout": 5})
     wait = remote.Command(f"{name}-ssh-ready", connection=poll, create="true", opts=opts)
     accept_env = remote.Command(
         f"{name}-sshd-accept-env",

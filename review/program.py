@@ -86,6 +86,19 @@ class ProgramRun:
         return False
 
 
+def _ed25519_openssh(seed: bytes) -> dict[str, str]:
+    """The outputs of a tls.PrivateKey (ED25519) made from `seed`: OpenSSH private and public key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.from_private_bytes(seed)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return {"privateKeyOpenssh": private, "publicKeyOpenssh": public + "\n"}
+
+
 class _Mocks(pulumi.runtime.Mocks):
     """Resources echo their inputs as state; a command's stdout is empty, as in a preview."""
 
@@ -94,10 +107,20 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.typ in ("command:local:Command", "command:remote:Command"):
             state.setdefault("stdout", "")
             state.setdefault("stderr", "")
+        seed = hashlib.shake_256(f"{pulumi.get_stack()}:{args.name}".encode())
         if args.typ == "random:index/randomBytes:RandomBytes":
             # Stable per stack and name, as the engine keeps a generated value in the state.
-            data = hashlib.shake_256(f"{pulumi.get_stack()}:{args.name}".encode()).digest(int(args.inputs["length"]))
-            state["base64"] = base64.b64encode(data).decode()
+            state["base64"] = base64.b64encode(seed.digest(int(args.inputs["length"]))).decode()
+        if args.typ == "tls:index/privateKey:PrivateKey":
+            # A real key (the boot test logs in with it pinned), stable per stack and name.
+            state.update(_ed25519_openssh(seed.digest(32)))
+        if args.typ == "aws:ec2/instance:Instance":
+            number = seed.digest(1)[0]
+            state.setdefault("publicIp", f"198.51.100.{number}")
+            state.setdefault("privateIp", args.inputs.get("privateIp"))
+            state["primaryNetworkInterfaceId"] = f"eni-{seed.hexdigest(8)}"
+        if args.typ == "aws:ec2/keyPair:KeyPair":
+            state["keyName"] = args.name
         return [f"{args.name}-id", state]
 
     def call(self, args: pulumi.runtime.MockCallArgs):

@@ -27,6 +27,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "key material",
         re.compile(
+            # An OpenSSH public key (a key pair's, a pinned host key) is public: it stays.
+            r"(?<!ssh-ed25519 )(?<!ssh-rsa )(?<!nistp256 )(?<!nistp384 )(?<!nistp521 )"
             r"(?<![\w+/])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*\d)"
             r"[A-Za-z0-9+/]{40,}={0,2}(?![\w+/])"
         ),

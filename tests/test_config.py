@@ -137,6 +137,11 @@ def _accounting(**fields):
 
 RULE_CASES = [
     (
+        "rule_aws",
+        lambda c: c.update(aws=copy.deepcopy(stack_config("ec2")["cluster"]["aws"])),
+        "cluster.aws: EC2 hosts are listed under hosts (hosts[].connection.kind: ec2); this stack has no hosts",
+    ),
+    (
         "rule_names_slurm_and_lxc_can_use",
         _set("nodes.1.name", "default"),
         "cluster.nodes[1].name: 'default' is a word Slurm reserves (all, default, localhost)",

@@ -17,7 +17,9 @@ def test_the_stacks_are_there():
 def stand_in_secrets(config: dict) -> dict[str, str]:
     """A value for each secret an SSH host names (`pulumi config set --secret` on a real stack)."""
     hosts = (config.get("cluster") or {}).get("hosts") or []
-    names = [h["connection"]["private_key_secret"] for h in hosts if h.get("connection", {}).get("kind") == "ssh"]
+    names = [
+        h["connection"]["private_key_secret"] for h in hosts if h.get("connection", {}).get("kind") in ("ssh", "ec2")
+    ]
     return {name: "stand-in private key" for name in names}
 
 

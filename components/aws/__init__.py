@@ -1,0 +1,1 @@
+"""EC2 GPU instances as cluster hosts (pulumi-aws)."""
