@@ -76,11 +76,13 @@ lxc_mark() {
 }
 lxc_running() { [ "$(lxc-info -n "$1" -sH 2>/dev/null)" = RUNNING ]; }
 
-# in_ct CONTAINER COMMAND...: run a command in a container with a clean environment.
+# in_ct CONTAINER COMMAND...: run a command in a container with a clean environment. Nodes
+# run systemd: systemctl skips the packages' SysV scripts (syncing them runs update-rc.d, a
+# perl script, seconds of CPU when many nodes enable a unit at once).
 in_ct() {
   local name=$1; shift
-  lxc-attach -n "$name" --clear-env \
-    -v PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -v LC_ALL=C -- "$@"
+  lxc-attach -n "$name" --clear-env -v LC_ALL=C -v SYSTEMCTL_SKIP_SYSV=1 \
+    -v PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -- "$@"
 }
 
 # ct_write_if_changed CONTAINER PATH MODE OWNER: stdin to PATH in the container;
@@ -116,8 +118,9 @@ ct_setup_munge() {
     "${socket_dir#/run/}" "$MUNGE_SOCKET" "$MUNGE_SOCKET" |
     ct_write_if_changed "$name" /etc/systemd/system/munge.service.d/gpucluster.conf 0644 root:root && changed=0
   if [ "$changed" = 0 ] || ! in_ct "$name" systemctl is-active --quiet munge; then
+    # Enabling only links the unit (no reload of its own): one reload reads the drop-in.
+    in_ct "$name" systemctl enable --quiet --no-reload munge
     in_ct "$name" systemctl daemon-reload
-    in_ct "$name" systemctl enable --quiet munge
     in_ct "$name" systemctl restart munge
     wait_until 30 "munge in $name" in_ct "$name" /bin/sh -c 'munge -n | unmunge'
     return 0

@@ -10,7 +10,7 @@ old_nodes=$(in_ct "$CONTAINER" cat /etc/slurm/slurm.conf 2>/dev/null | node_line
 changed=1
 printf '%s' "$SLURM_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/slurm.conf 0644 root:root && changed=0
 printf '%s' "$GRES_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/gres.conf 0644 root:root && changed=0
-in_ct "$CONTAINER" systemctl enable --quiet slurmctld
+in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmctld
 if ! in_ct "$CONTAINER" systemctl is-active --quiet slurmctld; then
   in_ct "$CONTAINER" systemctl restart slurmctld
 elif [ "$changed" = 0 ] && [ "$old_nodes" != "$(printf '%s' "$SLURM_CONF_TEXT" | node_lines)" ]; then

@@ -4,7 +4,7 @@ ct_setup_munge "$CONTAINER" || true
 changed=1
 printf 'SLURMD_OPTIONS="--conf-server %s"\n' "$CONF_SERVER" |
   ct_write_if_changed "$CONTAINER" /etc/default/slurmd 0644 root:root && changed=0
-in_ct "$CONTAINER" systemctl enable --quiet slurmd
+in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmd
 if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet slurmd; then
   in_ct "$CONTAINER" systemctl restart slurmd
   # The health gate checks every node that this update (re)started.
