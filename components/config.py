@@ -104,6 +104,12 @@ class ImageConfig(StrictModel):
     extra_packages: list[PackageName] = Field(
         [], description="packages added to the image besides slurmd, munge, slurm-client, python3"
     )
+    keep: bool = Field(
+        True,
+        description="keep the built image when the cluster is destroyed, in /var/cache/gpucluster/<name>/ "
+        "(./purge-kept.sh removes it): the next up restores it instead of building it again; an image of "
+        "another release, package list or build script is never reused",
+    )
 
 
 class NodeConfig(StrictModel):
@@ -167,6 +173,10 @@ class WebAppConfig(StrictModel):
     job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed after this")
 
 
+# What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
+KEEP_DIR = "/var/cache/gpucluster"
+
+
 @dataclass(frozen=True)
 class ClusterIdentity:
     """What every component of a cluster derives its names and paths from."""
@@ -174,6 +184,11 @@ class ClusterIdentity:
     name: str
     cluster_dir: str
     munge_socket: str
+
+    @property
+    def kept_dir(self) -> str:
+        """What destroy keeps of this cluster on purpose (purge-kept.sh removes it)."""
+        return f"{KEEP_DIR}/{self.name}"
 
     def container_name(self, hostname: str) -> str:
         """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""

@@ -98,31 +98,38 @@ ct_write_if_changed() {
     mv -f "$tmp" "$path"' sh "$path" "$mode" "$owner"
 }
 
+# systemd_ready CONTAINER: the container's boot has finished (running, or degraded). One
+# attach that waits for the end of the boot, not one every poll: with many containers booting
+# at once, polling attaches take CPU from their boots. Fails while systemd is not answering yet.
 systemd_ready() {
   local state
-  state=$(in_ct "$1" systemctl is-system-running 2>/dev/null) || true
+  state=$(in_ct "$1" timeout 60 systemctl is-system-running --wait 2>/dev/null) || true
   [ "$state" = running ] || [ "$state" = degraded ]
 }
 
-# ct_setup_munge CONTAINER: the cluster's key (munge:munge 0400), munged on the cluster's
-# socket (linked from the default path, so configless slurmd can fetch its config before it
-# has read AuthInfo), started before any Slurm daemon. Exit status 0 when munge restarted.
+# ct_setup_munge CONTAINER: the cluster's key (munge:munge 0400) and munged, started before
+# any Slurm daemon. munged keeps Debian's socket; the cluster's socket path (slurm.conf's
+# AuthInfo, the same path as on the host) is a link to it that systemd-tmpfiles makes at every
+# boot. No unit drop-in, so no daemon-reload: a reload costs every node a tenth of a second of
+# CPU, seconds when many nodes come up at once. Exit status 0 when munge restarted.
 ct_setup_munge() {
-  local name=$1 changed=1 socket_dir
+  local name=$1 changed=1
   require MUNGE_KEY_FILE MUNGE_SOCKET
   [ -s "$MUNGE_KEY_FILE" ] || die "munge key $MUNGE_KEY_FILE is missing (created by the munge-key resource)"
-  socket_dir=$(dirname "$MUNGE_SOCKET")
   # Piped, not redirected: lxc-attach would chmod a host file given as its stdin.
   cat "$MUNGE_KEY_FILE" | ct_write_if_changed "$name" /etc/munge/munge.key 0400 munge:munge && changed=0
-  printf '[Service]\nRuntimeDirectory=munge %s\nExecStart=\nExecStart=/usr/sbin/munged --socket=%s\nExecStartPost=/bin/ln -sfn %s /run/munge/munge.socket.2\n' \
-    "${socket_dir#/run/}" "$MUNGE_SOCKET" "$MUNGE_SOCKET" |
-    ct_write_if_changed "$name" /etc/systemd/system/munge.service.d/gpucluster.conf 0644 root:root && changed=0
-  if [ "$changed" = 0 ] || ! in_ct "$name" systemctl is-active --quiet munge; then
-    # Enabling only links the unit (no reload of its own): one reload reads the drop-in.
-    in_ct "$name" systemctl enable --quiet --no-reload munge
+  # The drop-in that moved munged's socket before: removed, and munged restarted without it.
+  if in_ct "$name" rm /etc/systemd/system/munge.service.d/gpucluster.conf 2>/dev/null; then
     in_ct "$name" systemctl daemon-reload
+    changed=0
+  fi
+  printf 'd %s 0755 root root -\nL+ %s - - - - /run/munge/munge.socket.2\n' "$(dirname "$MUNGE_SOCKET")" "$MUNGE_SOCKET" |
+    ct_write_if_changed "$name" /etc/tmpfiles.d/gpucluster-munge.conf 0644 root:root || true
+  in_ct "$name" systemd-tmpfiles --create /etc/tmpfiles.d/gpucluster-munge.conf
+  if [ "$changed" = 0 ] || ! in_ct "$name" systemctl is-active --quiet munge; then
+    in_ct "$name" systemctl enable --quiet --no-reload munge
     in_ct "$name" systemctl restart munge
-    wait_until 30 "munge in $name" in_ct "$name" /bin/sh -c 'munge -n | unmunge'
+    wait_until 30 "munge in $name" in_ct "$name" /bin/sh -c 'munge -S "$1" -n | unmunge -S "$1"' sh "$MUNGE_SOCKET"
     return 0
   fi
   return 1

@@ -27,6 +27,10 @@ ALLOWED_UPDATES: dict[str, str] = {
     "-health": "the health gate reads node and GPU counts from Slurm instead of its environment",
     "-host-packages": "packages are never removed; destroy lists them in the kept directory",
     "-lxc": "a clone cut short is recognized by its pending marker in the cluster directory",
+    "-image-rootfs": (
+        "destroy keeps the built image (IMAGE_DIGEST, KEPT_DIR, KEEP_IMAGE); the create finds its image "
+        "built and changes nothing"
+    ),
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {

@@ -1,0 +1,453 @@
+"""Benchmark: bring-up of N nodes on this machine, by the program's own commands, against the
+tutorial's way of making nodes.
+
+Run as root (it creates containers, bridges and daemons, and removes them again):
+
+    venv/bin/pip install -r tests/requirements-benchmark.txt      # matplotlib, for the plot
+    venv/bin/python tests/benchmark_bringup.py                     # 4 and 16 nodes
+    venv/bin/python tests/benchmark_bringup.py --nodes 4 8 16 --baseline-nodes 4
+
+What it does, in one run:
+  1. Records the program's commands under mocks for a `bench` cluster of each size (one
+     stand-in GPU shared by the nodes, slurmctld in c000, no web app) and runs the cluster's
+     own preflight for the largest one: it refuses to start, changing nothing, when the
+     cluster's bridge names or subnets, or its container names, are taken by something else.
+  2. First bring-up of the smallest size with no kept node image (the image is built with
+     `lxc-create -t debian` from LXC's download cache), then destroy, which keeps the image.
+  3. For every size: bring-up (the image restored from the kept directory), destroy.
+     Bring-ups run the harness the end-to-end test uses (tests/harness/command_executor.py):
+     dependency order, unbounded parallelism, as `pulumi up` does.
+  4. The tutorial-style baseline: one `lxc-create -t debian -- -r bookworm --packages=...`
+     (the node image's packages) per node, one after the other, as the tutorial's
+     install_cuda_node loop does (its boot, SSH and Slurm setup are not counted, so the
+     baseline is a lower bound). Measured once for the largest baseline size; the time at n
+     nodes is when the n-th create ended. Each container is removed right after its create,
+     outside the timed part.
+  5. Prints per phase and total, the ratios, writes the figures as JSON and a plot (PNG), and
+     purges the kept image it made (unless --keep-image).
+
+Phases are spans of the resources' steps on the update's clock (0 = the first step starts):
+host (preflight, packages, shared dir, bridges), image, containers, controller (munge key,
+host client, slurmctld), slurmd registration, health gate (sinfo + srun on every node and a
+GPU job), boot unit. `ready` is when the health gate passed: every node answered srun.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root, when run as a script
+
+from components.lxc.node_image import IMAGE_PACKAGES  # noqa: E402
+from tests.harness.command_executor import (  # noqa: E402
+    HostCommand,
+    State,
+    Timeline,
+    apply,
+    destroy,
+    destroy_state,
+    host_commands,
+    up,
+)
+from tests.harness.program_harness import ROOT, run_program  # noqa: E402
+
+CLUSTER = "bench"
+STACK = "bench"
+STAND_IN_DIR = Path("/run/gpucluster-bench-dev")
+NAT_PREFIX, CLUSTER_PREFIX = "10.61.3", "10.61.5"
+KEEP_DIR = Path("/var/cache/gpucluster") / CLUSTER
+BASELINE_PREFIX = "benchtut-"
+MAX_NODES = 64  # bounded: 64 containers at most, one /24 per bridge
+PHASES = ("host", "image", "containers", "controller", "slurmd", "health", "boot unit")
+OUT = ROOT / "docs" / "benchmark"
+
+
+def bench_config(nodes: int) -> dict:
+    """A `bench` cluster of `nodes` nodes sharing one stand-in GPU, slurmctld in c000."""
+    return {
+        "cluster": {
+            "name": CLUSTER,
+            "host": {"shared_dir": f"/srv/gpucluster/{CLUSTER}/shared"},
+            "network": {
+                "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"{NAT_PREFIX}.1/24"},
+                "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"{CLUSTER_PREFIX}.0/24"},
+            },
+            "gpu": {
+                "devices": [f"{STAND_IN_DIR}/nvidia0"],
+                "control_devices": [f"{STAND_IN_DIR}/nvidiactl"],
+                "share_between_nodes": True,
+            },
+            "nodes": [
+                {
+                    "name": f"c{i:03d}",
+                    "nat_address": f"{NAT_PREFIX}.{10 + i}",
+                    "cluster_address": f"{CLUSTER_PREFIX}.{1 + i}",
+                }
+                for i in range(nodes)
+            ],
+            "slurm": {
+                "controller": {"placement": "container", "node": "c000"},
+                "partitions": [{"name": "bench", "default": True, "oversubscribe": "YES"}],
+            },
+        }
+    }
+
+
+def commands_for(nodes: int) -> list[HostCommand]:
+    return host_commands(run_program(bench_config(nodes), stack=STACK))
+
+
+def phase_of(name: str) -> str:
+    step = name.removeprefix(f"{CLUSTER}-")
+    if step.startswith(("host-", "bridges-")):
+        return "host"
+    if step.startswith("image-"):
+        return "image"
+    if step.endswith("-slurm-slurmd"):
+        return "slurmd"
+    if step.endswith("-lxc"):
+        return "containers"
+    if step.startswith("slurm-"):
+        return "controller"
+    if step == "health":
+        return "health"
+    if step.startswith("boot-"):
+        return "boot unit"
+    raise ValueError(f"no phase for step {name}")
+
+
+def phases(timeline: Timeline) -> dict:
+    """Per phase: start and end (seconds after the first step started), and its span."""
+    origin = min(step.started for step in timeline.steps)
+    found: dict[str, dict] = {}
+    for step in timeline.steps:
+        start, end = step.started - origin, step.started + step.seconds - origin
+        phase = found.setdefault(phase_of(step.name), {"start": start, "end": end})
+        phase["start"], phase["end"] = min(phase["start"], start), max(phase["end"], end)
+    for phase in found.values():
+        phase["seconds"] = phase["end"] - phase["start"]
+    return {name: found[name] for name in PHASES if name in found}
+
+
+def steps_of(timeline: Timeline) -> list[dict]:
+    origin = min(step.started for step in timeline.steps)
+    return [
+        {
+            "name": step.name,
+            "phase": phase_of(step.name),
+            "start": round(step.started - origin, 3),
+            "seconds": round(step.seconds, 3),
+        }
+        for step in sorted(timeline.steps, key=lambda s: s.started)
+    ]
+
+
+def sh(*argv: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def stand_in_gpus() -> None:
+    """A character device with NVIDIA's major for the nodes to share, and a control device."""
+    STAND_IN_DIR.mkdir(parents=True, exist_ok=True)
+    for name, minor in (("nvidia0", 0), ("nvidiactl", 255)):
+        if not (STAND_IN_DIR / name).exists():
+            sh("mknod", "-m", "0666", str(STAND_IN_DIR / name), "c", "195", str(minor))
+
+
+def remove_stand_in_gpus() -> None:
+    if STAND_IN_DIR.exists():
+        shutil.rmtree(STAND_IN_DIR)
+
+
+def require_host() -> None:
+    if os.geteuid() != 0:
+        sys.exit("the bring-up benchmark needs root (it creates bridges and containers)")
+    missing = [
+        tool for tool in ("lxc-create", "lxc-copy", "debootstrap", "srun", "slurmctld") if not shutil.which(tool)
+    ]
+    if missing:
+        sys.exit(f"missing tools {missing}: install tests/debian-packages.txt (bash .ci/run does)")
+
+
+def preflight(largest: list[HostCommand], baseline_nodes: int) -> None:
+    """The cluster's own preflight (read-only) for the largest size, and free baseline names."""
+    check = [c for c in largest if c.name == f"{CLUSTER}-host-preflight"]
+    try:
+        apply(check)
+    except AssertionError as error:
+        sys.exit(f"refusing to run: the cluster's preflight failed\n{error}")
+    taken = [name for name in baseline_names(baseline_nodes) if Path("/var/lib/lxc", name).exists()]
+    if taken:
+        sys.exit(
+            f"refusing to run: LXC containers {taken} exist (the baseline's names); remove them or pick another host"
+        )
+
+
+def baseline_names(nodes: int) -> list[str]:
+    return [f"{BASELINE_PREFIX}c{i:03d}" for i in range(nodes)]
+
+
+def cpu_busy() -> float:
+    """Seconds of CPU the whole host has spent busy since boot (all processes, all cores)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def bring_up(nodes: int, commands: list[HostCommand]) -> dict:
+    """Up, then destroy; the figures of the up and the destroy's time."""
+    state = State()
+    load = float(Path("/proc/loadavg").read_text().split()[0])
+    busy = cpu_busy()
+    try:
+        timeline, _ = up(state, commands)
+        busy = cpu_busy() - busy
+    finally:
+        started = time.monotonic()
+        destroy_state(state)
+        destroyed = time.monotonic() - started
+    found = phases(timeline)
+    return {
+        "nodes": nodes,
+        "total": round(timeline.wall_seconds, 2),
+        "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
+        "phases": {name: {k: round(v, 2) for k, v in phase.items()} for name, phase in found.items()},
+        "destroy": round(destroyed, 2),
+        "cpu_seconds": round(busy, 1),
+        "load_before": load,
+        "steps": steps_of(timeline),
+    }
+
+
+def baseline(nodes: int) -> dict:
+    """The tutorial's per-node install, one after the other; each container removed (untimed)."""
+    packages = ",".join(IMAGE_PACKAGES)
+    ended, elapsed = [], 0.0
+    for name in baseline_names(nodes):
+        started = time.monotonic()
+        try:
+            sh("lxc-create", "-n", name, "-t", "debian", "--", "-r", "bookworm", f"--packages={packages}", timeout=900)
+            elapsed += time.monotonic() - started
+            ended.append(round(elapsed, 2))
+            print(f"  tutorial-style lxc-create {name}: {ended[-1] - (ended[-2] if len(ended) > 1 else 0):.1f} s")
+        finally:
+            sh("lxc-destroy", "-n", name, "-f", check=False)
+    return {"packages": packages, "cumulative": ended}
+
+
+def purge_kept_image() -> None:
+    """Remove the node images kept for the bench cluster (purge-kept.sh, the documented way)."""
+    if KEEP_DIR.exists():
+        sh(str(ROOT / "purge-kept.sh"), CLUSTER)
+
+
+def machine() -> dict:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    memory = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": memory,
+        "os": release.get("PRETTY_NAME", "").strip('"'),
+        "kernel": platform.release(),
+        "lxc": sh("lxc-create", "--version", check=False).stdout.strip(),
+        "slurm": sh("slurmctld", "-V", check=False).stdout.strip(),
+    }
+
+
+def report(figures: dict) -> str:
+    lines = []
+    runs = figures["runs"]
+    header = f"{'run':<24}{'nodes':>6}" + "".join(f"{p:>12}" for p in PHASES) + f"{'ready':>9}{'total':>9}{'cpu s':>8}"
+    lines.append(
+        "phase spans in seconds (first start to last end of each phase's steps); ready: the health gate "
+        "passed; cpu s: CPU seconds the host spent busy during the up (all processes)"
+    )
+    lines.append(header)
+    for run in runs:
+        cells = "".join(f"{run['phases'][p]['seconds']:>12.1f}" if p in run["phases"] else f"{'-':>12}" for p in PHASES)
+        lines.append(
+            f"{run['label']:<24}{run['nodes']:>6}{cells}{run['ready']:>9.1f}{run['total']:>9.1f}{run['cpu_seconds']:>8.1f}"
+        )
+    lines.append("")
+    base = figures.get("baseline")
+    reups = {run["nodes"]: run for run in runs if run["kind"] == "re-up"}
+    if base:
+        lines.append("tutorial-style (one lxc-create with the packages per node, sequential; no boot, no Slurm):")
+        for n, seconds in enumerate(base["cumulative"], start=1):
+            if n in reups or n == len(base["cumulative"]):
+                lines.append(f"  {n:>3} nodes: {seconds:.1f} s")
+    for nodes, run in sorted(reups.items()):
+        line = f"re-up {nodes} nodes: ready {run['ready']:.1f} s, total {run['total']:.1f} s"
+        line += f", destroy {run['destroy']:.1f} s"
+        if base and nodes <= len(base["cumulative"]):
+            line += f"; tutorial-style / this = {base['cumulative'][nodes - 1] / run['ready']:.1f}x"
+        lines.append(line)
+    first = next((run for run in runs if run["kind"] == "first"), None)
+    if first:
+        lines.append(f"first up {first['nodes']} nodes (image built): ready {first['ready']:.1f} s")
+    sizes = sorted(reups)
+    if len(sizes) > 1:
+        small, large = reups[sizes[0]], reups[sizes[-1]]
+        lines.append(
+            f"scale-out: {large['nodes']} nodes / {small['nodes']} nodes (ready): "
+            f"{large['ready'] / small['ready']:.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def plot(figures: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no plot: matplotlib is missing (venv/bin/pip install -r tests/requirements-benchmark.txt)")
+        return
+    runs = figures["runs"]
+    base = figures.get("baseline")
+    colors = dict(zip(PHASES, plt.get_cmap("tab10").colors, strict=False))
+    fig, (gantt, bars) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+
+    labels = [run["label"] for run in runs]
+    for row, run in enumerate(runs):
+        for phase, span in run["phases"].items():
+            gantt.barh(
+                row,
+                span["seconds"],
+                left=span["start"],
+                color=colors[phase],
+                height=0.6,
+                label=phase if row == 0 else None,
+            )
+        gantt.text(run["ready"], row, f" ready {run['ready']:.1f} s", va="center", fontsize=8)
+    gantt.set_yticks(range(len(runs)), labels)
+    gantt.invert_yaxis()
+    gantt.set_xlabel("seconds since the update started")
+    gantt.set_title("bring-up phases (this program)")
+    gantt.legend(fontsize=7, loc="lower right")
+    gantt.set_xlim(0, max(run["total"] for run in runs) * 1.3)
+
+    reups = [run for run in runs if run["kind"] == "re-up"]
+    sizes = [run["nodes"] for run in reups]
+    width = 0.38
+    xs = range(len(sizes))
+    bars.bar(
+        [x - width / 2 for x in xs],
+        [run["ready"] for run in reups],
+        width,
+        label="this program (ready)",
+        color="tab:green",
+    )
+    if base:
+        tutorial = [base["cumulative"][n - 1] if n <= len(base["cumulative"]) else 0 for n in sizes]
+        bars.bar([x + width / 2 for x in xs], tutorial, width, label="tutorial-style lxc-create loop", color="tab:gray")
+        for x, run, seconds in zip(xs, reups, tutorial, strict=True):
+            if seconds:
+                bars.text(x, max(seconds, run["ready"]), f"{seconds / run['ready']:.1f}x", ha="center", va="bottom")
+    bars.set_xticks(list(xs), [f"{n} nodes" for n in sizes])
+    bars.set_ylabel("seconds")
+    bars.set_title("bring-up vs the tutorial's per-node install")
+    bars.legend(fontsize=8)
+
+    host = figures["machine"]
+    fig.suptitle(
+        f"{figures['date']}: {host['cpus']} cores ({host['cpu']}), {host['memory_gib']} GiB, {host['os']}, "
+        f"LXC {host['lxc']}, {host['slurm']}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[4, 16], help="cluster sizes (default: 4 16)")
+    parser.add_argument(
+        "--baseline-nodes",
+        type=int,
+        default=None,
+        help="tutorial-style nodes to create (default: the largest size; 0: none)",
+    )
+    parser.add_argument("--no-first", action="store_true", help="skip the first bring-up that builds the image")
+    parser.add_argument("--keep-image", action="store_true", help="leave the kept node image in place at the end")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=OUT,
+        help=f"folder of bringup.json and bringup.png (default {OUT.relative_to(ROOT)})",
+    )
+    parser.add_argument("--plot-only", action="store_true", help="redraw the plot from the folder's bringup.json")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.plot_only:
+        figures = json.loads((args.out / "bringup.json").read_text())
+        print(report(figures))
+        plot(figures, args.out / "bringup.png")
+        return
+
+    sizes = sorted(set(args.nodes))
+    if sizes[0] < 1 or sizes[-1] > MAX_NODES:
+        sys.exit(f"--nodes: 1 to {MAX_NODES}")
+    baseline_nodes = sizes[-1] if args.baseline_nodes is None else args.baseline_nodes
+    if not 0 <= baseline_nodes <= MAX_NODES:
+        sys.exit(f"--baseline-nodes: 0 to {MAX_NODES}")
+    require_host()
+    commands = {n: commands_for(n) for n in sizes}
+    largest = commands[sizes[-1]]
+
+    figures: dict = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "command": " ".join(["tests/benchmark_bringup.py", *sys.argv[1:]]),
+        "runs": [],
+    }
+    stand_in_gpus()
+    try:
+        preflight(largest, baseline_nodes)
+        destroy(largest)  # whatever an interrupted run of this benchmark left (its own only)
+        if not args.no_first:
+            purge_kept_image()
+            print(f"first bring-up, {sizes[0]} nodes, the node image built ...")
+            figures["runs"].append(
+                {"kind": "first", "label": f"{sizes[0]} nodes, image built", **bring_up(sizes[0], commands[sizes[0]])}
+            )
+        for n in sizes:
+            print(f"bring-up, {n} nodes ...")
+            figures["runs"].append({"kind": "re-up", "label": f"{n} nodes", **bring_up(n, commands[n])})
+        if baseline_nodes:
+            print(f"tutorial-style baseline, {baseline_nodes} nodes ...")
+            figures["baseline"] = baseline(baseline_nodes)
+    finally:
+        destroy(largest)
+        for name in baseline_names(baseline_nodes):
+            if Path("/var/lib/lxc", name).exists():
+                sh("lxc-destroy", "-n", name, "-f", check=False)
+        if not args.keep_image:
+            purge_kept_image()
+        remove_stand_in_gpus()
+
+    (args.out / "bringup.json").write_text(json.dumps(figures, indent=1) + "\n")
+    print(report(figures))
+    plot(figures, args.out / "bringup.png")
+    print(f"wrote {args.out / 'bringup.json'} and {args.out / 'bringup.png'}")
+
+
+if __name__ == "__main__":
+    main()
