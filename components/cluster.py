@@ -87,9 +87,6 @@ class GpuCluster(pulumi.ComponentResource):
 
         controller_node = config.controller_node
         controller_hostname = controller_node.name if controller_node else socket.gethostname().split(".")[0]
-        controller_deps = [self.host.packages]
-        if controller_node:
-            controller_deps.append(self.containers[controller_node.name])
         self.controller = SlurmController(
             f"{name}-slurm",
             cluster,
@@ -101,7 +98,9 @@ class GpuCluster(pulumi.ComponentResource):
             slurm_conf=render_slurm_conf(config, controller_hostname),
             gres_conf=render_gres_conf(config),
             container=self.containers[controller_node.name].lxc if controller_node else None,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
+            # The key and the host's munged need only the host; slurmctld in a container waits
+            # for it (SlurmController), so the key is made while the containers boot.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.host.packages]),
         )
         self.slurm_nodes = [
             SlurmNode(

@@ -32,7 +32,9 @@ class SlurmController(pulumi.ComponentResource):
     """slurmctld in a node container (as the tutorial does) or on the host.
 
     `slurm_conf` and `gres_conf` are the rendered texts (components/slurm/slurm_conf.py):
-    they describe the whole cluster, so the cluster renders them.
+    they describe the whole cluster, so the cluster renders them. `container` is the container
+    slurmctld runs in (placement `container`): slurmctld waits for it and is replaced with it;
+    the key and the host client need only the host.
 
     Builds:
       - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
@@ -101,7 +103,12 @@ class SlurmController(pulumi.ComponentResource):
             },
             # In a container, slurmctld lives there: a new container needs it set up again.
             opts=child_options(
-                self, opts, self.munge_key, self.client, replace_with=[container] if container else None
+                self,
+                opts,
+                self.munge_key,
+                self.client,
+                *([container] if container else []),
+                replace_with=[container] if container else None,
             ),
         )
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
