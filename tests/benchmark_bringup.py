@@ -12,27 +12,30 @@ What it does, in one run:
      stand-in GPU shared by the nodes, slurmctld in c000, no web app) and runs the cluster's
      own preflight for the largest one: it refuses to start, changing nothing, when the
      cluster's bridge names or subnets, or its container names, are taken by something else.
-  2. First bring-up of the smallest size with no kept node image (the image is built with
-     `lxc-create -t debian` from LXC's download cache), then destroy, which keeps the image.
-  3. For every size: bring-up (the image restored from the kept directory), destroy.
-     Bring-ups run the harness the end-to-end test uses (tests/harness/command_executor.py):
-     dependency order, unbounded parallelism, as `pulumi up` does.
-  4. The tutorial-style baseline: one `lxc-create -t debian -- -r bookworm --packages=...`
+  2. For every size: a bring-up with no kept node image (the image is built with
+     `lxc-create -t debian` from LXC's download cache), destroy (which keeps the image), a
+     bring-up that restores the kept image, destroy. Bring-ups run the harness the
+     end-to-end test uses (tests/harness/command_executor.py): dependency order, unbounded
+     parallelism, as `pulumi up` does.
+  3. The tutorial-style baseline: one `lxc-create -t debian -- -r bookworm --packages=...`
      (the node image's packages) per node, one after the other, as the tutorial's
      install_cuda_node loop does (its boot, SSH and Slurm setup are not counted, so the
      baseline is a lower bound). Measured once for the largest baseline size; the time at n
      nodes is when the n-th create ended. Each container is removed right after its create,
      outside the timed part.
-  5. Prints per phase and total, the ratios, writes the figures as JSON and a plot (PNG), and
+  4. Prints per phase and total, the ratios, writes the figures as JSON and a plot (PNG), and
      purges the kept image it made (unless --keep-image).
 
 Phases are spans of the resources' steps on the update's clock (0 = the first step starts):
-host (preflight, packages, shared dir, bridges), image, containers, controller (munge key,
-host client, slurmctld), slurmd registration, health gate (sinfo + srun on every node and a
-GPU job), boot unit. `ready` is when the health gate passed: every node answered srun.
+host (preflight, packages, shared dir, bridges, the munge key and the host's munged), image,
+containers, controller (slurmctld), slurmd registration, health gate (sinfo + srun on every
+node and a GPU job), boot unit. `ready` is when the health gate passed: every node answered srun.
+CPU seconds are counted in cgroups (v1 cpuacct): the benchmark's own (every script and tool
+the bring-up runs) and the cluster's containers, so other work on the host is left out.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -67,6 +70,8 @@ BASELINE_PREFIX = "benchtut-"
 MAX_NODES = 64  # bounded: 64 containers at most, one /24 per bridge
 PHASES = ("host", "image", "containers", "controller", "slurmd", "health", "boot unit")
 OUT = ROOT / "docs" / "benchmark"
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+OWN_CGROUP = CPUACCT / "gpucluster-benchmark"
 
 
 def bench_config(nodes: int) -> dict:
@@ -106,7 +111,7 @@ def commands_for(nodes: int) -> list[HostCommand]:
 
 def phase_of(name: str) -> str:
     step = name.removeprefix(f"{CLUSTER}-")
-    if step.startswith(("host-", "bridges-")):
+    if step.startswith(("host-", "bridges-", "slurm-munge-key", "slurm-client")):
         return "host"
     if step.startswith("image-"):
         return "image"
@@ -200,14 +205,45 @@ def cpu_busy() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def bring_up(nodes: int, commands: list[HostCommand]) -> dict:
+def cgroup_seconds(path: Path) -> float:
+    return int((path / "cpuacct.usage").read_text()) / 1e9
+
+
+def enter_own_cgroup() -> bool:
+    """Run in a cpuacct cgroup of our own (cgroup v1), so the CPU of every script and tool the
+    bring-up runs, and of the host daemons it starts, is counted apart from other work on the
+    host; the containers count in their own LXC cgroups."""
+    if not (CPUACCT / "cpuacct.usage").exists():
+        return False
+    OWN_CGROUP.mkdir(exist_ok=True)
+    (OWN_CGROUP / "cgroup.procs").write_text(str(os.getpid()))
+    return True
+
+
+def leave_own_cgroup() -> None:
+    if not OWN_CGROUP.exists():
+        return
+    for pid in [os.getpid(), *(OWN_CGROUP / "cgroup.procs").read_text().split()]:
+        with contextlib.suppress(ProcessLookupError):
+            (CPUACCT / "cgroup.procs").write_text(str(pid))
+    OWN_CGROUP.rmdir()
+
+
+def own_cpu() -> float:
+    """CPU seconds of this bring-up so far: our cgroup, and the cluster's containers and their
+    LXC monitors (whose cgroups go when the containers stop: read before destroy)."""
+    groups = [OWN_CGROUP, *CPUACCT.glob(f"lxc.payload.{CLUSTER}-*"), *CPUACCT.glob(f"lxc.monitor.{CLUSTER}-*")]
+    return sum(cgroup_seconds(group) for group in groups if group.exists())
+
+
+def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
     """Up, then destroy; the figures of the up and the destroy's time."""
     state = State()
     load = float(Path("/proc/loadavg").read_text().split()[0])
-    busy = cpu_busy()
+    busy, own = cpu_busy(), own_cpu() if counted else 0.0
     try:
         timeline, _ = up(state, commands)
-        busy = cpu_busy() - busy
+        busy, own = cpu_busy() - busy, own_cpu() - own if counted else None
     finally:
         started = time.monotonic()
         destroy_state(state)
@@ -219,7 +255,8 @@ def bring_up(nodes: int, commands: list[HostCommand]) -> dict:
         "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
         "phases": {name: {k: round(v, 2) for k, v in phase.items()} for name, phase in found.items()},
         "destroy": round(destroyed, 2),
-        "cpu_seconds": round(busy, 1),
+        "cpu_seconds": round(own, 1) if own is not None else None,
+        "host_cpu_seconds": round(busy, 1),
         "load_before": load,
         "steps": steps_of(timeline),
     }
@@ -269,44 +306,47 @@ def machine() -> dict:
     }
 
 
+KINDS = {"first": "node image built", "re-up": "node image kept by a destroy before"}
+
+
 def report(figures: dict) -> str:
-    lines = []
-    runs = figures["runs"]
-    header = f"{'run':<24}{'nodes':>6}" + "".join(f"{p:>12}" for p in PHASES) + f"{'ready':>9}{'total':>9}{'cpu s':>8}"
-    lines.append(
-        "phase spans in seconds (first start to last end of each phase's steps); ready: the health gate "
-        "passed; cpu s: CPU seconds the host spent busy during the up (all processes)"
-    )
-    lines.append(header)
+    runs, base = figures["runs"], figures.get("baseline")
+    lines = [
+        "phase spans in seconds (first start to last end of each phase's steps); ready: the health gate passed;",
+        "cpu s: CPU seconds of the bring-up's own processes and containers; host cpu: the whole host's, other work",
+        "included",
+        f"{'run':<24}{'nodes':>6}" + "".join(f"{p:>11}" for p in PHASES) + f"{'ready':>8}{'total':>8}{'cpu s':>8}"
+        f"{'host cpu':>9}",
+    ]
     for run in runs:
-        cells = "".join(f"{run['phases'][p]['seconds']:>12.1f}" if p in run["phases"] else f"{'-':>12}" for p in PHASES)
+        cells = "".join(f"{run['phases'][p]['seconds']:>11.1f}" if p in run["phases"] else f"{'-':>11}" for p in PHASES)
+        cpu = run["cpu_seconds"] if run["cpu_seconds"] is not None else "-"
         lines.append(
-            f"{run['label']:<24}{run['nodes']:>6}{cells}{run['ready']:>9.1f}{run['total']:>9.1f}{run['cpu_seconds']:>8.1f}"
+            f"{run['label']:<24}{run['nodes']:>6}{cells}{run['ready']:>8.1f}{run['total']:>8.1f}{cpu:>8}"
+            f"{run['host_cpu_seconds']:>9.1f}"
         )
     lines.append("")
-    base = figures.get("baseline")
-    reups = {run["nodes"]: run for run in runs if run["kind"] == "re-up"}
     if base:
-        lines.append("tutorial-style (one lxc-create with the packages per node, sequential; no boot, no Slurm):")
-        for n, seconds in enumerate(base["cumulative"], start=1):
-            if n in reups or n == len(base["cumulative"]):
-                lines.append(f"  {n:>3} nodes: {seconds:.1f} s")
-    for nodes, run in sorted(reups.items()):
-        line = f"re-up {nodes} nodes: ready {run['ready']:.1f} s, total {run['total']:.1f} s"
-        line += f", destroy {run['destroy']:.1f} s"
-        if base and nodes <= len(base["cumulative"]):
-            line += f"; tutorial-style / this = {base['cumulative'][nodes - 1] / run['ready']:.1f}x"
-        lines.append(line)
-    first = next((run for run in runs if run["kind"] == "first"), None)
-    if first:
-        lines.append(f"first up {first['nodes']} nodes (image built): ready {first['ready']:.1f} s")
-    sizes = sorted(reups)
-    if len(sizes) > 1:
-        small, large = reups[sizes[0]], reups[sizes[-1]]
         lines.append(
-            f"scale-out: {large['nodes']} nodes / {small['nodes']} nodes (ready): "
-            f"{large['ready'] / small['ready']:.2f}x"
+            f"tutorial-style: one lxc-create -t debian --packages={base['packages']} per node, one after the "
+            "other (no boot, no Slurm):"
         )
+        shown = {run["nodes"] for run in runs} | {len(base["cumulative"])}
+        lines += [f"  {n:>3} nodes: {s:.1f} s" for n, s in enumerate(base["cumulative"], start=1) if n in shown]
+    for kind, what in KINDS.items():
+        by_size = {run["nodes"]: run for run in runs if run["kind"] == kind}
+        for nodes, run in sorted(by_size.items()):
+            line = f"{nodes:>3} nodes, {what}: ready {run['ready']:.1f} s (destroy {run['destroy']:.1f} s)"
+            if base and nodes <= len(base["cumulative"]):
+                line += f"; tutorial-style takes {base['cumulative'][nodes - 1] / run['ready']:.1f}x as long"
+            lines.append(line)
+        sizes = sorted(by_size)
+        if len(sizes) > 1:
+            small, large = by_size[sizes[0]], by_size[sizes[-1]]
+            lines.append(
+                f"    scale-out, {what}: {large['nodes']} nodes take {large['ready'] / small['ready']:.2f}x "
+                f"the time of {small['nodes']}"
+            )
     return "\n".join(lines)
 
 
@@ -319,51 +359,56 @@ def plot(figures: dict, path: Path) -> None:
     except ImportError:
         print("no plot: matplotlib is missing (venv/bin/pip install -r tests/requirements-benchmark.txt)")
         return
-    runs = figures["runs"]
-    base = figures.get("baseline")
+    runs, base = figures["runs"], figures.get("baseline")
     colors = dict(zip(PHASES, plt.get_cmap("tab10").colors, strict=False))
-    fig, (gantt, bars) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (gantt, bars) = plt.subplots(1, 2, figsize=(14, 5), gridspec_kw={"width_ratios": [3, 2]})
 
-    labels = [run["label"] for run in runs]
+    # One thin lane per phase inside each run's row: phases overlap (containers boot while the
+    # controller starts), so each keeps its own band.
+    lane = 0.8 / len(PHASES)
     for row, run in enumerate(runs):
-        for phase, span in run["phases"].items():
-            gantt.barh(
-                row,
-                span["seconds"],
-                left=span["start"],
-                color=colors[phase],
-                height=0.6,
-                label=phase if row == 0 else None,
-            )
+        for index, phase in enumerate(PHASES):
+            span = run["phases"].get(phase)
+            if span:
+                y = row - 0.4 + lane * (index + 0.5)
+                label = phase if row == 0 else None
+                gantt.barh(
+                    y, max(span["seconds"], 0.05), left=span["start"], color=colors[phase], height=lane, label=label
+                )
         gantt.text(run["ready"], row, f" ready {run['ready']:.1f} s", va="center", fontsize=8)
-    gantt.set_yticks(range(len(runs)), labels)
+    gantt.set_yticks(range(len(runs)), [run["label"] for run in runs], fontsize=8)
     gantt.invert_yaxis()
     gantt.set_xlabel("seconds since the update started")
     gantt.set_title("bring-up phases (this program)")
     gantt.legend(fontsize=7, loc="lower right")
-    gantt.set_xlim(0, max(run["total"] for run in runs) * 1.3)
+    gantt.set_xlim(0, max(run["total"] for run in runs) * 1.25)
 
-    reups = [run for run in runs if run["kind"] == "re-up"]
-    sizes = [run["nodes"] for run in reups]
-    width = 0.38
-    xs = range(len(sizes))
-    bars.bar(
-        [x - width / 2 for x in xs],
-        [run["ready"] for run in reups],
-        width,
-        label="this program (ready)",
-        color="tab:green",
-    )
+    sizes = sorted({run["nodes"] for run in runs})
+    series = [(f"this program, {what}", kind) for kind, what in KINDS.items()]
+    groups = len(series) + bool(base)
+    width = 0.8 / groups
+
+    def offset(i: int) -> float:
+        return (i - (groups - 1) / 2) * width
+
+    for i, (label, kind) in enumerate(series):
+        found = {run["nodes"]: run["ready"] for run in runs if run["kind"] == kind}
+        xs = [x + offset(i) for x, n in enumerate(sizes) if n in found]
+        bars.bar(xs, [found[n] for n in sizes if n in found], width, label=label)
+        for x, n in zip(xs, [n for n in sizes if n in found], strict=True):
+            bars.text(x, found[n], f"{found[n]:.1f}", ha="center", va="bottom", fontsize=7)
     if base:
-        tutorial = [base["cumulative"][n - 1] if n <= len(base["cumulative"]) else 0 for n in sizes]
-        bars.bar([x + width / 2 for x in xs], tutorial, width, label="tutorial-style lxc-create loop", color="tab:gray")
-        for x, run, seconds in zip(xs, reups, tutorial, strict=True):
-            if seconds:
-                bars.text(x, max(seconds, run["ready"]), f"{seconds / run['ready']:.1f}x", ha="center", va="bottom")
-    bars.set_xticks(list(xs), [f"{n} nodes" for n in sizes])
-    bars.set_ylabel("seconds")
-    bars.set_title("bring-up vs the tutorial's per-node install")
-    bars.legend(fontsize=8)
+        i = len(series)
+        shown = [n for n in sizes if n <= len(base["cumulative"])]
+        xs = [x + offset(i) for x, n in enumerate(sizes) if n in shown]
+        seconds = [base["cumulative"][n - 1] for n in shown]
+        bars.bar(xs, seconds, width, label="tutorial-style lxc-create per node, sequential", color="tab:gray")
+        for x, value in zip(xs, seconds, strict=True):
+            bars.text(x, value, f"{value:.0f}", ha="center", va="bottom", fontsize=7)
+    bars.set_xticks(range(len(sizes)), [f"{n} nodes" for n in sizes])
+    bars.set_ylabel("seconds until every node serves (ready)")
+    bars.set_title("bring-up against the tutorial's per-node install")
+    bars.legend(fontsize=7)
 
     host = figures["machine"]
     fig.suptitle(
@@ -372,7 +417,7 @@ def plot(figures: dict, path: Path) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -385,7 +430,7 @@ def main() -> None:
         default=None,
         help="tutorial-style nodes to create (default: the largest size; 0: none)",
     )
-    parser.add_argument("--no-first", action="store_true", help="skip the first bring-up that builds the image")
+    parser.add_argument("--no-first", action="store_true", help="measure only bring-ups with the kept image")
     parser.add_argument("--keep-image", action="store_true", help="leave the kept node image in place at the end")
     parser.add_argument(
         "--out",
@@ -419,18 +464,22 @@ def main() -> None:
         "runs": [],
     }
     stand_in_gpus()
+    counted = enter_own_cgroup()
     try:
         preflight(largest, baseline_nodes)
         destroy(largest)  # whatever an interrupted run of this benchmark left (its own only)
-        if not args.no_first:
-            purge_kept_image()
-            print(f"first bring-up, {sizes[0]} nodes, the node image built ...")
-            figures["runs"].append(
-                {"kind": "first", "label": f"{sizes[0]} nodes, image built", **bring_up(sizes[0], commands[sizes[0]])}
-            )
         for n in sizes:
-            print(f"bring-up, {n} nodes ...")
-            figures["runs"].append({"kind": "re-up", "label": f"{n} nodes", **bring_up(n, commands[n])})
+            if not args.no_first:
+                purge_kept_image()
+                print(f"bring-up, {n} nodes, the node image built ...")
+                run = bring_up(n, commands[n], counted)
+                figures["runs"].append({"kind": "first", "label": f"{n} nodes, image built", **run})
+            print(f"bring-up, {n} nodes, the node image kept by the destroy before ...")
+            if not any(KEEP_DIR.glob("node-image-*")):
+                bring_up(n, commands[n], counted)  # --no-first: build it, unmeasured
+            figures["runs"].append(
+                {"kind": "re-up", "label": f"{n} nodes, image kept", **bring_up(n, commands[n], counted)}
+            )
         if baseline_nodes:
             print(f"tutorial-style baseline, {baseline_nodes} nodes ...")
             figures["baseline"] = baseline(baseline_nodes)
@@ -442,6 +491,7 @@ def main() -> None:
         if not args.keep_image:
             purge_kept_image()
         remove_stand_in_gpus()
+        leave_own_cgroup()
 
     (args.out / "bringup.json").write_text(json.dumps(figures, indent=1) + "\n")
     print(report(figures))
