@@ -16,7 +16,7 @@ from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
-from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
+from components.slurm.slurm_conf import SLURMCTLD_PORT, render_gres_conf, render_slurm_conf
 from components.transport import host_command
 
 # The cluster-wide health check is a Slurm script.
@@ -57,7 +57,10 @@ class GpuCluster(pulumi.ComponentResource):
             config.network,
             gpu_devices=config.gpu.devices,
             host_ports=[forward.host_port for forward in config.all_forwards],
+            controller_port=None if config.controller_node else SLURMCTLD_PORT,
             containers=containers,
+            stand_in_gpus=config.gpu.stand_in.count if config.gpu.stand_in else 0,
+            device_dir=config.device_dir,
             opts=child,
         )
         after_packages = pulumi.ResourceOptions(parent=self, depends_on=[self.host.packages, self.host.shared_dir])

@@ -64,6 +64,19 @@ class NetworkConfig(StrictModel):
     cluster_bridge: ClusterBridgeConfig
 
 
+class StandInGpus(StrictModel):
+    """Stand-in GPUs for a machine without one: the program makes them and removes them."""
+
+    count: int = Field(
+        ge=1,
+        le=64,
+        strict=True,
+        description="character devices with NVIDIA's major 195 made in the cluster's private "
+        "device directory (/run/gpucluster-<name>-dev/nvidia0..count-1, plus nvidiactl); they "
+        "become gpu.devices and gpu.control_devices. Refused on a host with an NVIDIA driver",
+    )
+
+
 class GpuConfig(StrictModel):
     """GPU device nodes of the host, passed through to containers."""
 
@@ -75,6 +88,11 @@ class GpuConfig(StrictModel):
     control_devices: list[SafePath] = Field(
         ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"],
         description="driver control devices bound into every container when present",
+    )
+    stand_in: StandInGpus | None = Field(
+        None,
+        description="make stand-in devices instead of using real GPUs (leave devices and "
+        "control_devices unset: they are the stand-ins)",
     )
     share_between_nodes: bool = Field(
         False,
@@ -167,10 +185,26 @@ class WebAppConfig(StrictModel):
     job_command: list[str] = Field(
         ["nvidia-smi"],
         min_length=1,
-        description="GPU job GET / runs (argv); a labelled CPU fallback runs when it is missing",
+        description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
     )
     max_concurrent_jobs: int = Field(2, ge=1, le=64, description="jobs running at once")
-    job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed after this")
+    job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed (with its process group) after this")
+    max_connections: int = Field(
+        16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
+    )
+    run_allowed_cidrs: list[IPv4Network] = Field(
+        [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
+    )
+    status_interval_s: int = Field(5, ge=1, le=300, description="how often the cluster panel's snapshot is written")
+
+    @model_validator(mode="after")
+    def _connections_above_jobs(self) -> "WebAppConfig":
+        if self.max_connections <= self.max_concurrent_jobs:
+            raise ValueError(
+                f"max_connections ({self.max_connections}) must be greater than max_concurrent_jobs "
+                f"({self.max_concurrent_jobs}), so a request beyond the job slots can still be told it is busy"
+            )
+        return self
 
 
 # What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
@@ -214,6 +248,18 @@ class ClusterConfig(StrictModel):
     slurm: SlurmConfig = SlurmConfig()
     web_app: WebAppConfig | None = None
     forwards: list[PortForwardConfig] = Field([], description="extra host port forwards")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stand_in_devices(cls, data):
+        """With gpu.stand_in, the GPU devices are the stand-ins (rule_stand_in_gpus refuses others)."""
+        gpu = data.get("gpu") if isinstance(data, dict) else None
+        stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
+        count = stand_in.get("count") if isinstance(stand_in, dict) else None
+        if type(count) is int and isinstance(data.get("name"), str):
+            devices, control_devices = stand_in_devices(f"/run/gpucluster-{data['name']}-dev", count)
+            data = {**data, "gpu": {"devices": devices, "control_devices": control_devices, **gpu}}
+        return data
 
     @model_validator(mode="after")
     def _check_rules(self) -> "ClusterConfig":
@@ -262,6 +308,11 @@ class ClusterConfig(StrictModel):
         return f"{self.host.state_dir}/{self.name}"
 
     @property
+    def device_dir(self) -> str:
+        """The cluster-private directory where device nodes other than /dev/* may live."""
+        return f"/run/gpucluster-{self.name}-dev"
+
+    @property
     def all_forwards(self) -> list[PortForwardConfig]:
         web = (
             [PortForwardConfig(host_port=self.web_app.host_port, target=self.web_app.name, port=self.web_app.port)]
@@ -287,6 +338,11 @@ class ClusterConfig(StrictModel):
             assignment[node.name] = self.gpu.devices[start : start + node.gpus]
             next_gpu += node.gpus
         return assignment
+
+
+def stand_in_devices(device_dir: str, count: int) -> tuple[list[str], list[str]]:
+    """The stand-in GPUs' paths (gpu.devices) and their control device (gpu.control_devices)."""
+    return [f"{device_dir}/nvidia{i}" for i in range(count)], [f"{device_dir}/nvidiactl"]
 
 
 # ---- cross-field rules: each yields messages naming the field and what it accepts ----
@@ -360,18 +416,35 @@ def rule_gpu_devices(c: ClusterConfig) -> Iterator[str]:
         yield f"gpu.devices: two devices would both appear as /dev/{name} in the containers"
 
 
+def rule_stand_in_gpus(c: ClusterConfig) -> Iterator[str]:
+    if c.gpu.stand_in is None:
+        return
+    devices, control_devices = stand_in_devices(c.device_dir, c.gpu.stand_in.count)
+    for field, wanted, given in (
+        ("gpu.devices", devices, c.gpu.devices),
+        ("gpu.control_devices", control_devices, c.gpu.control_devices),
+    ):
+        if given != wanted:
+            yield (
+                f"{field}: cannot be set together with gpu.stand_in, whose stand-ins are the devices "
+                f"({', '.join(wanted)}); remove {field}, or remove gpu.stand_in to use real GPUs"
+            )
+
+
 def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
-    declared = len(c.gpu.devices)
+    declared = c.gpu.stand_in.count if c.gpu.stand_in else len(c.gpu.devices)
+    source = "gpu.stand_in.count" if c.gpu.stand_in else "gpu.devices"
     if c.gpu.share_between_nodes:
         for i, node in enumerate(c.nodes):
             if node.gpus > declared:
-                yield (f"nodes[{i}].gpus: {node.gpus} GPUs but gpu.devices declares only {declared}")
+                yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}")
         return
     wanted = sum(node.gpus for node in c.nodes)
     if wanted > declared:
+        more = "raise gpu.stand_in.count" if c.gpu.stand_in else "add devices"
         yield (
-            f"nodes[].gpus: the nodes ask for {wanted} GPUs in all but gpu.devices declares "
-            f"{declared}; add devices, lower nodes[].gpus, or set gpu.share_between_nodes: true "
+            f"nodes[].gpus: the nodes ask for {wanted} GPUs in all but {source} declares "
+            f"{declared}; {more}, lower nodes[].gpus, or set gpu.share_between_nodes: true "
             "to share GPUs between nodes"
         )
 
@@ -416,6 +489,7 @@ CLUSTER_RULES = (
     rule_cluster_addresses_in_subnet,
     rule_unique_addresses,
     rule_gpu_devices,
+    rule_stand_in_gpus,
     rule_gpus_match_devices,
     rule_controller_node,
     rule_partitions,

@@ -9,7 +9,7 @@ Run as root (it creates containers, bridges and daemons, and removes them again)
 
 What it does, in one run:
   1. Records the program's commands under mocks for a `bench` cluster of each size (one
-     stand-in GPU shared by the nodes, slurmctld in c000, no web app) and runs the cluster's
+     stand-in GPU, made by the program, shared by the nodes; slurmctld in c000; no web app) and runs the cluster's
      own preflight for the largest one: it refuses to start, changing nothing, when the
      cluster's bridge names or subnets, or its container names, are taken by something else.
   2. For every size: a bring-up with no kept node image (the image is built with
@@ -63,7 +63,6 @@ from tests.harness.program_harness import ROOT, run_program  # noqa: E402
 
 CLUSTER = "bench"
 STACK = "bench"
-STAND_IN_DIR = Path("/run/gpucluster-bench-dev")
 NAT_PREFIX, CLUSTER_PREFIX = "10.61.3", "10.61.5"
 KEEP_DIR = Path("/var/cache/gpucluster") / CLUSTER
 BASELINE_PREFIX = "benchtut-"
@@ -84,11 +83,7 @@ def bench_config(nodes: int) -> dict:
                 "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"{NAT_PREFIX}.1/24"},
                 "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"{CLUSTER_PREFIX}.0/24"},
             },
-            "gpu": {
-                "devices": [f"{STAND_IN_DIR}/nvidia0"],
-                "control_devices": [f"{STAND_IN_DIR}/nvidiactl"],
-                "share_between_nodes": True,
-            },
+            "gpu": {"stand_in": {"count": 1}, "share_between_nodes": True},
             "nodes": [
                 {
                     "name": f"c{i:03d}",
@@ -156,19 +151,6 @@ def steps_of(timeline: Timeline) -> list[dict]:
 
 def sh(*argv: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
-
-
-def stand_in_gpus() -> None:
-    """A character device with NVIDIA's major for the nodes to share, and a control device."""
-    STAND_IN_DIR.mkdir(parents=True, exist_ok=True)
-    for name, minor in (("nvidia0", 0), ("nvidiactl", 255)):
-        if not (STAND_IN_DIR / name).exists():
-            sh("mknod", "-m", "0666", str(STAND_IN_DIR / name), "c", "195", str(minor))
-
-
-def remove_stand_in_gpus() -> None:
-    if STAND_IN_DIR.exists():
-        shutil.rmtree(STAND_IN_DIR)
 
 
 def require_host() -> None:
@@ -463,7 +445,6 @@ def main() -> None:
         "command": " ".join(["tests/benchmark_bringup.py", *sys.argv[1:]]),
         "runs": [],
     }
-    stand_in_gpus()
     counted = enter_own_cgroup()
     try:
         preflight(largest, baseline_nodes)
@@ -490,7 +471,6 @@ def main() -> None:
                 sh("lxc-destroy", "-n", name, "-f", check=False)
         if not args.keep_image:
             purge_kept_image()
-        remove_stand_in_gpus()
         leave_own_cgroup()
 
     (args.out / "bringup.json").write_text(json.dumps(figures, indent=1) + "\n")

@@ -40,6 +40,32 @@ def test_gpus_are_assigned_one_per_node_unless_shared():
     assert set(map(tuple, local.gpu_assignment().values())) == {("/dev/nvidia0",)}
 
 
+def test_stand_in_gpus_are_the_devices_in_the_clusters_private_directory():
+    config = parse_stack_config(stack_config("nogpu")).cluster
+    assert config.device_dir == "/run/gpucluster-nogpu-dev"
+    assert config.gpu.devices == [f"/run/gpucluster-nogpu-dev/nvidia{i}" for i in range(4)]
+    assert config.gpu.control_devices == ["/run/gpucluster-nogpu-dev/nvidiactl"]
+    assert config.gpu_assignment()["c003"] == ["/run/gpucluster-nogpu-dev/nvidia3"]
+    # Dumped and read back (the devices now given explicitly, and equal to the stand-ins): the same.
+    assert ClusterConfig.model_validate(config.model_dump(mode="json")) == config
+
+
+@pytest.mark.parametrize(
+    ("stand_in", "message"),
+    [
+        ({"count": "4"}, "cluster.gpu.stand_in.count: Input should be a valid integer"),
+        ({"count": 4.0}, "cluster.gpu.stand_in.count: Input should be a valid integer"),
+        ({"count": True}, "cluster.gpu.stand_in.count: Input should be a valid integer"),
+        ({"count": 0}, "cluster.gpu.stand_in.count: Input should be greater than or equal to 1"),
+        ({"count": 65}, "cluster.gpu.stand_in.count: Input should be less than or equal to 64"),
+        ({}, "cluster.gpu.stand_in.count: Field required"),
+        ({"count": 4, "major": 195}, "cluster.gpu.stand_in.major: Extra inputs are not permitted"),
+    ],
+)
+def test_stand_in_count_is_a_plain_integer(stand_in, message):
+    assert message in error_after(_set("gpu", {"stand_in": stand_in}))
+
+
 def test_hostlist_groups_mixed_names():
     cluster = local_cluster()
     cluster["nodes"].append({"name": "gpu7", "nat_address": "10.42.3.30", "cluster_address": "10.42.5.30"})
@@ -147,6 +173,24 @@ RULE_CASES = [
         "rule_gpus_match_devices",
         _set("nodes.1.gpus", 2),
         "cluster.nodes[1].gpus: 2 GPUs but gpu.devices declares only 1",
+    ),
+    (
+        "rule_gpus_match_devices",
+        _set("gpu", {"stand_in": {"count": 2}}),
+        "cluster.nodes[].gpus: the nodes ask for 4 GPUs in all but gpu.stand_in.count declares 2; "
+        "raise gpu.stand_in.count, lower nodes[].gpus",
+    ),
+    (
+        "rule_stand_in_gpus",
+        _set("gpu", {"stand_in": {"count": 1}, "devices": ["/dev/nvidia0"], "share_between_nodes": True}),
+        "cluster.gpu.devices: cannot be set together with gpu.stand_in, whose stand-ins are the devices "
+        "(/run/gpucluster-gpu-dev/nvidia0); remove gpu.devices, or remove gpu.stand_in to use real GPUs",
+    ),
+    (
+        "rule_stand_in_gpus",
+        _set("gpu", {"stand_in": {"count": 4}, "control_devices": ["/dev/nvidiactl"]}),
+        "cluster.gpu.control_devices: cannot be set together with gpu.stand_in, whose stand-ins are the "
+        "devices (/run/gpucluster-gpu-dev/nvidiactl); remove gpu.control_devices",
     ),
     (
         "rule_controller_node",
@@ -265,6 +309,16 @@ FIELD_CASES = [
         "cluster.slurm.partitions[0].max_time: String should match",
     ),
     ("no nodes", _set("nodes", []), "cluster.nodes: List should have at least 1 item"),
+    (
+        "connections not above job slots",
+        _set("web_app.max_connections", 2),
+        "cluster.web_app: max_connections (2) must be greater than max_concurrent_jobs (2)",
+    ),
+    (
+        "run cidr with host bits",
+        _set("web_app.run_allowed_cidrs", ["10.0.0.1/8"]),
+        "cluster.web_app.run_allowed_cidrs[0]: Input is not a valid IPv4 network",
+    ),
     (
         "package name",
         _set("image", {"extra_packages": ["vim; curl evil"]}),

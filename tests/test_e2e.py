@@ -9,6 +9,7 @@ never skips, when they are missing. Everything it makes is removed in `finally` 
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 import urllib.request
@@ -16,16 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.e2e_web_page import check_web_page
 from tests.harness.command_executor import apply, destroy, host_commands, update
 from tests.harness.e2e_teardown import (
     OUTSIDE_LINK,
     OUTSIDE_NS,
     PLACEMENTS,
     STACK,
-    STAND_IN_DIR,
     e2e_config,
     remove_outside_namespace,
-    remove_stand_in_gpus,
     teardown,
 )
 from tests.harness.program_harness import run_program
@@ -41,6 +41,7 @@ REQUIRED_TOOLS = [
     "sinfo",
     "slurmctld",
     "curl",
+    "chromium",
 ]
 OUTSIDE_HOST_SIDE, OUTSIDE_NS_SIDE = "10.44.0.1", "10.44.0.2"
 # What destroy leaves on purpose, in /var/cache/gpucluster/<cluster>/ (purge-kept.sh removes it).
@@ -61,17 +62,14 @@ def require_host() -> None:
     assert not missing, f"missing tools {missing}: run `bash .ci/run`, which installs them"
 
 
-def make_stand_in_gpus(config: dict) -> None:
-    """Character devices with NVIDIA's majors, at the paths the stack's gpu config names."""
-    STAND_IN_DIR.mkdir(parents=True, exist_ok=True)
-    gpu = config["cluster"]["gpu"]
-    for path in gpu["devices"]:
-        minor = int(Path(path).name.removeprefix("nvidia"))
-        if not Path(path).exists():
-            sh("mknod", "-m", "0666", path, "c", "195", str(minor))
-    for path in gpu["control_devices"]:
-        if not Path(path).exists():
-            sh("mknod", "-m", "0666", path, "c", "195", "255")
+def stand_in_gpus(cluster: str) -> dict[str, tuple[int, int]]:
+    """The character devices in the cluster's private device directory, by (major, minor)."""
+    found = {}
+    for path in Path(f"/run/gpucluster-{cluster}-dev").iterdir():
+        info = path.lstat()
+        assert stat.S_ISCHR(info.st_mode), f"{path} is not a character device"
+        found[path.name] = (os.major(info.st_rdev), os.minor(info.st_rdev))
+    return found
 
 
 def host_snapshot() -> dict:
@@ -85,6 +83,7 @@ def host_snapshot() -> dict:
     return {
         "etc": etc,
         "links": sorted(os.listdir("/sys/class/net")),
+        "dev_nvidia": sorted(str(path) for path in Path("/dev").glob("nvidia*")),
         "addresses": sh("ip", "-o", "-4", "addr", "show").stdout.count("\n"),
         "iptables": sh("iptables-save").stdout.count("\n-A ") if shutil.which("iptables-save") else 0,
         "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(),
@@ -107,6 +106,7 @@ def leftovers(cluster: str) -> list[str]:
     for path in (
         f"/var/lib/gpucluster/{cluster}",
         f"/run/gpucluster-{cluster}",
+        f"/run/gpucluster-{cluster}-dev",
         f"/srv/gpucluster/{cluster}",
         f"/etc/systemd/system/gpucluster-{cluster}.service",
         f"/etc/systemd/system/multi-user.target.wants/gpucluster-{cluster}.service",
@@ -138,8 +138,9 @@ def make_outside_namespace() -> None:
     sh(*ns, "ip", "link", "set", "lo", "up")
 
 
-def http_get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=30) as response:
+def http_run(url: str) -> dict:
+    """POST /api/run: one job, as the page's Run button does."""
+    with urllib.request.urlopen(urllib.request.Request(f"{url}api/run", data=b""), timeout=30) as response:
         return json.loads(response.read())
 
 
@@ -183,7 +184,7 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     web = cluster["web_app"]
     eth0 = sh("ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout.split()[3].split("/")[0]
     for url in (f"http://{eth0}:{web['host_port']}/", outputs["web_url"]):
-        body = http_get(url)
+        body = http_run(url)
         report.append(f"$ curl {url}  (from the host)\n{json.dumps(body)[:400]}\n")
         assert body["returncode"] == 0 and body["mode"] in {"gpu", "cpu-fallback"}
     outside = sh(
@@ -241,7 +242,6 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
     kept = kept_image(commands)
     # The image a destroy kept (the other placement's run): restored, not built again.
     kept_rootfs = (kept / "rootfs").stat().st_ino if (kept / "gpucluster-image-ready").exists() else None
-    make_stand_in_gpus(config)
     try:
         make_outside_namespace()
         started = time.monotonic()
@@ -252,7 +252,10 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
             assert Path(f"/var/lib/lxc/{cluster}-image/rootfs").stat().st_ino == kept_rootfs, "kept image not restored"
             assert not kept.exists()
         report.append(f"node image {'restored' if kept_rootfs else 'built'} in {image_step.seconds:.1f} s")
+        # The program made the stand-in GPUs, only in the cluster's private device directory.
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(4)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
+        check_web_page(config, slurm_env(cluster), report, placement)
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}
@@ -287,7 +290,6 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
         # Grow by one node: that node is created and the controller's config changes; the
         # other nodes are not touched (their slurmd keeps running).
         grown_config = e2e_config(placement, max_time="1-00:00:00", grow=True)
-        make_stand_in_gpus(grown_config)
         slurmd_pids = {node: slurmd_pid(cluster, node) for node in ("c001", "c003")}
         grown = host_commands(run_program(grown_config, stack=STACK))
         growth, actions = update(commands, grown)
@@ -297,10 +299,12 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
             f"{cluster}-c004-slurm-slurmd": "create",
             f"{cluster}-slurm-slurmctld": "update",
             f"{cluster}-slurm-client": "update",
+            f"{cluster}-host-stand-in-gpus": "update",
             f"{cluster}-host-preflight": "replace",
             f"{cluster}-health": "replace",
             f"{cluster}-boot-unit": "update",
         }
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
         assert states.count("idle") == 5, states
@@ -313,7 +317,6 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
         remove_outside_namespace()
         # The grown config's commands are a superset: nothing is missed whatever step failed.
         removal = destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))
-        remove_stand_in_gpus()
 
     assert leftovers(cluster) == []
     assert (kept / "gpucluster-image-ready").exists(), f"destroy did not keep the built image in {kept}"

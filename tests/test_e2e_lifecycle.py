@@ -13,9 +13,9 @@ import pytest
 from components.host.verify import verify
 from components.stack_config import parse_stack_config
 from tests.harness.command_executor import apply, destroy, host_commands
-from tests.harness.e2e_teardown import STAND_IN_DIR, remove_stand_in_gpus
+from tests.harness.e2e_teardown import remove_stand_in_gpus
 from tests.harness.program_harness import run_program, stack_config
-from tests.test_e2e import check_cluster, leftovers, make_stand_in_gpus, require_host, sh, slurm_env
+from tests.test_e2e import check_cluster, leftovers, require_host, sh, slurm_env
 
 IP_FORWARD_DIR = Path("/var/lib/gpucluster-host/ip_forward")
 KEEP_DIR = Path("/var/cache/gpucluster")
@@ -50,12 +50,10 @@ def simulate_reboot(config: dict, outputs: dict, report: list[str]) -> None:
     cluster = config["cluster"]
     name, net = cluster["name"], cluster["network"]
     containers = sorted(p.name for p in Path("/var/lib/lxc").glob(f"{name}-*") if p.name != f"{name}-image")
-    # Stopped cleanly, as the host's shutdown stops them (lxc.service): slurmctld saves its
-    # state on the way down. A kill right after a job loses its completion, and the job then
-    # looks running until its time limit (a container's uptime is the host's, so Slurm never
-    # takes it for lost).
+    # A reboot shuts containers down cleanly (lxc.service stops them; systemd inside stops
+    # slurmctld, which saves its state), then takes away everything that lives in memory.
     for container in containers:
-        sh("lxc-stop", "-n", container)
+        sh("lxc-stop", "-n", container, "-t", "60", timeout=120)
     for pidfile in (f"/var/lib/gpucluster/{name}/munge/munged.pid", f"/var/lib/gpucluster/{name}/slurmctld.pid"):
         pid = Path(pidfile).read_text().strip() if Path(pidfile).exists() else ""
         if pid and Path(f"/proc/{pid}").exists():
@@ -138,7 +136,7 @@ def interrupted_clone_recovers(config: dict, commands: list, report: list[str]) 
 # ---- destroy beside a second cluster ----
 
 
-def small_cluster(name: str, octet: int, host_port: int | None, device: str) -> dict:
+def small_cluster(name: str, octet: int, host_port: int | None) -> dict:
     """A one-node cluster of the e2e stack's shape with its own names, subnets and port
     (no web app without a port)."""
     config = stack_config("e2e")
@@ -149,9 +147,12 @@ def small_cluster(name: str, octet: int, host_port: int | None, device: str) -> 
         "nat_bridge": {"name": f"{name}br0", "address": f"10.{octet}.3.1/24"},
         "cluster_bridge": {"name": f"{name}br1", "subnet": f"10.{octet}.5.0/24"},
     }
-    cluster["gpu"]["devices"] = [f"{STAND_IN_DIR}/{device}"]
+    cluster["gpu"] = {"stand_in": {"count": 1}}
     cluster["nodes"] = [{"name": "c000", "nat_address": f"10.{octet}.3.2", "cluster_address": f"10.{octet}.5.1"}]
-    cluster["slurm"]["controller"] = {"placement": "host"}
+    # One slurmctld per host can listen on its port: the first cluster's is on the host.
+    cluster["slurm"]["controller"] = (
+        {"placement": "host"} if host_port is None else {"placement": "container", "node": "c000"}
+    )
     cluster["web_app"] = {"name": "web", "nat_address": f"10.{octet}.3.10", "host_port": host_port}
     if host_port is None:
         del cluster["web_app"]
@@ -166,7 +167,7 @@ def packages() -> str:
 def test_destroy_beside_a_second_cluster(capsys, kept_images_purged):
     require_host()
     kept_images_purged.update({"sidea", "sideb"})
-    first, second = small_cluster("sidea", 45, None, "nvidia0"), small_cluster("sideb", 46, 7011, "nvidia1")
+    first, second = small_cluster("sidea", 45, None), small_cluster("sideb", 46, 7011)
     runs = {c["cluster"]["name"]: host_commands(run_program(c, stack="e2e")) for c in (first, second)}
     report: list[str] = []
     for commands in runs.values():
@@ -174,8 +175,6 @@ def test_destroy_beside_a_second_cluster(capsys, kept_images_purged):
     forward_before = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
     shared_parent = Path("/srv/gpucluster")
     shared_before = shared_parent.exists()
-    make_stand_in_gpus(first)
-    make_stand_in_gpus(second)
     try:
         apply(runs["sidea"])
         apply(runs["sideb"])

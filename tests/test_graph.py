@@ -1,6 +1,7 @@
 """The program's dependency graph under mocks: shape, parents, edges, scripts and outputs."""
 
 import copy
+import json
 import re
 import subprocess
 
@@ -44,6 +45,7 @@ def test_resource_names_are_unique(run):
 @pytest.mark.parametrize(
     ("resource", "dependency"),
     [
+        ("e2e-host-preflight", "e2e-host-stand-in-gpus"),
         ("e2e-host-packages", "e2e-host-preflight"),
         ("e2e-bridges-nat", "e2e-host-preflight"),
         ("e2e-c000-lxc", "e2e-bridges-nat"),
@@ -61,6 +63,7 @@ def test_resource_names_are_unique(run):
         ("e2e-web-container-lxc", "e2e-bridges-nat"),
         ("e2e-web-service", "e2e-web-container-lxc"),
         ("e2e-fwd-7000-rules", "e2e-web-service"),
+        ("e2e-web-container-lxc", "e2e-web-status"),
     ],
 )
 def test_dependency_edge(run, resource, dependency):
@@ -147,12 +150,25 @@ def test_one_port_value_sets_the_app_and_the_forward(run):
     assert forward["TARGET_ADDRESS"] == service["APP_ADDRESS"] == "10.43.3.10"
 
 
+def test_the_app_container_reads_the_snapshot_read_only_and_holds_no_slurm_access(run):
+    lxc = run.by_name("e2e-web-container-lxc").inputs["environment"]
+    assert "lxc.mount.entry = /var/lib/gpucluster/e2e/status var/lib/cluster-status none bind,ro," in lxc["LXC_CONFIG"]
+    assert "munge.key" not in lxc["LXC_CONFIG"] and "/var/lib/gpucluster/e2e " not in lxc["LXC_CONFIG"]
+    status = run.by_name("e2e-web-status").inputs["environment"]
+    assert status["STATUS_DIR"] == "/var/lib/gpucluster/e2e/status"
+    settings = json.loads(run.by_name("e2e-web-service").inputs["environment"]["APP_SETTINGS"])
+    assert settings["listen_address"] == "10.43.3.10" and settings["port"] == 8080
+    assert settings["status_file"] == "/var/lib/cluster-status/cluster.json"
+    # Nodes get no such mount.
+    assert "cluster-status" not in run.by_name("e2e-c001-lxc").inputs["environment"]["LXC_CONFIG"]
+
+
 def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     config = stack_config("e2e")
     before = run_program(config, stack="e2e")
     grown = copy.deepcopy(config)
     grown["cluster"]["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-    grown["cluster"]["gpu"]["devices"].append("/run/gpucluster-e2e-dev/nvidia4")
+    grown["cluster"]["gpu"]["stand_in"]["count"] = 5
     after = run_program(grown, stack="e2e")
 
     old = {r.name: r.inputs for r in before.of_type(COMMAND)}
@@ -161,8 +177,15 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     changed = {name for name in old if new.get(name) != old[name]}
     assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd"}
     # The controller's slurm.conf, the host's client copy, the checks that cover every node,
-    # and the boot unit's list of containers.
-    assert changed == {"e2e-slurm-slurmctld", "e2e-slurm-client", "e2e-host-preflight", "e2e-health", "e2e-boot-unit"}
+    # the boot unit's list of containers, and the e2e stack's stand-in GPUs: one more.
+    assert changed == {
+        "e2e-slurm-slurmctld",
+        "e2e-slurm-client",
+        "e2e-host-preflight",
+        "e2e-health",
+        "e2e-boot-unit",
+        "e2e-host-stand-in-gpus",
+    }
 
 
 def test_controller_on_the_host():
@@ -201,3 +224,17 @@ def test_what_lives_inside_a_thing_is_replaced_with_it(run):
     assert lives_on("e2e-slurm-slurmctld") == {"e2e-c000-lxc"}
     for name in ("e2e-image-rootfs", "e2e-c001-lxc", "e2e-web-container-lxc", "e2e-bridges-nat"):
         assert run.by_name(name).delete_before_replace, name
+
+
+def test_stand_in_gpus_come_first_so_a_refusal_changes_nothing(run):
+    """gpu.stand_in: the stand-ins' create (which refuses a host with an NVIDIA driver) runs
+    before every other command, and their delete after every other delete."""
+    commands = [c.name for c in run.of_type(COMMAND) if c.name != "e2e-host-stand-in-gpus"]
+    assert len(commands) > 20
+    for name in commands:
+        assert run.depends_on(name, "e2e-host-stand-in-gpus"), f"{name} does not wait for the stand-in GPUs"
+
+
+def test_without_stand_ins_there_is_no_stand_in_command():
+    run = run_program(stack_config("local"), stack="local")
+    assert not [c for c in run.of_type(COMMAND) if "stand-in" in c.name]

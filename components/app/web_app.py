@@ -1,5 +1,6 @@
-"""WebApp: the GPU web app in its own CUDA container."""
+"""WebApp: the GPU web app in its own CUDA container, and the cluster snapshot its page shows."""
 
+import json
 from pathlib import Path
 
 import pulumi
@@ -8,23 +9,53 @@ from components.config import ClusterIdentity, WebAppConfig
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import host_command
 
 FILES = Path(__file__).parent / "files"
 
 APP_SOURCE = FILES / "gpu_web_app.py"
+STATUS_WRITER_SOURCE = FILES / "cluster_status.py"
+# Where the app's container sees the snapshot directory (read-only). Not under /run: systemd
+# mounts a fresh tmpfs there at boot, which would hide the bind mount.
+CONTAINER_STATUS_DIR = "/var/lib/cluster-status"
+
+
+def status_dir(cluster: ClusterIdentity) -> str:
+    """Host directory of the cluster snapshot: written on the host, mounted read-only in the app."""
+    return f"{cluster.cluster_dir}/status"
+
+
+def render_app_settings(app: WebAppConfig) -> str:
+    """The app's settings file (JSON), read by components/app/files/gpu_web_app.py."""
+    settings = {
+        "listen_address": str(app.nat_address),
+        "port": app.port,
+        "job_command": app.job_command,
+        "max_concurrent_jobs": app.max_concurrent_jobs,
+        "job_timeout_s": app.job_timeout_s,
+        "max_connections": app.max_connections,
+        "run_allowed_cidrs": [str(cidr) for cidr in app.run_allowed_cidrs],
+        "status_file": f"{CONTAINER_STATUS_DIR}/cluster.json",
+        "status_interval_s": app.status_interval_s,
+    }
+    return json.dumps(settings, indent=1)
 
 
 class WebApp(pulumi.ComponentResource):
-    """A small Python web app that runs a GPU job per request, in a container of its own.
+    """A small Python web app with a page that runs a GPU job, in a container of its own.
 
     Builds:
-      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU.
-      - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in the
-        container, listening on `web_app.port`, the same value the port forward targets;
-        create waits for `/healthz`.
-    `GET /` runs `web_app.job_command` (a labelled CPU fallback when it cannot run) with at
-    most `max_concurrent_jobs` at once; further requests get 503 instead of queueing jobs.
+      - `<name>-status`: on the host, a loop that writes `sinfo`/`squeue` as JSON into the
+        snapshot directory every `status_interval_s`. It does not wait for Slurm (which waits
+        for the controller's container): until Slurm answers, the snapshot says why.
+      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU and the
+        snapshot directory mounted read-only.
+      - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in
+        the container, listening on `nat_address:port` only (what the port forward targets);
+        Slurm and munge are purged from the container; create waits for `/healthz`.
+    The page at `/` runs `web_app.job_command` by a same-origin `POST /api/run` (a labelled
+    CPU fallback when it cannot run), at most `max_concurrent_jobs` at once; further runs get
+    503 instead of queueing.
     """
 
     url: pulumi.Output[str]
@@ -40,6 +71,21 @@ class WebApp(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
+        # The snapshot writer first: it makes the directory the container mounts.
+        self.status = host_command(
+            f"{name}-status",
+            create=FILES / "webapp_status_create.sh",
+            delete=FILES / "webapp_status_delete.sh",
+            environment={
+                "CLUSTER": cluster.name,
+                "CLUSTER_DIR": cluster.cluster_dir,
+                "STATUS_DIR": status_dir(cluster),
+                "STATUS_INTERVAL_S": str(app.status_interval_s),
+                "SLURM_CONF": f"{cluster.cluster_dir}/slurm.conf",
+                "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
+            },
+            opts=child_options(self, opts),
+        )
         self.container_resource = CudaContainer(
             f"{name}-container",
             cluster,
@@ -48,10 +94,11 @@ class WebApp(pulumi.ComponentResource):
                 nat_address=app.nat_address,
                 cluster_address=None,
                 gpu_devices=platform.gpu.devices[:1],
+                read_only_mounts=((status_dir(cluster), CONTAINER_STATUS_DIR),),
             ),
             platform,
             image=image,
-            opts=child_options(self, opts),
+            opts=child_options(self, opts, self.status),
         )
         self.service = host_command(
             f"{name}-service",
@@ -60,11 +107,9 @@ class WebApp(pulumi.ComponentResource):
             environment={
                 "CONTAINER": cluster.container_name(app.name),
                 "APP_SOURCE": APP_SOURCE.read_text(),
+                "APP_SETTINGS": render_app_settings(app),
                 "APP_PORT": str(app.port),
                 "APP_ADDRESS": str(app.nat_address),
-                "JOB_COMMAND": env_list(app.job_command),
-                "MAX_CONCURRENT_JOBS": str(app.max_concurrent_jobs),
-                "JOB_TIMEOUT_S": str(app.job_timeout_s),
             },
             opts=child_options(self, opts, self.container_resource, replace_with=[self.container_resource.lxc]),
         )

@@ -32,9 +32,13 @@ class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
 
     `containers` are the LXC names the cluster will create (the preflight refuses foreign
-    ones), `host_ports` the ports it will forward.
+    ones), `host_ports` the ports it will forward; `stand_in_gpus` stand-in GPUs are made in
+    `device_dir` (gpu.stand_in), where `gpu_devices` lists them.
 
     Builds:
+      - `<name>-stand-in-gpus` (only with gpu.stand_in): character devices with NVIDIA's
+        major in the cluster's private device directory, for a machine without a GPU; refused
+        where an NVIDIA driver is loaded; destroy removes them.
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
         a host port already listening, a container name taken by a foreign container; its
@@ -60,6 +64,9 @@ class GpuHost(pulumi.ComponentResource):
         gpu_devices: list[str],
         host_ports: list[int],
         containers: list[str],
+        controller_port: int | None = None,
+        stand_in_gpus: int = 0,
+        device_dir: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
@@ -74,15 +81,31 @@ class GpuHost(pulumi.ComponentResource):
             "CLUSTER_BRIDGE": net.cluster_bridge.name,
             "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
             "HOST_PORTS": env_list(host_ports),
+            # Only with slurmctld on the host: it needs its port there.
+            **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
             "CONTAINERS": env_list(containers),
         }
+        # Stand-ins first: the preflight checks them like real GPUs.
+        self.stand_in_gpus = None
+        if stand_in_gpus:
+            self.stand_in_gpus = host_command(
+                f"{name}-stand-in-gpus",
+                create=FILES / "stand_in_gpus_create.sh",
+                delete=FILES / "stand_in_gpus_delete.sh",
+                environment={
+                    "CLUSTER": cluster.name,
+                    "DEVICE_DIR": device_dir,
+                    "GPU_COUNT": str(stand_in_gpus),
+                },
+                opts=child_options(self, opts),
+            )
         # Re-run the checks whenever what they check changes.
         self.preflight = host_command(
             f"{name}-preflight",
             create=FILES / "preflight.sh",
             environment=environment,
             triggers=[json.dumps(environment, sort_keys=True)],
-            opts=child_options(self, opts),
+            opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
         self.packages = host_command(
             f"{name}-packages",

@@ -27,6 +27,9 @@ class ContainerSpec:
     nat_address: IPv4Address
     cluster_address: IPv4Address | None  # None: not on the cluster bridge (the web app)
     gpu_devices: list[str]
+    # (host directory, path in the container) pairs bound read-only (the web app's snapshot);
+    # the host directory must exist before the container starts
+    read_only_mounts: tuple[tuple[str, str], ...] = ()
 
 
 def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str) -> str:
@@ -67,4 +70,6 @@ def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfi
         lines.append(_mount(path, path, "bind,ro,optional,create=dir"))
     shared = shared_dir
     lines.append(_mount(shared, shared, "bind,create=dir"))
+    for source, target in spec.read_only_mounts:
+        lines.append(_mount(source, target, "bind,ro,create=dir"))
     return "".join(lines)

@@ -13,6 +13,8 @@ from components.config import ClusterConfig
 
 HEADER = "# Managed by the gpu-cluster Pulumi program; local edits are overwritten.\n"
 
+SLURMCTLD_PORT = 6817
+
 
 def format_line(pairs: Mapping[str, object]) -> str:
     """`Key=value` pairs joined by spaces; None drops a key, booleans become YES/NO."""
@@ -60,7 +62,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
         "AuthInfo": f"socket={config.munge_socket}",
         "SlurmUser": "slurm",
         "SlurmdUser": "root",
-        "SlurmctldPort": 6817,
+        "SlurmctldPort": SLURMCTLD_PORT,
         "SlurmdPort": 6818,
         **controller_paths(config),
         "SlurmdSpoolDir": "/var/lib/slurm/slurmd",

@@ -1,17 +1,25 @@
-"""The GPU web app itself, run as a process on loopback: health, jobs, fallback, bounded load."""
+"""The GPU web app itself, run as a process on loopback: health, jobs, fallback, bounded load,
+process groups, origins, the snapshot panel's API; and its page in headless Chromium: a click
+runs the job, output stays text, busy is shown plainly, a cross-origin POST from the browser is
+refused, the cluster panel shows the snapshot."""
 
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import pytest
 
 from components.app.web_app import APP_SOURCE
+from tests.harness.browser import Browser
 
 
 def free_port() -> int:
@@ -30,7 +38,8 @@ def start_app(tmp_path):
         config.write_text(json.dumps({"port": port, **settings}))
         process = subprocess.Popen([sys.executable, str(APP_SOURCE), str(config)])
         processes.append(process)
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://{settings.get('listen_address', '127.0.0.1')}:{port}"
+        start.pids[url] = process.pid
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -40,18 +49,25 @@ def start_app(tmp_path):
                 assert time.monotonic() < deadline, "the app did not answer /healthz"
                 time.sleep(0.05)
 
+    start.pids = {}
     yield start
     for process in processes:
         process.kill()
         process.wait()
 
 
-def get(url: str) -> tuple[int, dict]:
+def get(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=data, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
+
+
+def run(url: str, headers: dict | None = None) -> tuple[int, dict]:
+    """POST /api/run: what the page's Run button sends."""
+    return get(f"{url}/api/run", data=b"", headers=headers)
 
 
 def test_health_endpoint(start_app):
@@ -62,7 +78,7 @@ def test_health_endpoint(start_app):
 
 def test_without_a_gpu_the_cpu_fallback_is_labelled(start_app, tmp_path):
     url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"))
-    status, body = get(f"{url}/")
+    status, body = run(url)
     assert status == 200
     assert body["mode"] == "cpu-fallback"
     assert "no GPU device node" in body["reason"]
@@ -73,7 +89,7 @@ def test_without_a_gpu_the_cpu_fallback_is_labelled(start_app, tmp_path):
 def test_with_a_gpu_the_job_runs_and_is_timed(start_app, tmp_path):
     (tmp_path / "nvidia0").touch()
     url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["echo", "gpu job ran"])
-    status, body = get(f"{url}/")
+    status, body = run(url)
     assert (status, body["mode"], body["output"], body["command"]) == (
         200,
         "gpu",
@@ -85,7 +101,7 @@ def test_with_a_gpu_the_job_runs_and_is_timed(start_app, tmp_path):
 def test_a_job_past_its_timeout_is_killed(start_app, tmp_path):
     (tmp_path / "nvidia0").touch()
     url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sleep", "5"], job_timeout_s=0.3)
-    status, body = get(f"{url}/")
+    status, body = run(url)
     assert status == 500 and body["returncode"] == -9 and "killed after" in body["output"]
 
 
@@ -100,15 +116,281 @@ def test_a_burst_cannot_start_more_jobs_than_the_limit(start_app, tmp_path):
         gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sh", "-c", job], max_concurrent_jobs=2
     )
     with ThreadPoolExecutor(max_workers=8) as pool:
-        holders = [pool.submit(get, f"{url}/") for _ in range(2)]
+        holders = [pool.submit(run, url) for _ in range(2)]
         deadline = time.monotonic() + 10
         while len(list(started.iterdir())) < 2:
             assert time.monotonic() < deadline, "the first two jobs did not start"
             time.sleep(0.05)
-        burst = [status for status, _ in pool.map(lambda _: get(f"{url}/"), range(6))]
+        burst = [status for status, _ in pool.map(lambda _: run(url), range(6))]
         release.touch()
         held = [future.result()[0] for future in holders]
     assert burst == [503] * 6, burst
     assert held == [200, 200]
     assert len(list(started.iterdir())) == 2, "a refused request started a job"
-    assert get(f"{url}/")[0] == 200, "a slot was not given back"
+    assert run(url)[0] == 200, "a slot was not given back"
+
+
+def alive(pid: int) -> bool:
+    """Running or sleeping (a killed process may linger as a zombie until its parent reaps it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in {"Z", "X"}
+
+
+@pytest.mark.parametrize("finishes", [False, True], ids=["timed-out", "finished"])
+def test_a_job_is_killed_with_its_whole_process_group(start_app, tmp_path, finishes):
+    """A grandchild the job started in the background is gone once the request is answered:
+    after a timeout, and also when the job itself ended but left it behind."""
+    (tmp_path / "nvidia0").touch()
+    pidfile = tmp_path / "grandchild.pid"
+    tail = "exit 0" if finishes else "sleep 30"
+    job = f'sleep 300 > /dev/null 2>&1 & echo $! > "{pidfile}"; {tail}'
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sh", "-c", job], job_timeout_s=1)
+    status, body = run(url)
+    assert (status, body["returncode"]) == ((200, 0) if finishes else (500, -9)), body
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while alive(grandchild):
+        assert time.monotonic() < deadline, f"the job's grandchild {grandchild} survived the request"
+        time.sleep(0.05)
+
+
+def test_the_page_is_served_at_root_and_needs_nothing_from_elsewhere(start_app):
+    url = start_app()
+    with urllib.request.urlopen(f"{url}/", timeout=10) as response:
+        page = response.read().decode()
+        assert response.headers["Content-Type"].startswith("text/html")
+        assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    assert '<button id="run"' in page
+    # Offline: no external script, style, font or image; output shown with textContent only.
+    assert "http://" not in page and "https://" not in page and "src=" not in page
+    assert "innerHTML" not in page and "textContent = body.output" in page
+    assert get(f"{url}/api/run")[0] == 405, "a GET must not run a job"
+
+
+def test_cross_origin_posts_are_refused_and_run_nothing(start_app, tmp_path):
+    (tmp_path / "nvidia0").touch()
+    runs = tmp_path / "runs"
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sh", "-c", f'echo x >> "{runs}"'])
+    host = url.removeprefix("http://")
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Origin": "null"}):
+        status, body = run(url, headers)
+        assert status == 403 and "cross-origin" in body["error"], (headers, status, body)
+    assert not runs.exists(), "a refused request ran the job"
+    assert run(url, {"Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"})[0] == 200
+    assert runs.read_text() == "x\n"
+    counters = get(f"{url}/api/info")[1]["counters"]
+    assert (counters["refused_cross_origin"], counters["jobs_started"]) == (3, 1)
+
+
+def test_only_allowed_source_networks_may_run_jobs(start_app):
+    refused = start_app(run_allowed_cidrs=["10.0.0.0/8"])
+    status, body = run(refused)
+    assert status == 403 and "127.0.0.1 may not run jobs" in body["error"]
+    assert get(f"{refused}/api/info")[1]["run_allowed"] is False
+    allowed = start_app(run_allowed_cidrs=["10.0.0.0/8", "127.0.0.0/8"])
+    assert run(allowed)[0] == 200
+
+
+def test_the_app_listens_only_on_its_address(start_app):
+    url = start_app(listen_address="127.0.0.1")
+    port = int(url.rsplit(":", 1)[1])
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.2", port), timeout=2):
+        pass
+
+
+def threads(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
+
+def test_connections_are_served_by_a_bounded_pool_and_idle_ones_time_out(start_app):
+    url = start_app(max_connections=4, max_concurrent_jobs=1, socket_timeout_s=1)
+    host, port = url.removeprefix("http://").split(":")
+    # Many clients that connect and send nothing: at most 4 are served at once, the rest wait
+    # in the listen backlog; the thread count does not grow with them.
+    idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(16)]
+    try:
+        time.sleep(0.3)
+        assert threads(start_app.pids[url]) <= 4 + 1, threads(start_app.pids[url])
+        # Every idle client is dropped after the socket timeout (1 s each, 4 at a time), and
+        # a real request is answered after them.
+        started = time.monotonic()
+        assert get(f"{url}/healthz") == (200, {"status": "ok"})
+        waited = time.monotonic() - started
+        closed = sum(1 for conn in idle if conn.recv(1) == b"")
+    finally:
+        for conn in idle:
+            conn.close()
+    assert closed == 16
+    print(f"a request behind 16 idle connections (pool 4, socket timeout 1 s) waited {waited:.1f} s")
+
+
+def test_the_cluster_snapshot_is_served_with_its_age(start_app, tmp_path):
+    snapshot = tmp_path / "cluster.json"
+    url = start_app(status_file=str(snapshot), status_interval_s=5)
+    body = get(f"{url}/api/cluster")[1]
+    assert body["available"] is False and "no cluster snapshot yet" in body["error"]
+    written = {
+        "cluster": "t",
+        "interval_s": 5,
+        "written_at": time.time() - 2,
+        "nodes": [{"name": "c000", "state": "idle", "gpus_total": 1, "gpus_used": 0}],
+        "jobs": {"running": 0, "pending": 0, "list": []},
+    }
+    snapshot.write_text(json.dumps(written))
+    body = get(f"{url}/api/cluster")[1]
+    assert body["available"] and body["nodes"] == written["nodes"] and not body["stale"]
+    assert 2 <= body["age_s"] < 10
+    snapshot.write_text(json.dumps({**written, "written_at": time.time() - 60}))
+    assert get(f"{url}/api/cluster")[1]["stale"] is True
+
+
+# ---- the page, in headless Chromium ----
+
+MARKUP = '<script>document.title="injected"</script><img src=x onerror="document.title=1"><b>bold</b>'
+
+
+class ElsewherePage(BaseHTTPRequestHandler):
+    def do_GET(self):
+        data = b"<!doctype html><title>elsewhere</title><p>another site"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format, *args):  # noqa: A002 (http.server's signature)
+        pass
+
+
+@pytest.fixture
+def elsewhere():
+    """A page of another origin (another port), as a site the visitor also has open."""
+    server = HTTPServer(("127.0.0.1", free_port()), ElsewherePage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as chromium:
+        yield chromium
+
+
+def click_run_and_wait(browser: Browser) -> None:
+    browser.wait_for("!document.getElementById('run').disabled")
+    browser.click("#run")
+    browser.wait_for("!document.getElementById('run').disabled")
+
+
+def test_without_a_gpu_the_page_runs_the_labelled_cpu_fallback(browser, start_app, tmp_path):
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"))
+    browser.open(f"{url}/")
+    browser.wait_for("document.getElementById('about').textContent.startsWith('No GPU here')")
+    click_run_and_wait(browser)
+    browser.wait_for("!document.getElementById('result').hidden")
+    assert browser.text("#mode") == "CPU fallback"
+    assert browser.text("#output").startswith("CPU fallback: 96x96 integer matrix product")
+    assert re.fullmatch(r"\d+\.\d{3} s", browser.text("#duration")), browser.text("#duration")
+    assert browser.text("#device").startswith("CPU of ")
+    assert "no GPU device node" in browser.text("#reason")
+    browser.screenshot(tmp_path / "page-cpu-fallback.png")
+    assert (tmp_path / "page-cpu-fallback.png").stat().st_size > 10_000
+
+
+def test_with_a_gpu_markup_in_the_output_stays_text(browser, start_app, tmp_path):
+    (tmp_path / "nvidia0").touch()
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["printf", "%s\\n", MARKUP])
+    browser.open(f"{url}/")
+    title = browser.evaluate("document.title")
+    click_run_and_wait(browser)
+    browser.wait_for("!document.getElementById('result').hidden")
+    assert browser.text("#mode") == "GPU"
+    assert browser.text("#output") == MARKUP + "\n"
+    assert browser.count("#output *") == 0, "job output became elements"
+    assert browser.evaluate("document.title") == title, "job output ran as script"
+    assert str(tmp_path / "nvidia0") in browser.text("#device")
+    assert browser.visible("#reason") is False
+
+
+def test_when_every_slot_is_taken_the_page_says_busy(browser, start_app, tmp_path):
+    (tmp_path / "nvidia0").touch()
+    release = tmp_path / "release"
+    job = f'while [ ! -e "{release}" ]; do sleep 0.05; done; echo done'
+    url = start_app(
+        gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["sh", "-c", job], max_concurrent_jobs=1
+    )
+    holder = threading.Thread(target=run, args=(url,))
+    holder.start()
+    try:
+        deadline = time.monotonic() + 10
+        while get(f"{url}/api/info")[1]["counters"]["jobs_started"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        browser.open(f"{url}/")
+        click_run_and_wait(browser)
+        browser.wait_for("!document.getElementById('notice').hidden")
+        assert browser.evaluate("document.getElementById('notice').className") == "notice busy"
+        assert browser.text("#notice") == "Busy: all 1 job slots are taken. Try again in a moment."
+        assert browser.visible("#result") is False
+    finally:
+        release.touch()
+        holder.join()
+    # The slot is free again: the next click runs.
+    click_run_and_wait(browser)
+    browser.wait_for("!document.getElementById('result').hidden")
+    assert browser.text("#output") == "done\n"
+
+
+def test_a_cross_origin_post_from_the_browser_is_refused(browser, start_app, elsewhere, tmp_path):
+    (tmp_path / "nvidia0").touch()
+    url = start_app(gpu_device_glob=str(tmp_path / "nvidia[0-9]*"), job_command=["true"])
+    browser.open(f"{elsewhere}/")
+    outcome = browser.evaluate(
+        f"fetch({json.dumps(url + '/api/run')}, {{method: 'POST', mode: 'no-cors', body: ''}})"
+        ".then(() => 'sent', (e) => 'failed: ' + e)"
+    )
+    assert outcome == "sent"
+    assert 403 in browser.responses(f"{url}/api/run")
+    counters = get(f"{url}/api/info")[1]["counters"]
+    assert (counters["jobs_started"], counters["refused_cross_origin"]) == (0, 1)
+
+
+def test_the_cluster_panel_shows_the_snapshot_and_its_age(browser, start_app, tmp_path):
+    snapshot = tmp_path / "cluster.json"
+    url = start_app(status_file=str(snapshot))
+    browser.open(f"{url}/")
+    browser.wait_for("document.getElementById('snapshot-age').textContent.startsWith('no cluster snapshot yet')")
+    snapshot.write_text(
+        json.dumps(
+            {
+                "cluster": "demo",
+                "interval_s": 5,
+                "written_at": time.time(),
+                "nodes": [
+                    {"name": "c000", "state": "mixed", "gpus_total": 1, "gpus_used": 1},
+                    {"name": "c001", "state": "idle", "gpus_total": 1, "gpus_used": 0},
+                ],
+                "jobs": {
+                    "running": 1,
+                    "pending": 1,
+                    "list": [
+                        {"id": "7", "state": "RUNNING", "gres": "gres:gpu:1", "name": "train"},
+                        {"id": "8", "state": "PENDING", "gres": "gres:gpu:1", "name": "<b>x</b>"},
+                    ],
+                },
+            }
+        )
+    )
+    browser.wait_for("!document.getElementById('nodes').hidden", timeout=10)
+    rows = browser.evaluate("[...document.querySelectorAll('#nodes tbody tr')].map(r => r.innerText.split('\\t'))")
+    assert rows == [["c000", "mixed", "1 / 1"], ["c001", "idle", "0 / 1"]]
+    assert browser.text("#gpus") == "GPUs: 1 free, 1 used, 2 in all"
+    assert browser.text("#jobs-summary") == "1 running, 1 queued"
+    assert browser.count("#jobs tbody b") == 0
+    assert re.match(r"Snapshot of cluster demo, \d+(\.\d)? s old$", browser.text("#snapshot-age"))

@@ -26,6 +26,7 @@ def remove_outside_namespace() -> None:
 
 
 def remove_stand_in_gpus() -> None:
+    """The stand-ins are the program's (its destroy removes them); this is for a destroy cut short."""
     for path in STAND_IN_DIR.glob("*"):
         path.unlink()
     if STAND_IN_DIR.exists():
@@ -44,7 +45,7 @@ def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = Fals
         cluster["slurm"]["partitions"][0]["max_time"] = max_time
     if grow:
         cluster["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-        cluster["gpu"]["devices"].append(f"{STAND_IN_DIR}/nvidia4")
+        cluster["gpu"]["stand_in"]["count"] = 5
     return config
 
 

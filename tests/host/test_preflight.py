@@ -86,6 +86,7 @@ def test_a_missing_gpu_device_is_named(preflight):
     done = preflight(GPU_DEVICES="/dev/nvidia7")
     assert done.returncode == 1
     assert "GPU device /dev/nvidia7 is missing (gpu.devices): is the NVIDIA driver loaded?" in done.stderr
+    assert "Without a GPU, use stand-ins: gpu.stand_in, as stacks/Pulumi.nogpu.yaml does" in done.stderr
     assert "nothing was changed" in done.stderr
 
 
@@ -196,3 +197,14 @@ def test_a_clone_cut_short_before_its_owner_marker_is_still_ours(preflight):
 def test_a_pending_marker_does_not_claim_a_container_on_another_image(preflight):
     done = half_made_clone(preflight, "overlay:/var/lib/lxc/other-image/rootfs:/var/lib/lxc/pft-c000/delta0")
     assert "LXC container pft-c000 already exists and is not this cluster's" in done.stderr
+
+
+def test_a_controller_port_in_use_on_the_host_is_refused(preflight):
+    with socket.socket() as listener:
+        listener.bind(("0.0.0.0", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = preflight(CONTROLLER_PORT=str(port))
+    assert done.returncode == 1
+    assert f"port {port} (slurmctld) is in use on this host" in done.stderr
+    assert "place this cluster's controller in a node container" in done.stderr

@@ -2,7 +2,7 @@
 
 Run: `venv/bin/python tests/upgrade/snapshot.py COMMIT` (from the repository root). The
 commit's files are extracted with `git archive` into a temporary directory and its
-__main__.py runs there under this repository's mocks (tests/harness/program_harness.py),
+__main__.py runs there under this repository's mocks (review/program.py),
 once per stack of that commit's stacks/, in a fresh interpreter whose imports resolve to
 the commit's components. Writes tests/upgrade/snapshots/<stack>.json, which
 tests/upgrade/test_upgrade.py compares the current program against.
@@ -19,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 HARNESS = ROOT / "tests" / "harness"
+PROGRAM = ROOT / "review" / "program.py"
 SNAPSHOTS = HERE / "snapshots"
 
 
@@ -32,7 +33,7 @@ def _load(name: str, path: Path):
 def record(tree: Path, stack: str) -> list[dict]:
     """The graph of the program in `tree` for one stack (call in a fresh interpreter)."""
     sys.path.insert(0, str(tree))
-    harness = _load("snapshot_program_harness", HARNESS / "program_harness.py")
+    harness = _load("snapshot_program", PROGRAM)
     plan = _load("snapshot_plan", HARNESS / "plan.py")
     harness.ROOT = tree
     return plan.records(harness.run_program(harness.stack_config(stack), stack))

@@ -31,6 +31,8 @@ ALLOWED_UPDATES: dict[str, str] = {
         "destroy keeps the built image (IMAGE_DIGEST, KEPT_DIR, KEEP_IMAGE); the create finds its image "
         "built and changes nothing"
     ),
+    "-web-container-lxc": "the app's container mounts the cluster snapshot read-only",
+    "-web-service": "the app becomes a page with its API under /api/, its settings one JSON",
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {

@@ -1,36 +1,68 @@
-"""The GPU web app: `GET /` runs one GPU job and returns its output and timing as JSON.
+"""The GPU web app: a page at `/` with a Run button, and its JSON API under `/api/`.
 
-Runs in the web app container under systemd, Python standard library only. Settings come
-from the JSON file named by the first argument (written by webapp_create.sh):
+Runs in the web app container under systemd, Python standard library only. Endpoints:
+  GET  /              the page (inline CSS and JS, no external fetch: it works offline)
+  POST /api/run       runs one job, answers its output and timing as JSON (503 when busy)
+  GET  /api/info      what the page needs to say before a run (command, GPU or fallback, slots)
+  GET  /api/cluster   the cluster snapshot the controller side writes, with its age
+  GET  /healthz       {"status": "ok"}
+Settings come from the JSON file named by the first argument (written by webapp_create.sh):
+  listen_address       address to listen on (the container's address the forward targets)
   port                 port to listen on (the port the host forward targets)
   job_command          the GPU job's argv (e.g. ["nvidia-smi"])
-  max_concurrent_jobs  jobs running at once; a request beyond that gets 503 at once
-  job_timeout_s        a job running longer is killed
+  max_concurrent_jobs  jobs running at once; a run beyond that gets 503 at once
+  job_timeout_s        a job running longer is killed with its whole process group
+  max_connections      connections served at once (a fixed pool of threads); more wait
+                       in the listen backlog
+  socket_timeout_s     a client that sends nothing for this long is dropped
+  run_allowed_cidrs    source networks allowed to run jobs (empty: any)
+  status_file          the cluster snapshot (a read-only mount in the container)
+  status_interval_s    how often the snapshot is written (older than 3 intervals is stale)
   gpu_device_glob      where GPU device nodes appear (default /dev/nvidia[0-9]*)
-The PORT environment variable, when set, wins over `port` (the Kubernetes Deployment sets it).
+The environment variables PORT and LISTEN_ADDRESS, when set, win over the file.
 When the job cannot run here (no GPU device node, or the command is missing) the app runs
 a small CPU matrix product instead and says so in `mode`.
 """
 
+import contextlib
 import glob
+import ipaddress
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 SETTINGS = json.loads(Path(sys.argv[1]).read_text()) if len(sys.argv) > 1 else {}
+LISTEN_ADDRESS = os.environ.get("LISTEN_ADDRESS") or SETTINGS.get("listen_address", "127.0.0.1")
 PORT = int(os.environ.get("PORT") or SETTINGS.get("port", 8080))
 JOB_COMMAND = list(SETTINGS.get("job_command", ["nvidia-smi"]))
 MAX_CONCURRENT_JOBS = int(SETTINGS.get("max_concurrent_jobs", 2))
 JOB_TIMEOUT_S = float(SETTINGS.get("job_timeout_s", 60))
+MAX_CONNECTIONS = int(SETTINGS.get("max_connections", MAX_CONCURRENT_JOBS + 8))
+SOCKET_TIMEOUT_S = float(SETTINGS.get("socket_timeout_s", 10))
+RUN_ALLOWED = [ipaddress.ip_network(cidr) for cidr in SETTINGS.get("run_allowed_cidrs", [])]
+STATUS_FILE = Path(SETTINGS.get("status_file", "/var/lib/cluster-status/cluster.json"))
+STATUS_INTERVAL_S = float(SETTINGS.get("status_interval_s", 5))
 GPU_DEVICE_GLOB = SETTINGS.get("gpu_device_glob", "/dev/nvidia[0-9]*")
+MAX_OUTPUT_BYTES = 256 * 1024
 
 job_slots = threading.BoundedSemaphore(MAX_CONCURRENT_JOBS)
+# What happened to run requests since start (shown by /api/info; tests read them too).
+counters = {"jobs_started": 0, "refused_busy": 0, "refused_cross_origin": 0, "refused_source": 0}
+counters_lock = threading.Lock()
+
+
+def count(name: str) -> None:
+    with counters_lock:
+        counters[name] += 1
 
 
 def gpu_unavailable_reason() -> str | None:
@@ -50,21 +82,58 @@ def cpu_matrix_product(size: int = 96) -> str:
     return f"CPU fallback: {size}x{size} integer matrix product, checksum {checksum}\n"
 
 
+def run_in_own_group(argv: list[str], timeout: float) -> tuple[str, int]:
+    """Run argv in a new session; when it ends or times out, kill its whole process group,
+    so no child it left behind (a grandchild holding the GPU) outlives the request."""
+    process = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        size = 0
+        while data := process.stdout.read1(65536):
+            if size < MAX_OUTPUT_BYTES:
+                chunks.append(data[: MAX_OUTPUT_BYTES - size])
+            size += len(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    # Wait for the leader without reaping it: its pid stays the group's id until we kill it.
+    while os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    timed_out = time.monotonic() > deadline
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    returncode = process.wait()
+    reader.join(timeout=2)
+    output = b"".join(chunks).decode(errors="replace")
+    if timed_out:
+        return output + f"job killed after {timeout:g} s\n", -9
+    return output, returncode
+
+
 def run_job() -> tuple[int, dict]:
     started = time.monotonic()
     reason = gpu_unavailable_reason()
+    host = socket.gethostname()
     if reason:
         output, returncode, mode = cpu_matrix_product(), 0, "cpu-fallback"
+        device = f"CPU of {host} (no GPU job ran)"
     else:
         mode = "gpu"
-        try:
-            done = subprocess.run(JOB_COMMAND, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False)
-            output, returncode = done.stdout + done.stderr, done.returncode
-        except subprocess.TimeoutExpired:
-            output, returncode = f"job killed after {JOB_TIMEOUT_S:g} s\n", -9
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        device = ", ".join(sorted(glob.glob(GPU_DEVICE_GLOB))) + f" on {host}"
+        if visible:
+            device += f" (CUDA_VISIBLE_DEVICES={visible})"
+        output, returncode = run_in_own_group(JOB_COMMAND, JOB_TIMEOUT_S)
     result = {
         "mode": mode,
         "reason": reason,
+        "device": device,
         "command": JOB_COMMAND if mode == "gpu" else None,
         "returncode": returncode,
         "seconds": round(time.monotonic() - started, 4),
@@ -73,27 +142,105 @@ def run_job() -> tuple[int, dict]:
     return (200 if returncode == 0 else 500), result
 
 
+def cluster_snapshot() -> dict:
+    """The snapshot as written by the controller side, with its age added here."""
+    try:
+        snapshot = json.loads(STATUS_FILE.read_text())
+    except FileNotFoundError:
+        return {"available": False, "error": "no cluster snapshot yet (the controller side has not written one)"}
+    except (OSError, ValueError) as error:
+        return {"available": False, "error": f"cluster snapshot unreadable: {error}"}
+    age = max(0.0, time.time() - float(snapshot.get("written_at", 0)))
+    stale_after = 3 * float(snapshot.get("interval_s", STATUS_INTERVAL_S))
+    return {**snapshot, "available": True, "age_s": round(age, 1), "stale": age > stale_after}
+
+
+def cross_origin(headers, host: str | None) -> str | None:
+    """Why a POST is refused as cross-origin, or None. Browsers send Sec-Fetch-Site and
+    Origin on every POST; clients without them (curl) are not browsers and carry no
+    ambient credentials, so they pass."""
+    site = headers.get("Sec-Fetch-Site")
+    if site and site not in ("same-origin", "none"):
+        return f"cross-origin request refused (Sec-Fetch-Site: {site})"
+    origin = headers.get("Origin")
+    if origin and origin != f"http://{host}":
+        return f"cross-origin request refused (Origin {origin} is not http://{host})"
+    return None
+
+
 class Handler(BaseHTTPRequestHandler):
+    timeout = SOCKET_TIMEOUT_S  # StreamRequestHandler applies it to the connection
+    server_version = "gpu-web-app"
+
     def do_GET(self):
-        if self.path == "/healthz":
+        if self.path == "/":
+            self._send(200, "text/html; charset=utf-8", PAGE.encode())
+        elif self.path == "/healthz":
             self._reply(200, {"status": "ok"})
-        elif self.path == "/":
-            # Never queue jobs: a burst beyond the limit is refused, not started later.
-            if not job_slots.acquire(blocking=False):
-                self._reply(503, {"error": f"busy: {MAX_CONCURRENT_JOBS} jobs running"})
-                return
-            try:
-                self._reply(*run_job())
-            finally:
-                job_slots.release()
+        elif self.path == "/api/info":
+            self._reply(
+                200,
+                {
+                    "job_command": JOB_COMMAND,
+                    "gpu_unavailable_reason": gpu_unavailable_reason(),
+                    "max_concurrent_jobs": MAX_CONCURRENT_JOBS,
+                    "job_timeout_s": JOB_TIMEOUT_S,
+                    "run_allowed": self._run_allowed(),
+                    "counters": dict(counters),
+                },
+            )
+        elif self.path == "/api/cluster":
+            self._reply(200, cluster_snapshot())
+        elif self.path == "/api/run":
+            self._reply(405, {"error": "use POST to run a job"}, {"Allow": "POST"})
         else:
             self._reply(404, {"error": "not found"})
 
-    def _reply(self, status: int, body: dict) -> None:
-        data = (json.dumps(body, indent=1) + "\n").encode()
+    def do_POST(self):
+        if self.path != "/api/run":
+            self._reply(404, {"error": "not found"})
+            return
+        refused = cross_origin(self.headers, self.headers.get("Host"))
+        if refused:
+            count("refused_cross_origin")
+            self._reply(403, {"error": refused})
+            return
+        if not self._run_allowed():
+            count("refused_source")
+            self._reply(403, {"error": f"{self.client_address[0]} may not run jobs here"})
+            return
+        # Never queue jobs: a burst beyond the limit is refused, not started later.
+        if not job_slots.acquire(blocking=False):
+            count("refused_busy")
+            self._reply(503, {"error": f"busy: all {MAX_CONCURRENT_JOBS} job slots are taken"})
+            return
+        count("jobs_started")
+        try:
+            self._reply(*run_job())
+        finally:
+            job_slots.release()
+
+    def _run_allowed(self) -> bool:
+        client = ipaddress.ip_address(self.client_address[0])
+        return not RUN_ALLOWED or any(client in network for network in RUN_ALLOWED)
+
+    def _reply(self, status: int, body: dict, headers: dict | None = None) -> None:
+        self._send(status, "application/json", (json.dumps(body, indent=1) + "\n").encode(), headers)
+
+    def _send(self, status: int, content_type: str, data: bytes, headers: dict | None = None) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        # The page needs nothing from elsewhere; nothing may frame it.
+        self.send_header(
+            "Content-Security-Policy",
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+            "connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        )
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -101,10 +248,227 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+class BoundedHTTPServer(HTTPServer):
+    """Serves at most `workers` connections at once from a fixed pool of threads; the accept
+    loop waits for a free one, so further connections wait in the kernel's listen backlog
+    instead of each getting a thread of its own."""
+
+    request_queue_size = 64
+
+    def __init__(self, address, handler, workers: int):
+        super().__init__(address, handler)
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="conn")
+        self.free = threading.BoundedSemaphore(workers)
+
+    def process_request(self, request, client_address):
+        self.free.acquire()
+        self.pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request, client_address):
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 (as socketserver does: log it, keep serving)
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self.free.release()
+
+
 def main() -> None:
-    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
-    server.daemon_threads = True
+    server = BoundedHTTPServer((LISTEN_ADDRESS, PORT), Handler, MAX_CONNECTIONS)
     server.serve_forever()
+
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>GPU web app</title>
+<style>
+  body { font: 15px/1.45 system-ui, sans-serif; margin: 0; background: #f4f5f7; color: #1d2330; }
+  main { max-width: 980px; margin: 0 auto; padding: 20px; display: grid; gap: 16px;
+         grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); }
+  header { grid-column: 1 / -1; }
+  h1 { margin: 0 0 4px; font-size: 22px; }
+  h2 { margin: 0 0 10px; font-size: 16px; }
+  section { background: #fff; border: 1px solid #d8dce3; border-radius: 8px; padding: 16px; }
+  button { font: inherit; font-weight: 600; padding: 8px 22px; border-radius: 6px; border: 0;
+           background: #2457c5; color: #fff; cursor: pointer; }
+  button:disabled { background: #8a9bbf; cursor: wait; }
+  .muted { color: #5c6578; font-size: 13px; }
+  .badge { display: inline-block; padding: 2px 10px; border-radius: 10px; font-weight: 700; font-size: 13px; }
+  .badge.gpu { background: #d8f5df; color: #135c25; }
+  .badge.cpu-fallback { background: #fff0c2; color: #6b4a00; }
+  .notice { padding: 8px 12px; border-radius: 6px; margin: 10px 0 0; }
+  .notice.error { background: #fde2e1; color: #8a1c14; }
+  .notice.busy { background: #fff0c2; color: #6b4a00; }
+  dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 12px; margin: 12px 0; }
+  dt { color: #5c6578; }
+  dd { margin: 0; }
+  pre { background: #10141c; color: #e6e9ef; padding: 12px; border-radius: 6px; overflow: auto;
+        max-height: 360px; white-space: pre-wrap; word-break: break-word; margin: 0; }
+  table { border-collapse: collapse; width: 100%; font-size: 14px; }
+  th, td { text-align: left; padding: 4px 6px; border-bottom: 1px solid #e6e8ee; }
+  [hidden] { display: none !important; }
+</style>
+</head>
+<body>
+<main>
+  <header>
+    <h1>GPU web app</h1>
+    <div class="muted" id="about">Loading&hellip;</div>
+  </header>
+  <section aria-labelledby="run-title">
+    <h2 id="run-title">Run a GPU job</h2>
+    <button id="run" type="button">Run</button>
+    <span class="muted" id="running" hidden>running&hellip;</span>
+    <div id="notice" class="notice" role="status" hidden></div>
+    <div id="result" hidden>
+      <dl>
+        <dt>Mode</dt><dd><span id="mode" class="badge"></span></dd>
+        <dt>Device</dt><dd id="device"></dd>
+        <dt>Duration</dt><dd id="duration"></dd>
+        <dt>Exit code</dt><dd id="returncode"></dd>
+        <dt id="reason-label" hidden>Why</dt><dd id="reason" hidden></dd>
+      </dl>
+      <pre id="output"></pre>
+    </div>
+  </section>
+  <section aria-labelledby="cluster-title">
+    <h2 id="cluster-title">Cluster</h2>
+    <div class="muted" id="snapshot-age">Loading&hellip;</div>
+    <table id="nodes" hidden>
+      <thead><tr><th>Node</th><th>State</th><th>GPUs used / total</th></tr></thead>
+      <tbody></tbody>
+    </table>
+    <p id="gpus" hidden></p>
+    <h2>Jobs</h2>
+    <p id="jobs-summary" class="muted"></p>
+    <table id="jobs" hidden>
+      <thead><tr><th>Job</th><th>State</th><th>Name</th><th>GRES</th></tr></thead>
+      <tbody></tbody>
+    </table>
+  </section>
+</main>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+const MODE_LABELS = {"gpu": "GPU", "cpu-fallback": "CPU fallback"};
+
+function show(id, visible) { $(id).hidden = !visible; }
+
+function notice(kind, text) {
+  const box = $("notice");
+  box.className = "notice " + kind;
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function row(cells) {
+  const tr = document.createElement("tr");
+  for (const cell of cells) {
+    const td = document.createElement("td");
+    td.textContent = String(cell);
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
+async function loadInfo() {
+  try {
+    const info = await (await fetch("/api/info")).json();
+    const command = info.job_command.join(" ");
+    $("about").textContent = info.gpu_unavailable_reason
+      ? "No GPU here (" + info.gpu_unavailable_reason + "): Run does a CPU fallback job instead of " + command + "."
+      : "Run executes " + command + " on this container's GPU.";
+    $("about").textContent += " At most " + info.max_concurrent_jobs + " jobs at once, each stopped after "
+      + info.job_timeout_s + " s.";
+    if (!info.run_allowed) {
+      $("run").disabled = true;
+      notice("error", "Your address may not run jobs here.");
+    }
+  } catch (error) {
+    $("about").textContent = "The app did not answer: " + error;
+  }
+}
+
+function showResult(body) {
+  const mode = $("mode");
+  mode.textContent = MODE_LABELS[body.mode] || body.mode;
+  mode.className = "badge " + body.mode;
+  $("device").textContent = body.device;
+  $("duration").textContent = body.seconds.toFixed(3) + " s";
+  $("returncode").textContent = String(body.returncode);
+  $("reason").textContent = body.reason || "";
+  show("reason", Boolean(body.reason));
+  show("reason-label", Boolean(body.reason));
+  $("output").textContent = body.output;  // text, never markup
+  show("result", true);
+}
+
+async function run() {
+  $("run").disabled = true;
+  show("running", true);
+  notice("", "");
+  try {
+    const response = await fetch("/api/run", {method: "POST", body: ""});
+    let body = {};
+    try { body = await response.json(); } catch (error) { body = {error: "HTTP " + response.status}; }
+    if (response.status === 503) {
+      const text = body.error || "busy: all job slots are taken";
+      notice("busy", text.charAt(0).toUpperCase() + text.slice(1) + ". Try again in a moment.");
+    } else if (body.output !== undefined) {
+      showResult(body);
+      if (response.status !== 200) notice("error", "The job failed (exit code " + body.returncode + ").");
+    } else {
+      notice("error", "Error " + response.status + ": " + (body.error || "unexpected answer"));
+    }
+  } catch (error) {
+    notice("error", "The app could not be reached: " + error);
+  } finally {
+    show("running", false);
+    $("run").disabled = false;
+  }
+}
+
+async function loadCluster() {
+  let snap;
+  try {
+    snap = await (await fetch("/api/cluster")).json();
+  } catch (error) {
+    $("snapshot-age").textContent = "Cluster snapshot not reachable: " + error;
+    return;
+  }
+  if (!snap.available) {
+    $("snapshot-age").textContent = snap.error;
+    show("nodes", false);
+    return;
+  }
+  $("snapshot-age").textContent = "Snapshot of cluster " + snap.cluster + ", " + snap.age_s + " s old"
+    + (snap.stale ? " (STALE: the controller side stopped writing it)" : "")
+    + (snap.error ? "; Slurm said: " + snap.error : "");
+  const nodes = $("nodes").tBodies[0];
+  nodes.replaceChildren(...snap.nodes.map((n) => row([n.name, n.state, n.gpus_used + " / " + n.gpus_total])));
+  show("nodes", true);
+  const used = snap.nodes.reduce((sum, n) => sum + n.gpus_used, 0);
+  const total = snap.nodes.reduce((sum, n) => sum + n.gpus_total, 0);
+  $("gpus").textContent = "GPUs: " + (total - used) + " free, " + used + " used, " + total + " in all";
+  show("gpus", true);
+  $("jobs-summary").textContent = snap.jobs.running + " running, " + snap.jobs.pending + " queued";
+  const jobs = $("jobs").tBodies[0];
+  jobs.replaceChildren(...snap.jobs.list.map((j) => row([j.id, j.state, j.name, j.gres])));
+  show("jobs", snap.jobs.list.length > 0);
+}
+
+$("run").addEventListener("click", run);
+loadInfo();
+loadCluster();
+setInterval(loadCluster, 3000);
+</script>
+</body>
+</html>
+"""
 
 
 if __name__ == "__main__":

@@ -1,22 +1,30 @@
 # The GPU web app as a systemd unit in its container; waits until /healthz answers.
-require CONTAINER APP_SOURCE APP_PORT APP_ADDRESS JOB_COMMAND MAX_CONCURRENT_JOBS JOB_TIMEOUT_S
+require CONTAINER APP_SOURCE APP_SETTINGS APP_PORT APP_ADDRESS
+# The app's container faces the network: no munge, no Slurm client or daemons in it (it is
+# cloned from the node image, which has them). The cluster panel reads a snapshot file instead.
+in_ct "$CONTAINER" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq \
+  slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libmunge2 >&2
+in_ct "$CONTAINER" rm -rf /etc/munge /etc/slurm /var/lib/munge /var/log/munge
 changed=1
 printf '%s' "$APP_SOURCE" | ct_write_if_changed "$CONTAINER" /opt/gpu-web-app/app.py 0644 root:root && changed=0
-# Settings as JSON, built by a JSON encoder, not by joining strings.
-python3 -c 'import json, sys; print(json.dumps({"port": int(sys.argv[1]), "job_command": sys.argv[2].split("\n"),
-  "max_concurrent_jobs": int(sys.argv[3]), "job_timeout_s": float(sys.argv[4])}, indent=1))' \
-  "$APP_PORT" "$(lines "$JOB_COMMAND")" "$MAX_CONCURRENT_JOBS" "$JOB_TIMEOUT_S" |
-  ct_write_if_changed "$CONTAINER" /etc/gpu-web-app/config.json 0644 root:root && changed=0
+printf '%s\n' "$APP_SETTINGS" | ct_write_if_changed "$CONTAINER" /etc/gpu-web-app/config.json 0644 root:root && changed=0
 ct_write_if_changed "$CONTAINER" /etc/systemd/system/gpu-web-app.service 0644 root:root <<'UNIT' && changed=0
 [Unit]
 Description=GPU web app (gpu-cluster)
-After=network.target
+After=network-online.target
+Wants=network-online.target
 
 [Service]
 ExecStart=/usr/bin/python3 /opt/gpu-web-app/app.py /etc/gpu-web-app/config.json
 DynamicUser=yes
 SupplementaryGroups=video
+NoNewPrivileges=yes
+ProtectHome=yes
+PrivateTmp=yes
 Restart=on-failure
+RestartSec=1
+# Jobs run in process groups of their own; on stop, kill them all.
+KillMode=control-group
 
 [Install]
 WantedBy=multi-user.target

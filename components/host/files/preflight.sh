@@ -8,7 +8,7 @@ owner_alias="gpucluster:$CLUSTER"
 devices=()
 while read -r device; do
   if [ ! -e "$device" ]; then
-    problems+=("GPU device $device is missing (gpu.devices): is the NVIDIA driver loaded? (nvidia-smi; modprobe nvidia)")
+    problems+=("GPU device $device is missing (gpu.devices): is the NVIDIA driver loaded? (nvidia-smi; modprobe nvidia) Without a GPU, use stand-ins: gpu.stand_in, as stacks/Pulumi.nogpu.yaml does")
   elif [ ! -c "$device" ] || [ "$((16#$(stat -c %t "$device")))" != 195 ]; then
     problems+=("GPU device $device is not a character device with NVIDIA's major 195 (gpu.devices)")
   else
@@ -78,6 +78,12 @@ while read -r port; do
     problems+=("host port $port is already forwarded by another iptables DNAT rule (web_app.host_port / forwards[].host_port)")
   fi
 done < <(lines "$HOST_PORTS")
+
+# slurmctld on the host listens on its port on every address: one cluster per host can.
+if [ -n "${CONTROLLER_PORT:-}" ] && ss -Htln "sport = :$CONTROLLER_PORT" | grep -q . &&
+  [ -z "$(host_slurmctld_pid "$CLUSTER_DIR" "$CLUSTER_DIR/controller/slurm.conf")" ]; then
+  problems+=("port $CONTROLLER_PORT (slurmctld) is in use on this host, by another cluster's slurmctld or another program (slurm.controller.placement: host): place this cluster's controller in a node container")
+fi
 
 # Containers: a name already taken must be ours.
 while read -r container; do

@@ -1,0 +1,82 @@
+"""The cluster snapshot behind the web app's panel, written on the controller side.
+
+Runs on the host (where the cluster's Slurm client and munged are) as a small loop: every
+INTERVAL seconds it asks `sinfo` and `squeue` (SLURM_CONF from the environment) and replaces
+OUT_FILE atomically with JSON. The web app's container reads that file through a read-only
+mount, so the container that faces the network needs neither a Slurm client nor the munge
+key. Python standard library only.
+
+Usage: cluster_status.py CLUSTER OUT_FILE INTERVAL_S [--once]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MAX_JOBS_LISTED = 50
+
+
+def gres_count(gres: str) -> int:
+    """GPUs in a GRES string: 'gpu:1', 'gpu:tesla:2(S:0)', 'gpu:0(IDX:N/A)', '(null)'."""
+    total = 0
+    for item in gres.split(","):
+        if not item.startswith("gpu"):
+            continue
+        count = item.split("(")[0].rsplit(":", 1)[-1]
+        total += int(count) if count.isdigit() else 0
+    return total
+
+
+def run(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=20).stdout
+
+
+def collect(cluster: str, interval: float) -> dict:
+    snapshot = {"cluster": cluster, "interval_s": interval, "nodes": []}
+    snapshot["jobs"] = {"running": 0, "pending": 0, "list": []}
+    try:
+        nodes = {}
+        for line in run("sinfo", "-h", "-N", "-O", "NodeHost:|,StateLong:|,Gres:|,GresUsed:|").splitlines():
+            name, state, gres, used = line.split("|")[:4]
+            nodes[name] = {"name": name, "state": state, "gpus_total": gres_count(gres), "gpus_used": gres_count(used)}
+        snapshot["nodes"] = [nodes[name] for name in sorted(nodes)]
+        jobs = [line.split("|", 3) for line in run("squeue", "-h", "-o", "%i|%T|%b|%j").splitlines()]
+        snapshot["jobs"] = {
+            "running": sum(1 for job in jobs if job[1] == "RUNNING"),
+            "pending": sum(1 for job in jobs if job[1] == "PENDING"),
+            "list": [{"id": i, "state": s, "gres": g, "name": n} for i, s, g, n in jobs[:MAX_JOBS_LISTED]],
+        }
+    except (subprocess.SubprocessError, OSError, ValueError) as error:
+        detail = getattr(error, "stderr", None) or str(error)
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        snapshot["error"] = detail.strip().splitlines()[-1] if detail.strip() else type(error).__name__
+    snapshot["written_at"] = time.time()
+    return snapshot
+
+
+def write_atomically(path: Path, snapshot: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(snapshot, indent=1) + "\n")
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    cluster, out, interval = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+    while True:
+        started = time.monotonic()
+        try:
+            write_atomically(out, collect(cluster, interval))
+        except OSError as error:  # a full disk or a removed directory: say so, try again
+            print(f"cluster_status: cannot write {out}: {error}", file=sys.stderr, flush=True)
+        if "--once" in sys.argv[4:]:
+            return
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+# The cluster snapshot writer, on the host (the controller side, where the cluster's Slurm
+# client and munged are): sinfo/squeue every STATUS_INTERVAL_S seconds into
+# STATUS_DIR/cluster.json, which the web app's container mounts read-only. Started as a plain
+# daemon (like the host's munged); restarted when its program or arguments change.
+require CLUSTER CLUSTER_DIR STATUS_DIR STATUS_INTERVAL_S SLURM_CONF STATUS_WRITER_SOURCE
+program="$CLUSTER_DIR/cluster-status.py"
+pidfile="$CLUSTER_DIR/cluster-status.pid"
+install -d -m 0755 "$STATUS_DIR"
+ours() { [ -n "$1" ] && grep -qF "$program" "/proc/$1/cmdline" 2>/dev/null; }
+changed=1
+printf '%s' "$STATUS_WRITER_SOURCE" | write_if_changed "$program" 0644 && changed=0
+printf '%s %s %s\n' "$CLUSTER" "$STATUS_DIR" "$STATUS_INTERVAL_S" | write_if_changed "$CLUSTER_DIR/cluster-status.args" 0644 &&
+  changed=0
+pid=$(cat "$pidfile" 2>/dev/null || true)
+if ours "$pid" && [ "$changed" = 0 ]; then
+  log "cluster snapshot writer changed: restarting it"
+  kill "$pid"
+  wait_until 15 "the snapshot writer to stop" /bin/sh -c '! kill -0 "$1"' sh "$pid"
+fi
+if ! ours "$pid" || [ "$changed" = 0 ]; then
+  rm -f "$STATUS_DIR/cluster.json"
+  SLURM_CONF="$SLURM_CONF" setsid python3 "$program" "$CLUSTER" "$STATUS_DIR/cluster.json" "$STATUS_INTERVAL_S" \
+    </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
+  echo $! > "$pidfile"
+fi
+# Until slurmctld answers, the snapshot says why; the page shows that.
+sleep 0.5
+ours "$(cat "$pidfile")" || die "the snapshot writer did not start; see $CLUSTER_DIR/cluster-status.log"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Run any pulumi command for this project: the pinned CLI (tools/pulumi-cli.sh), the state in
+# .pulumi-state/ next to the project, and a passphrase for the stack's secrets.
+#   ./pulumi.sh stack output web_url --stack local
+#   ./pulumi.sh preview --stack nogpu
+# The passphrase: $PULUMI_CONFIG_PASSPHRASE or $PULUMI_CONFIG_PASSPHRASE_FILE when set; else
+# .pulumi-state/passphrase, generated (0600) on first use.
+set -euo pipefail
+root=$(cd "$(dirname "$0")" && pwd)
+state=$root/.pulumi-state
+
+cli_dir=$("$root/tools/pulumi-cli.sh")
+export PATH="$cli_dir:$PATH"
+export PULUMI_BACKEND_URL="file://$state"
+export PULUMI_SKIP_UPDATE_CHECK=true
+
+if [ -n "${PULUMI_CONFIG_PASSPHRASE+set}" ]; then
+  [ -n "$PULUMI_CONFIG_PASSPHRASE" ] || {
+    echo "error: PULUMI_CONFIG_PASSPHRASE is set but empty: the stack's secrets would be unprotected;" \
+      "set a passphrase, or unset it to use $state/passphrase" >&2
+    exit 1
+  }
+elif [ -n "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
+  [ -s "$PULUMI_CONFIG_PASSPHRASE_FILE" ] || {
+    echo "error: PULUMI_CONFIG_PASSPHRASE_FILE=$PULUMI_CONFIG_PASSPHRASE_FILE is missing or empty" >&2
+    exit 1
+  }
+else
+  passphrase_file=$state/passphrase
+  if [ ! -s "$passphrase_file" ]; then
+    mkdir -p "$state"
+    chmod 0700 "$state"
+    (umask 077 && head -c 32 /dev/urandom | base64 > "$passphrase_file.new" && mv "$passphrase_file.new" "$passphrase_file")
+    echo "generated the passphrase protecting the stacks' secrets: $passphrase_file (mode 0600)." \
+      "Keep a copy; without it the state's secrets cannot be decrypted." \
+      "To use your own, set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE before the first ./up.sh." >&2
+  fi
+  export PULUMI_CONFIG_PASSPHRASE_FILE=$passphrase_file
+fi
+
+cd "$root"
+exec pulumi "$@"

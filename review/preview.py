@@ -1,0 +1,61 @@
+"""The preview a pull request shows: `pulumi preview --diff` through the Automation API.
+
+    python -m review.preview STACK --out DIR [--stack-name ORG/STACK] [--diff RENDER.diff]
+
+Needs the Pulumi CLI, a logged-in state backend and read-only credentials (the workflow's
+preview job). `stack.preview(diff=True, on_event=...)` hands every engine event to a
+Collector; review/summary.py turns them into counts, a banner and labels, and writes
+DIR/comment.md (scrubbed), DIR/labels and DIR/preview.txt.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from review.scrub import scrub
+from review.summary import Collector, comment, summarize
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_preview(stack: str, stack_name: str, work_dir: Path = ROOT, select=None):
+    """(Summary, preview text) of one stack; a failed preview is a Summary with errors.
+
+    `select` opens the stack (default `pulumi.automation.select_stack`)."""
+    from pulumi import automation as auto
+
+    collector = Collector()
+    text = ""
+    try:
+        workspace_stack = (select or auto.select_stack)(stack_name=stack_name, work_dir=str(work_dir))
+        result = workspace_stack.preview(diff=True, on_event=collector, color="never")
+        text = result.stdout
+    except auto.errors.CommandError as error:
+        text = str(error)
+    except FileNotFoundError:
+        text = "the Pulumi CLI is not installed (the workflow installs it with pulumi/actions)"
+    summary = summarize(stack, collector.events)
+    if not any(e.summary_event for e in collector.events):
+        summary.errors.append(f"the preview of {stack_name} did not finish: {text.strip().splitlines()[-1:]}")
+    return summary, text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m review.preview", description=__doc__.split("\n\n")[0])
+    parser.add_argument("stack", help="stack name: stacks/Pulumi.STACK.yaml")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--stack-name", help="the stack in the backend (default: STACK; ORG/STACK for Pulumi Cloud)")
+    parser.add_argument("--diff", type=Path, help="output of `python -m review.diff` to show beside the preview")
+    args = parser.parse_args(argv)
+    summary, text = run_preview(args.stack, args.stack_name or args.stack)
+    diff = args.diff.read_text() if args.diff else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "preview.txt").write_text(scrub(text))
+    (args.out / "comment.md").write_text(comment(summary, args.stack, text, diff))
+    (args.out / "labels").write_text("".join(f"{label}\n" for label in summary.labels()))
+    print(summary.headline())
+    return 1 if summary.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

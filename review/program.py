@@ -1,0 +1,148 @@
+"""Run the Pulumi program (__main__.py) in-process under mocks and record what it registers.
+
+A custom mock monitor sees every RegisterResource request, so each recorded resource keeps
+what the engine would receive: type, name, parent, inputs and dependency URNs (explicit
+`depends_on` expanded by the SDK, plus property dependencies). The unit tests assert on
+that graph, the end-to-end test executes its commands, and the offline render
+(review/render.py) writes it out for review. Needs no CLI, state or credentials.
+
+`ROOT` is the program's tree; tools that render another tree (a base commit) set it there.
+"""
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.settings import set_root_resource
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = "gpu-cluster"
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One RegisterResource request."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    inputs: dict
+    dependencies: frozenset[str]
+    delete_before_replace: bool
+    replace_with: frozenset[str] = frozenset()
+    aliases: tuple[str, ...] = ()
+    """Earlier URNs of the resource (`aliases` option), as the SDK resolves them."""
+
+
+@dataclass
+class ProgramRun:
+    """Everything one mocked run registered, in registration order, and its stack outputs."""
+
+    resources: list[Registration] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def by_name(self, name: str) -> Registration:
+        found = [r for r in self.resources if r.name == name]
+        assert len(found) == 1, f"expected one resource named {name!r}, found {len(found)}"
+        return found[0]
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == type_]
+
+    @property
+    def by_urn(self) -> dict[str, Registration]:
+        return {r.urn: r for r in self.resources}
+
+    def depends_on(self, resource: str, dependency: str) -> bool:
+        """Whether `resource` waits for `dependency`, directly or through other resources."""
+        by_urn, target = self.by_urn, self.by_name(dependency).urn
+        seen, stack = set(), list(self.by_name(resource).dependencies)
+        while stack:
+            urn = stack.pop()
+            if urn == target:
+                return True
+            if urn not in seen:
+                seen.add(urn)
+                stack.extend(by_urn[urn].dependencies if urn in by_urn else ())
+        return False
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    """Resources echo their inputs as state; a command's stdout is empty, as in a preview."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        state = dict(args.inputs)
+        if args.typ == "command:local:Command":
+            state.setdefault("stdout", "")
+            state.setdefault("stderr", "")
+        return [f"{args.name}-id", state]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class _RecordingMonitor(MockMonitor):
+    def __init__(self, run: ProgramRun):
+        super().__init__(_Mocks())
+        self.run = run
+
+    def GetDeploymentInfo(self, request):  # noqa: N802 (gRPC method name)
+        # Without alias specs the SDK resolves every alias to a full URN itself.
+        info = super().GetDeploymentInfo(request)
+        features = [f for f in info.supportedFeatures if f != resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.run.resources.append(
+                Registration(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    custom=request.custom,
+                    inputs=rpc.deserialize_properties(request.object) if request.custom else {},
+                    dependencies=frozenset(request.dependencies),
+                    delete_before_replace=request.deleteBeforeReplace,
+                    replace_with=frozenset(request.replace_with),
+                    aliases=tuple(sorted(request.aliasURNs)),
+                )
+            )
+        return response
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The `gpu-cluster:*` keys of stacks/Pulumi.<stack>.yaml, without the namespace."""
+    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    return {
+        key.removeprefix(f"{PROJECT}:"): value
+        for key, value in (document.get("config") or {}).items()
+        if key.startswith(f"{PROJECT}:")
+    }
+
+
+def run_program(config: dict[str, Any], stack: str = "unit", main: Path | None = None) -> ProgramRun:
+    """Run __main__.py (or the program file `main`) for a stack whose `gpu-cluster:*` config is `config`."""
+    run = ProgramRun()
+    set_root_resource(None)
+    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(run))
+    pulumi.runtime.set_all_config({f"{PROJECT}:{key}": json.dumps(value) for key, value in config.items()})
+
+    @pulumi.runtime.test
+    def program():
+        runpy.run_path(str(main or ROOT / "__main__.py"), run_name="__main__")
+        outputs = pulumi.runtime.get_root_resource().outputs
+        return pulumi.Output.all(**outputs).apply(run.outputs.update)
+
+    program()
+    return run

@@ -1,0 +1,213 @@
+"""The GitHub workflows, checked offline: GitHub's schema, pinned actions, minimal permissions,
+the fork guard, and the stack matrices they compute."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from review.matrix import MatrixError, deploy_matrix, preview_matrix
+from review.post import post_comments, read_comments, set_labels
+from review.program import ROOT
+from review.summary import MARKER
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def _load(name: str) -> dict:
+    document = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+    document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads `on:` as True
+    return document
+
+
+def _steps(document: dict):
+    for job_name, job in document["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_name, step
+
+
+def test_workflows_pass_githubs_workflow_schema():
+    assert [p.name for p in WORKFLOWS] == ["deploy.yml", "review-post.yml", "review.yml"]
+    done = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_commit(path):
+    text = path.read_text()
+    uses = re.findall(r"uses:\s*(\S+)(?:\s*#\s*(\S+))?", text)
+    assert uses
+    for action, tag in uses:
+        assert PINNED.match(action), f"{path.name}: {action} is not pinned to a full commit SHA"
+        assert re.match(r"^v\d+\.\d+\.\d+$", tag), f"{path.name}: {action} names no exact version in a comment"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_permissions_are_minimal(path):
+    document = _load(path.name)
+    assert document["permissions"] == {"contents": "read"}
+    allowed = {
+        ("review.yml", "preview"): {"contents": "read", "pull-requests": "write", "id-token": "write"},
+        ("review.yml", "labels"): {"contents": "read", "pull-requests": "write"},
+        ("review-post.yml", "post"): {"contents": "read", "actions": "read", "pull-requests": "write"},
+        ("deploy.yml", "deploy"): {"contents": "read", "id-token": "write"},
+    }
+    for name, job in document["jobs"].items():
+        assert job["permissions"] == allowed.get((path.name, name), {"contents": "read"}), (path.name, name)
+
+
+def test_no_workflow_runs_pull_request_code_with_privileges():
+    for path in WORKFLOWS:
+        document = _load(path.name)
+        assert "pull_request_target" not in document["on"], path.name
+        for _, step in _steps(document):
+            # No checkout of another ref (a PR's head) anywhere; credentials never persisted.
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert "ref" not in (step.get("with") or {}), path.name
+                assert step["with"]["persist-credentials"] is False, path.name
+    post = _load("review-post.yml")
+    assert list(post["on"]) == ["workflow_run"]
+    assert "head_repository.full_name != github.repository" in post["jobs"]["post"]["if"]
+    run = " ".join(step.get("run", "") for _, step in _steps(post))
+    assert "review.post" in run and "--head-sha" in run
+    assert "bash" not in run and "source" not in run  # the artifact is read, never executed
+
+
+def test_fork_guard_splits_preview_and_render():
+    jobs = _load("review.yml")["jobs"]
+    same_repo = "github.event.pull_request.head.repo.full_name == github.repository"
+    assert jobs["preview"]["if"] == same_repo
+    assert jobs["render"]["if"] == same_repo.replace("==", "!=")
+    assert jobs["preview"]["environment"] == "preview"
+    render = yaml.safe_dump(jobs["render"])
+    assert "secrets." not in render and "environment" not in jobs["render"] and "id-token" not in render
+    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in jobs["render"]["steps"])
+    assert jobs["preview"]["needs"] == ["tests", "matrix"] and jobs["render"]["needs"] == ["tests", "matrix"]
+
+
+def test_preview_uses_pulumi_actions_read_only_credentials_and_the_backend_variable():
+    jobs = _load("review.yml")["jobs"]
+    steps = jobs["preview"]["steps"]
+    assert any(s.get("uses", "").startswith("pulumi/actions@") for s in steps)
+    aws = next(s for s in steps if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
+    assert aws["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_ARN }}"
+    assert jobs["preview"]["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
+    assert jobs["preview"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.stacks) }}"
+    run = " ".join(s.get("run", "") for s in steps)
+    assert "review.diff" in run and "review.preview" in run and "review.post" in run
+
+
+def test_the_preview_matrix_covers_every_stack_file():
+    files = sorted(p.name for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    assert [f"Pulumi.{s}.yaml" for s in preview_matrix()["stack"]] == files
+    step = next(s for _, s in _steps(_load("review.yml")) if s.get("id") == "stacks")
+    assert "python -m review.matrix preview" in step["run"]
+    done = subprocess.run([sys.executable, "-m", "review.matrix", "preview"], cwd=ROOT, capture_output=True, text=True)
+    assert json.loads(done.stdout) == preview_matrix()
+
+
+def _repo_with(tmp_path: Path, deploy: dict) -> Path:
+    (tmp_path / "stacks").mkdir()
+    for stack in ("local", "k8s"):
+        shutil.copy(ROOT / "stacks" / f"Pulumi.{stack}.yaml", tmp_path / "stacks")
+    (tmp_path / "stacks" / "deploy.yaml").write_text(yaml.safe_dump(deploy))
+    return tmp_path
+
+
+def test_deploy_is_opt_in_and_names_its_runner(tmp_path):
+    assert deploy_matrix() == {"include": []} or all(e["runner"] for e in deploy_matrix()["include"])
+    root = _repo_with(
+        tmp_path,
+        {"local": {"deploy": True, "runner": ["self-hosted", "gpucluster-local"]}, "k8s": {"deploy": False}},
+    )
+    assert deploy_matrix(root) == {"include": [{"stack": "local", "runner": ["self-hosted", "gpucluster-local"]}]}
+    deploy = _load("deploy.yml")["jobs"]["deploy"]
+    assert deploy["runs-on"] == "${{ matrix.runner }}"
+    assert deploy["environment"] == "deploy-${{ matrix.stack }}"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"local": {"deploy": True, "runner": "ubuntu-latest"}}, "local.runner: ['ubuntu-latest'] is a GitHub-hosted"),
+        ({"local": {"deploy": True}}, "local.runner: a deployed stack names its runner"),
+        ({"nowhere": {"deploy": True, "runner": "x"}}, "nowhere: no stacks/Pulumi.nowhere.yaml"),
+    ],
+)
+def test_a_local_stack_is_never_applied_on_a_hosted_runner(tmp_path, settings, message):
+    with pytest.raises(MatrixError, match=re.escape(message)):
+        deploy_matrix(_repo_with(tmp_path, settings))
+
+
+def test_a_fork_artifact_is_read_as_data(tmp_path):
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "comment.md").write_text(
+        f"{MARKER.format(stack='k8s')}\nhello AKIAIOSFODNN7EXAMPLE <!-- sneaky -->\n"
+    )
+    (tmp_path / "local" / "labels").write_text("replace\nsecurity-approved\n")
+    body, labels = read_comments(tmp_path)["local"]
+    assert body.startswith(MARKER.format(stack="local")) and "k8s" not in body and "sneaky" not in body
+    assert "AKIAIOSFODNN7EXAMPLE" not in body
+    assert labels == ["replace"]
+    (tmp_path / "bad name").mkdir()
+    with pytest.raises(SystemExit, match="unexpected entry"):
+        read_comments(tmp_path)
+
+
+class _FakeGitHub:
+    """The few REST calls review.post makes, against an in-memory pull request."""
+
+    def __init__(self, comments: list[dict], labels: list[str]):
+        self.comments_, self.labels, self.calls = comments, set(labels), []
+
+    def comments(self, pr):
+        return self.comments_
+
+    def request(self, method, path, data=None):
+        self.calls.append((method, path))
+        if method == "GET":
+            return [{"name": label} for label in sorted(self.labels)]
+        if method == "PATCH":
+            next(c for c in self.comments_ if path.endswith(f"/{c['id']}"))["body"] = data["body"]
+        elif method == "POST" and path.endswith("/comments"):
+            self.comments_.append({"id": len(self.comments_) + 100, "body": data["body"]})
+        elif method == "POST":
+            self.labels |= set(data["labels"])
+        elif method == "DELETE":
+            self.labels.discard(path.rsplit("/", 1)[1])
+
+
+def test_one_comment_per_stack_is_edited_in_place(tmp_path):
+    github = _FakeGitHub([{"id": 7, "body": MARKER.format(stack="local") + "\nold"}, {"id": 8, "body": "a human"}], [])
+    comments = {
+        "local": (MARKER.format(stack="local") + "\nnew", ["replace"]),
+        "k8s": (MARKER.format(stack="k8s") + "\nfirst", ["no-changes"]),
+    }
+    post_comments(github, 1, comments)
+    post_comments(github, 1, comments)  # a second push edits, never adds
+    bodies = sorted(c["body"] for c in github.comments_)
+    assert bodies == sorted([MARKER.format(stack="local") + "\nnew", "a human", MARKER.format(stack="k8s") + "\nfirst"])
+
+
+@pytest.mark.parametrize(
+    ("per_stack", "before", "after"),
+    [
+        ({"local": ["replace"], "k8s": ["no-changes"]}, ["no-changes", "bug"], {"replace", "bug"}),
+        ({"local": ["no-changes"], "k8s": ["no-changes"]}, ["replace", "delete"], {"no-changes"}),
+        ({"local": ["replace", "delete"], "k8s": []}, [], {"replace", "delete"}),
+    ],
+)
+def test_labels_come_from_every_stack_at_once(per_stack, before, after):
+    github = _FakeGitHub([], before)
+    set_labels(github, 1, {stack: ("", labels) for stack, labels in per_stack.items()})
+    assert github.labels == after

@@ -1,0 +1,333 @@
+"""The newcomer's path: ./up.sh, ./pulumi.sh, ./down.sh and the pinned CLI (tools/pulumi-cli.sh).
+
+The scripts run for real in a copy of the project, with a stand-in `pulumi` on PATH that
+records its arguments and environment; the README's commands are run as written. Nothing
+here reaches the network: downloads go to a closed local port or to fake tarballs.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.harness.program_harness import ROOT
+
+INSTALLER = ROOT / "tools" / "pulumi-cli.sh"
+PINNED = re.search(r"^VERSION=(\S+)$", INSTALLER.read_text(), re.M).group(1)
+PINNED_SHA256 = re.search(r"^SHA256=([0-9a-f]{64})$", INSTALLER.read_text(), re.M).group(1)
+TARBALL = f"pulumi-v{PINNED}-linux-x64.tar.gz"
+PROJECT_FILES = ["up.sh", "pulumi.sh", "down.sh", "tools", "requirements.txt", "Pulumi.yaml", "stacks"]
+# A port nothing listens on: the download fails at once, as it does without network.
+UNREACHABLE = f"http://127.0.0.1:9/{TARBALL}"
+
+STAND_IN = """#!/usr/bin/env python3
+import json, os, sys
+if sys.argv[1:] == ["version"]:
+    print("v{version}")
+    sys.exit(0)
+file = os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+with open({record!r}, "a") as out:
+    out.write(json.dumps({{
+        "executable": sys.argv[0],
+        "argv": sys.argv[1:],
+        "cwd": os.getcwd(),
+        "backend": os.environ.get("PULUMI_BACKEND_URL"),
+        "passphrase_set": "PULUMI_CONFIG_PASSPHRASE" in os.environ,
+        "passphrase_file": file,
+        "passphrase_file_mode": oct(os.stat(file).st_mode & 0o777) if file and os.path.exists(file) else None,
+        "passphrase_file_size": os.path.getsize(file) if file and os.path.exists(file) else None,
+    }}) + "\\n")
+"""
+
+
+class Project:
+    """A copy of the project's scripts with a stand-in `pulumi` on PATH (or none)."""
+
+    def __init__(self, tmp_path: Path, *, stand_in_on_path: bool = True):
+        self.dir = tmp_path / "project"
+        self.dir.mkdir()
+        for name in PROJECT_FILES:
+            source = ROOT / name
+            if source.is_dir():
+                shutil.copytree(source, self.dir / name)
+            else:
+                shutil.copy2(source, self.dir / name)
+        # The real venv: up.sh finds its requirements installed and pip changes nothing.
+        (self.dir / "venv").symlink_to(ROOT / "venv")
+        self.record = tmp_path / "pulumi-calls.jsonl"
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        if stand_in_on_path:
+            write_stand_in(self.bin / "pulumi", self.record)
+        self.env = {"PATH": f"{self.bin}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+
+    def run(self, command: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=self.dir,
+            env={**self.env, **env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def calls(self) -> list[dict]:
+        if not self.record.exists():
+            return []
+        calls = [json.loads(line) for line in self.record.read_text().splitlines()]
+        self.record.unlink()
+        return calls
+
+    @property
+    def state(self) -> Path:
+        return self.dir / ".pulumi-state"
+
+
+def write_stand_in(path: Path, record: Path) -> None:
+    path.write_text(STAND_IN.format(version=PINNED, record=str(record)))
+    path.chmod(0o755)
+
+
+def fake_tarball(path: Path, record: Path, *, tamper: bool = False) -> str:
+    """A release-shaped tarball (pulumi/pulumi inside); returns its SHA-256 (of the untampered file)."""
+    stand_in = path.parent / "stand-in-pulumi"
+    write_stand_in(stand_in, record)
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(stand_in, arcname="pulumi/pulumi")
+        tar.add(stand_in, arcname="pulumi/pulumi-language-python")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if tamper:
+        with path.open("ab") as out:
+            out.write(b"\0")
+    return digest
+
+
+def assert_wrapped(call: dict, project: Project) -> None:
+    """Every call goes to the project's own state with a passphrase file only root can read."""
+    assert call["backend"] == f"file://{project.dir}/.pulumi-state"
+    assert call["cwd"] == str(project.dir)
+    assert call["passphrase_set"] or call["passphrase_file"], "pulumi ran without a passphrase"
+    if not call["passphrase_set"]:
+        assert call["passphrase_file"] == str(project.state / "passphrase")
+        assert call["passphrase_file_mode"] == "0o600"
+        assert call["passphrase_file_size"] > 20
+
+
+# ---- the pinned CLI: download, checksum, unpack ----
+
+
+def test_the_pin_is_a_version_and_a_sha256_of_the_release_tarball():
+    text = INSTALLER.read_text()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", PINNED)
+    assert "https://github.com/pulumi/pulumi/releases/download/v$VERSION/$TARBALL_NAME" in text
+    assert "NOT verified on the machines" in text
+
+
+def test_install_unpacks_a_tarball_whose_sha256_matches(tmp_path):
+    good = tmp_path / TARBALL
+    digest = fake_tarball(good, tmp_path / "calls.jsonl")
+    dest = tmp_path / "cli" / f"v{PINNED}"
+    for source in (str(good), f"file://{good}"):
+        done = subprocess.run([INSTALLER, "install", source, digest, dest], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in dest.iterdir()) == ["pulumi", "pulumi-language-python"]
+        out = subprocess.run([dest / "pulumi", "version"], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == f"v{PINNED}"
+
+
+def test_install_refuses_a_tampered_tarball_and_unpacks_nothing(tmp_path):
+    bad = tmp_path / TARBALL
+    digest = fake_tarball(bad, tmp_path / "calls.jsonl", tamper=True)
+    dest = tmp_path / "cli" / f"v{PINNED}"
+    done = subprocess.run([INSTALLER, "install", bad, digest, dest], capture_output=True, text=True)
+    assert done.returncode == 3
+    assert f"SHA-256 mismatch for {bad}" in done.stderr and "nothing was unpacked" in done.stderr
+    assert not dest.exists() and not dest.parent.exists()
+
+
+def test_install_reports_an_unreadable_source(tmp_path):
+    dest = tmp_path / "cli"
+    for source in (UNREACHABLE, str(tmp_path / "missing.tar.gz")):
+        done = subprocess.run([INSTALLER, "install", source, PINNED_SHA256, dest], capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert not dest.exists()
+
+
+def test_offline_up_says_what_to_do_and_changes_nothing(tmp_path):
+    project = Project(tmp_path, stand_in_on_path=False)
+    done = project.run("./up.sh local", PULUMI_CLI_URL=UNREACHABLE)
+    assert done.returncode == 1
+    message = done.stderr[done.stderr.index("error: could not download") :]
+    assert message == (
+        f"error: could not download the Pulumi CLI v{PINNED} from\n"
+        f"  {UNREACHABLE}\n"
+        "Without network access to it, do one of:\n"
+        f"  - fetch {TARBALL} by other means, then\n"
+        f"      PULUMI_TARBALL=/path/to/{TARBALL} ./up.sh STACK\n"
+        f"  - put pulumi v{PINNED} on PATH (found: none)\n"
+        "  - point PULUMI_CLI_URL at a mirror of that file\n"
+        f"The file must have SHA-256 {PINNED_SHA256}.\n"
+    )
+    # It stops before the venv, the state or any pulumi command.
+    assert not (project.dir / ".pulumi-cli").exists() and not project.state.exists()
+
+
+def test_offline_message_names_a_pulumi_of_another_version(tmp_path):
+    project = Project(tmp_path, stand_in_on_path=False)
+    other = project.bin / "pulumi"
+    other.write_text("#!/bin/sh\necho v3.1.0\n")
+    other.chmod(0o755)
+    done = project.run("./pulumi.sh stack ls", PULUMI_CLI_URL=UNREACHABLE)
+    assert done.returncode == 1
+    assert f"  - put pulumi v{PINNED} on PATH (found: v3.1.0 at {other})\n" in done.stderr
+
+
+def test_a_tarball_given_offline_is_checked_against_the_pinned_sha256(tmp_path):
+    project = Project(tmp_path, stand_in_on_path=False)
+    tarball = tmp_path / TARBALL
+    fake_tarball(tarball, project.record)  # not the real release: its SHA-256 differs from the pin
+    done = project.run("./pulumi.sh stack ls", PULUMI_TARBALL=str(tarball))
+    assert done.returncode == 1
+    assert f"expected {PINNED_SHA256}" in done.stderr
+    assert f"PULUMI_TARBALL={tarball} is not {TARBALL}" in done.stderr
+    assert not (project.dir / ".pulumi-cli").exists() and project.calls() == []
+
+
+def test_the_wrapper_uses_the_cli_installed_in_the_project(tmp_path):
+    project = Project(tmp_path, stand_in_on_path=False)
+    tarball = tmp_path / TARBALL
+    digest = fake_tarball(tarball, project.record)
+    cli = project.dir / ".pulumi-cli" / f"v{PINNED}"
+    subprocess.run([INSTALLER, "install", tarball, digest, cli], check=True)
+    done = project.run("./pulumi.sh stack ls --json", PULUMI_CLI_URL=UNREACHABLE)
+    assert done.returncode == 0, done.stderr
+    [call] = project.calls()
+    assert call["executable"] == str(cli / "pulumi") and call["argv"] == ["stack", "ls", "--json"]
+    assert_wrapped(call, project)
+
+
+# ---- the passphrase ----
+
+
+def test_a_passphrase_file_is_generated_once_and_said_so(tmp_path):
+    project = Project(tmp_path)
+    first = project.run("./pulumi.sh stack ls")
+    assert first.returncode == 0, first.stderr
+    passphrase = project.state / "passphrase"
+    assert f"generated the passphrase protecting the stacks' secrets: {passphrase} (mode 0600)" in first.stderr
+    assert stat.S_IMODE(passphrase.stat().st_mode) == 0o600
+    assert stat.S_IMODE(project.state.stat().st_mode) == 0o700
+    content = passphrase.read_bytes()
+    second = project.run("./pulumi.sh stack ls")
+    assert "generated" not in second.stderr and passphrase.read_bytes() == content
+    for call in project.calls():
+        assert_wrapped(call, project)
+
+
+def test_a_passphrase_from_the_environment_is_used_as_given(tmp_path):
+    project = Project(tmp_path)
+    done = project.run("./pulumi.sh stack ls", PULUMI_CONFIG_PASSPHRASE="correct horse")
+    assert done.returncode == 0, done.stderr
+    [call] = project.calls()
+    assert call["passphrase_set"] and call["passphrase_file"] is None
+    assert not (project.state / "passphrase").exists()
+
+    given = tmp_path / "mine"
+    given.write_text("battery staple\n")
+    done = project.run("./pulumi.sh stack ls", PULUMI_CONFIG_PASSPHRASE_FILE=str(given))
+    assert done.returncode == 0, done.stderr
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(given) and not call["passphrase_set"]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"PULUMI_CONFIG_PASSPHRASE": ""}, "error: PULUMI_CONFIG_PASSPHRASE is set but empty"),
+        ({"PULUMI_CONFIG_PASSPHRASE_FILE": "/nonexistent"}, "PULUMI_CONFIG_PASSPHRASE_FILE=/nonexistent is missing"),
+    ],
+)
+def test_an_empty_or_missing_passphrase_is_refused(tmp_path, env, message):
+    project = Project(tmp_path)
+    done = project.run("./up.sh local", **env)
+    assert done.returncode == 1 and message in done.stderr
+    assert project.calls() == []
+
+
+def test_down_needs_a_stack(tmp_path):
+    project = Project(tmp_path)
+    for command in ("./down.sh", "./down.sh --yes"):
+        done = project.run(command)
+        assert done.returncode == 64 and "usage: ./down.sh STACK [--yes]" in done.stderr
+    assert project.calls() == []
+
+
+# ---- the README's commands, as written ----
+
+
+def readme_commands() -> list[str]:
+    """Lines of the README's bash blocks that run the project's up/pulumi/down scripts."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+    return [
+        line.strip() for block in blocks for line in block.splitlines() if re.match(r"\./(up|pulumi|down)\.sh\b", line)
+    ]
+
+
+def expected_calls(command: str) -> list[list[str]]:
+    script, *args = shlex.split(command, comments=True)
+    if script == "./up.sh":
+        stack, *rest = args or ["local"]
+        return [["stack", "select", "--create", stack], ["up", "--stack", stack, *rest]]
+    if script == "./down.sh":
+        stack, *rest = args
+        return [["destroy", "--stack", stack, *rest]]
+    return [args]
+
+
+def test_the_readme_shows_up_outputs_and_teardown():
+    commands = [shlex.split(c, comments=True) for c in readme_commands()]
+    assert ["./up.sh", "local"] in commands
+    assert any(c[:3] == ["./pulumi.sh", "stack", "output"] for c in commands)
+    assert ["./down.sh", "local"] in commands and ["./down.sh", "local", "--yes"] in commands
+    for command in commands:
+        if command[0] in ("./up.sh", "./down.sh") and len(command) > 1:
+            assert (ROOT / "stacks" / f"Pulumi.{command[1]}.yaml").exists(), command
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_readme_command_runs_pulumi_as_written(tmp_path, command):
+    project = Project(tmp_path)
+    done = project.run(command)
+    assert done.returncode == 0, done.stderr
+    calls = project.calls()
+    assert [call["argv"] for call in calls] == expected_calls(command)
+    for call in calls:
+        assert call["executable"] == str(project.bin / "pulumi")
+        assert_wrapped(call, project)
+    if command.startswith("./down.sh"):
+        stack = shlex.split(command)[1]
+        assert f"destroying stack {stack}: its containers, bridges, NAT rules" in done.stderr
+
+
+def test_readme_commands_share_one_state_and_passphrase(tmp_path):
+    """up, then outputs, then teardown, in one project: the same backend and passphrase file."""
+    project = Project(tmp_path)
+    for command in readme_commands():
+        assert project.run(command).returncode == 0, command
+    calls = project.calls()
+    assert len({(call["backend"], call["passphrase_file"]) for call in calls}) == 1
+    assert len(calls) >= len(readme_commands())
+
+
+def test_wrappers_are_executable():
+    for name in ("up.sh", "pulumi.sh", "down.sh", "tools/pulumi-cli.sh"):
+        assert os.access(ROOT / name, os.X_OK), name
