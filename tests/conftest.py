@@ -1,5 +1,6 @@
 """Fixtures shared by the end-to-end tests."""
 
+import signal
 import subprocess
 from pathlib import Path
 
@@ -17,3 +18,13 @@ def kept_images_purged():
     yield clusters
     for cluster in sorted(clusters):
         subprocess.run([str(ROOT / "purge-kept.sh"), cluster], capture_output=True, check=False)
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # A run stopped with SIGTERM (a timeout, a kill) cleans up as after Ctrl-C: the tests'
+    # finally blocks and the fixtures' teardowns (the kept images' purge) still run.
+    signal.signal(signal.SIGTERM, _interrupted)
