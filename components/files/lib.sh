@@ -57,6 +57,13 @@ lxc_owner() { cat "$(lxc_dir "$1")/gpucluster-owner" 2>/dev/null || true; }
 # made, says it is ours: `lxc_pending CLUSTER_DIR NAME`. Clones must also sit on our image.
 lxc_pending_marker() { printf '%s/pending/%s' "$1" "$2"; }
 lxc_pending() { [ -f "$(lxc_pending_marker "$1" "$2")" ] && [ -z "$(lxc_owner "$2")" ]; }
+
+# lxc_pending_begin CLUSTER_DIR NAME: write the pending marker. The directory stays while
+# containers are made (many at once): only the deletes remove it, when it is empty.
+lxc_pending_begin() {
+  mkdir -p "$1/pending"
+  touch "$(lxc_pending_marker "$1" "$2")"
+}
 lxc_on_image() { grep -qsE "^lxc\.rootfs\.path *= *overlay(fs)?:$(lxc_dir "$2")/rootfs:" "$(lxc_dir "$1")/config"; }
 
 # lxc_ours CLUSTER CLUSTER_DIR NAME [IMAGE]: the container is this cluster's: marked, or a
@@ -68,11 +75,11 @@ lxc_ours() {
   [ -z "$image" ] || [ ! -f "$(lxc_dir "$name")/config" ] || lxc_on_image "$name" "$image"
 }
 
-# lxc_mark CLUSTER CLUSTER_DIR NAME: the owner marker, then the pending marker goes.
+# lxc_mark CLUSTER CLUSTER_DIR NAME: the owner marker, then the pending marker goes (not its
+# directory: another create may be writing its marker there at this moment).
 lxc_mark() {
   echo "$1" > "$(lxc_dir "$3")/gpucluster-owner"
   rm -f "$(lxc_pending_marker "$2" "$3")"
-  rmdir "$2/pending" 2>/dev/null || true
 }
 lxc_running() { [ "$(lxc-info -n "$1" -sH 2>/dev/null)" = RUNNING ]; }
 

@@ -77,7 +77,7 @@ def test_the_image_scripts_restore_keep_and_never_reuse_a_stale_image(tmp_path):
         assert (image / "rootfs").stat().st_ino == inode, "restored by a move, not a copy or a build"
         assert not built.exists()
         assert "restoring the node image" in state.resources[command.urn].stderr
-        assert not (tmp_path / "state" / "pending").exists()
+        assert not (tmp_path / "state" / "pending" / image.name).exists(), "pending marker left"
 
         destroy_state(state)
         assert not image.exists()

@@ -9,8 +9,7 @@ if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc-destroy -n "$IMAGE" -f >&2 || rm -rf "$dir"
 fi
 # The pending marker first: an interruption before the owner marker is not a foreign image.
-mkdir -p "$CLUSTER_DIR/pending"
-touch "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")"
+lxc_pending_begin "$CLUSTER_DIR" "$IMAGE"
 kept="$KEPT_DIR/node-image-$IMAGE_DIGEST"
 if [ "$KEEP_IMAGE" = true ] && [ -f "$kept/gpucluster-image-ready" ]; then
   log "restoring the node image kept in $kept"
