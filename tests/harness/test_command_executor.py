@@ -1,5 +1,9 @@
 """The end-to-end harness itself: it must order, run and fail commands as the engine would."""
 
+import os
+import signal
+import threading
+
 import pytest
 
 from tests.harness.command_executor import (
@@ -197,3 +201,14 @@ def test_parallelism_is_unbounded(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
     apply([command(f"n{i}", log, create=barrier.format(me=marks / f"n{i}", dir=marks)) for i in range(12)])
+
+
+def test_an_interrupted_update_lets_the_running_steps_end_and_starts_nothing_new(tmp_path):
+    log = tmp_path / "log"
+    slow = f'sleep 1; echo "create left" >> "{log}"'
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        apply(graph(log, left={"create": slow}))
+    # The interruption came while left ran: left ended before it went on, top never started.
+    assert "create left" in lines(log)
+    assert "create top" not in lines(log)
