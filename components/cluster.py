@@ -1,12 +1,13 @@
-"""GpuCluster: the whole local GPU Slurm cluster as one dependency graph."""
+"""GpuCluster: the whole GPU Slurm cluster, on one host or several, as one dependency graph."""
 
 import socket
 from pathlib import Path
 
 import pulumi
+import pulumi_random as random
 
 from components.app.web_app import WebApp
-from components.config import ClusterConfig
+from components.config import ClusterConfig, ClusterHostConfig
 from components.host.boot_unit import BootUnit, render_host_state
 from components.host.gpu_host import GpuHost
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
@@ -14,23 +15,37 @@ from components.lxc.lxc_conf import ContainerSpec
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
+from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
-from components.slurm.slurm_conf import SLURMCTLD_PORT, render_gres_conf, render_slurm_conf
-from components.transport import host_command
+from components.slurm.slurm_conf import (
+    SLURMCTLD_PORT,
+    accounting_settings,
+    render_gres_conf,
+    render_slurm_conf,
+    render_slurmdbd_conf,
+)
+from components.transport import Transport, connect, env_list, host_command
 
-# The cluster-wide health check is a Slurm script.
+# The cluster-wide health check and the other hosts' Slurm clients are Slurm scripts; the
+# munge key's installation is the host's; routes are the network's.
 SLURM_FILES = Path(__file__).parent / "slurm" / "files"
+HOST_FILES = Path(__file__).parent / "host" / "files"
+NETWORK_FILES = Path(__file__).parent / "network" / "files"
 
 
 class GpuCluster(pulumi.ComponentResource):
-    """Host, bridges, node image, CUDA containers, Slurm, the web app and its forward.
+    """Per host: preflight, packages, bridges, node image, CUDA containers; then one Slurm
+    controller, slurmd on every node of every host, the web app and its forward.
 
     The order comes from the graph: preflight -> packages -> bridges and image ->
     containers (in parallel, no edges between them) -> controller -> slurmd on every node
     -> health gate; web app container -> app -> port forward.
 
     This is where the whole ClusterConfig is sliced: each component gets the part it models.
+    A one-host stack names its resources `<name>-...`; with `hosts`, a host's resources carry
+    the host's name (`<name>-<host>-...`) and reach it by its transport (local or SSH). A
+    retired host keeps its whole part, unchanged, marked to leave the state without running.
     """
 
     controller_address: pulumi.Output[str]
@@ -45,81 +60,174 @@ class GpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-
-        cluster = config.identity
-        containers = [cluster.container_name(n) for n in [*config.node_names, "image"]]
-        if config.web_app:
-            containers.append(cluster.container_name(config.web_app.name))
-        self.host = GpuHost(
-            f"{name}-host",
-            cluster,
-            config.host,
-            config.network,
-            gpu_devices=config.gpu.devices,
-            host_ports=[forward.host_port for forward in config.all_forwards],
-            controller_port=None if config.controller_node else SLURMCTLD_PORT,
-            containers=containers,
-            stand_in_gpus=config.gpu.stand_in.count if config.gpu.stand_in else 0,
-            device_dir=config.device_dir,
-            opts=child,
-        )
-        after_packages = pulumi.ResourceOptions(parent=self, depends_on=[self.host.packages, self.host.shared_dir])
-        self.bridges = Bridges(f"{name}-bridges", cluster, config.network, opts=after_packages)
-        self.image = NodeImage(f"{name}-image", cluster, config.image, opts=after_packages)
-
-        platform = ContainerPlatform(
-            network=config.network, gpu=config.gpu, image=config.image, shared_dir=config.host.shared_dir
-        )
+        multi = config.multi_host
         gpus = config.gpu_assignment()
-        self.containers = {
-            node.name: CudaContainer(
-                f"{name}-{node.name}",
+        users = tuple(config.users)
+
+        # Several hosts share one munge key: generated once, kept only as an encrypted secret
+        # in the state, installed on each host by stdin. One host makes its own on the host.
+        key = random.RandomBytes(f"{name}-munge-key", length=1024, opts=child) if multi else None
+        self.transports: dict[str, Transport] = {}
+        self.hosts: dict[str, GpuHost] = {}
+        self.bridges_of: dict[str, Bridges] = {}
+        self.images: dict[str, NodeImage] = {}
+        self.munge_keys: dict[str, pulumi.Resource] = {}
+        self.containers: dict[str, CudaContainer] = {}
+        self.platforms: dict[str, ContainerPlatform] = {}
+        self.host_users: dict[str, list[pulumi.Resource]] = {}
+        for host in config.cluster_hosts:
+            prefix = f"{name}-{host.name}" if multi else name
+            view = config.for_host(host)
+            cluster = config.host_identity(host)
+            transport = connect(prefix, config.name, host, child)
+            self.transports[host.name] = transport
+            containers = [cluster.container_name(n) for n in [*view.node_names, "image"]]
+            if view.web_app:
+                containers.append(cluster.container_name(view.web_app.name))
+            if config.accounting:  # one host only (config rule)
+                containers.append(cluster.container_name(config.accounting.name))
+            controller_here = host.name == config.controller_host.name
+            gpu_host = GpuHost(
+                f"{prefix}-host",
                 cluster,
-                ContainerSpec(
-                    hostname=node.name,
-                    nat_address=node.nat_address,
-                    cluster_address=node.cluster_address,
-                    gpu_devices=gpus[node.name],
-                ),
-                platform,
-                image=self.image.rootfs,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
+                view.host,
+                view.network,
+                gpu_devices=view.gpu.devices,
+                control_devices=view.gpu.control_devices,
+                node_cpus=max((node.cpus for node in view.nodes), default=1),
+                host_ports=[forward.host_port for forward in view.all_forwards],
+                controller_port=SLURMCTLD_PORT if controller_here and not config.controller_node else None,
+                containers=containers,
+                stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
+                device_dir=config.host_device_dir(host),
+                users=users,
+                opts=child,
+                transport=transport,
             )
-            for node in config.nodes
-        }
+            self.hosts[host.name] = gpu_host
+            self.host_users[host.name] = [gpu_host.users] if gpu_host.users else []
+            after_packages = pulumi.ResourceOptions(parent=self, depends_on=[gpu_host.packages, gpu_host.shared_dir])
+            bridges = Bridges(f"{prefix}-bridges", cluster, view.network, opts=after_packages, transport=transport)
+            image = NodeImage(f"{prefix}-image", cluster, config.image, opts=after_packages, transport=transport)
+            self.bridges_of[host.name], self.images[host.name] = bridges, image
+            if key is not None:
+                self.munge_keys[host.name] = host_command(
+                    f"{prefix}-munge-key",
+                    transport=transport,
+                    create=HOST_FILES / "munge_key_install_create.sh",
+                    delete=HOST_FILES / "munge_key_delete.sh",
+                    environment={"MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key"},
+                    stdin=pulumi.Output.secret(key.base64),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_host.packages]),
+                )
+            platform = ContainerPlatform(
+                network=view.network,
+                gpu=view.gpu,
+                image=config.image,
+                shared_dir=view.host.shared_dir,
+                users=users,
+            )
+            self.platforms[host.name] = platform
+            for node in view.nodes:
+                self.containers[node.name] = CudaContainer(
+                    f"{name}-{node.name}",
+                    cluster,
+                    ContainerSpec(
+                        hostname=node.name,
+                        nat_address=node.nat_address,
+                        cluster_address=node.cluster_address,
+                        gpu_devices=gpus[node.name],
+                        cpus=node.cpus,
+                    ),
+                    platform,
+                    image=image.rootfs,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[bridges, image]),
+                    transport=transport,
+                )
+        self.routes = self._routes(name, config) if multi else {}
+        # The first host's parts, for the one-host outputs.
+        first = config.cluster_hosts[0].name
+        self.host, self.bridges, self.image = self.hosts[first], self.bridges_of[first], self.images[first]
 
         controller_node = config.controller_node
-        controller_hostname = controller_node.name if controller_node else socket.gethostname().split(".")[0]
+        controller_host = config.controller_host
+        if controller_node:
+            controller_hostname = controller_node.name
+        elif multi:
+            controller_hostname = controller_host.hostname
+        else:
+            controller_hostname = socket.gethostname().split(".")[0]
+        # slurmctld maps the people of the accounts to uids where it runs.
+        host_users = self.host_users[controller_host.name]
+        controller_deps = [self.hosts[controller_host.name].packages, *host_users, *self.routes.values()]
+        accounting = None
+        if config.accounting:
+            accounting = AccountingSetup(
+                config=config.accounting,
+                network=controller_host.network,
+                release=config.image.release,
+                users=users,
+                slurmdbd_conf=render_slurmdbd_conf(config),
+                after=(self.hosts[controller_host.name].packages, self.bridges_of[controller_host.name]),
+            )
         self.controller = SlurmController(
             f"{name}-slurm",
-            cluster,
+            config.host_identity(controller_host),
             ControllerPlacement(
                 hostname=controller_hostname,
                 address=config.controller_address,
-                container=cluster.container_name(controller_node.name) if controller_node else None,
+                container=config.container_name(controller_node.name) if controller_node else None,
             ),
             slurm_conf=render_slurm_conf(config, controller_hostname),
             gres_conf=render_gres_conf(config),
             container=self.containers[controller_node.name].lxc if controller_node else None,
-            # The key and the host's munged need only the host; slurmctld in a container waits
-            # for it (SlurmController), so the key is made while the containers boot.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.host.packages]),
+            accounting=accounting,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
+            transport=self.transports[controller_host.name],
+            munge_key=self.munge_keys.get(controller_host.name),
         )
-        self.slurm_nodes = [
-            SlurmNode(
-                f"{name}-{node.name}-slurm",
-                cluster,
-                node,
-                controller_address=config.controller_address,
-                container=self.containers[node.name].lxc,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.containers[node.name], self.controller]),
+        # Accounts after slurmctld: it registers the cluster's TRES (gres/gpu) that GPU limits name.
+        self.accounts = None
+        if config.accounting:
+            self.accounts = SlurmAccounts(
+                f"{name}-accounts",
+                config.host_identity(controller_host),
+                config.accounting,
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.controller, *self.containers.values(), *host_users]
+                ),
             )
-            for node in config.nodes
-        ]
-        # Fails the apply, loudly, when a node does not serve or a test job cannot run; never
-        # waits on users' jobs (components/scripts/health_check.sh).
+        # Every other host gets the cluster's munged and a slurm.conf for its Slurm clients
+        # (sinfo, srun there; a slurmd's create waits there for its node to register).
+        self.clients = {controller_host.name: self.controller.client}
+        for host in config.cluster_hosts:
+            if host.name != controller_host.name:
+                self.clients[host.name] = self._client(name, config, host, controller_hostname)
+        self.slurm_nodes = []
+        for node in config.nodes:
+            host = config.node_host(node)
+            deps = [self.containers[node.name], self.controller]
+            if multi:
+                deps += [self.munge_keys[host.name], self.clients[host.name]]
+            self.slurm_nodes.append(
+                SlurmNode(
+                    f"{name}-{node.name}-slurm",
+                    config.host_identity(host),
+                    node,
+                    controller_address=config.controller_address,
+                    container=self.containers[node.name].lxc,
+                    gpu_devices=gpus[node.name],
+                    health_check=config.slurm.health_check,
+                    job_acct_gather=accounting_settings(config).get("JobAcctGatherType"),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
+                    transport=self.transports[host.name],
+                )
+            )
+        # Fails the apply, loudly, when a node (of any host) does not serve or a test job
+        # cannot run; never waits on users' jobs (components/slurm/files/health_check.sh).
         self.health = host_command(
             f"{name}-health",
+            transport=self.transports[controller_host.name],
             create=SLURM_FILES / "health_check.sh",
             environment={
                 "SLURM_CONF": f"{config.cluster_dir}/slurm.conf",
@@ -130,36 +238,50 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
         self.web_app = None
+        web_host = config.node_host(config.web_app) if config.web_app else None
         if config.web_app:
             self.web_app = WebApp(
                 f"{name}-web",
-                cluster,
+                config.host_identity(web_host),
                 config.web_app,
-                platform,
-                image=self.image.rootfs,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges, self.image]),
+                self.platforms[web_host.name],
+                image=self.images[web_host.name].rootfs,
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.bridges_of[web_host.name], self.images[web_host.name]]
+                ),
+                transport=self.transports[web_host.name],
             )
-        self.forwards = [
-            PortForward(
-                f"{name}-fwd-{forward.host_port}",
-                cluster,
-                forward,
-                config.target_address(forward.target),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self._forward_target(config, forward.target)]),
+        self.forwards = []
+        for forward in config.all_forwards:
+            host = self._target_host(config, forward.target)
+            self.forwards.append(
+                PortForward(
+                    f"{name}-fwd-{forward.host_port}",
+                    config.host_identity(host),
+                    forward,
+                    config.target_address(forward.target),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self._forward_target(config, forward.target)]),
+                    transport=self.transports[host.name],
+                )
             )
-            for forward in config.all_forwards
-        ]
 
         # Written last, deleted first: a destroy cut short is not brought back at the next boot.
+        # One per host: each host brings back its own part.
         everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
-        self.boot = BootUnit(
-            f"{name}-boot",
-            cluster,
-            render_host_state(config),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
-        )
+        everything += [self.accounts] if self.accounts else []
+        self.boots = {
+            host.name: BootUnit(
+                f"{name}-{host.name}-boot" if multi else f"{name}-boot",
+                config.host_identity(host),
+                render_host_state(config, host),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
+                transport=self.transports[host.name],
+            )
+            for host in config.cluster_hosts
+        }
+        self.boot = self.boots[first]
 
-        nat_gateway = config.network.nat_bridge.address.ip
+        nat_gateway = (web_host or controller_host).network.nat_bridge.address.ip
         self.controller_address = self.controller.address
         self.nodes = pulumi.Output.from_input(
             {
@@ -168,6 +290,7 @@ class GpuCluster(pulumi.ComponentResource):
                     "nat_address": str(node.nat_address),
                     "cluster_address": str(node.cluster_address),
                     "gpus": gpus[node.name],
+                    **({"host": config.node_host(node).name} if multi else {}),
                 }
                 for node in config.nodes
             }
@@ -177,9 +300,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"http://{nat_gateway}:{config.web_app.host_port}/" if config.web_app else ""
         )
         self.slurm_env = pulumi.Output.from_input(f"export SLURM_CONF={config.cluster_dir}/slurm.conf")
-        self.node_shells = pulumi.Output.from_input(
-            {node.name: f"lxc-attach -n {config.container_name(node.name)}" for node in config.nodes}
-        )
+        self.node_shells = pulumi.Output.from_input({node.name: _shell(config, node) for node in config.nodes})
         self.host_facts = pulumi.Output.all(
             devices=self.host.devices,
             driver_version=self.host.driver_version,
@@ -200,8 +321,69 @@ class GpuCluster(pulumi.ComponentResource):
             }
         )
 
+    def _routes(self, name: str, config: ClusterConfig) -> dict[str, pulumi.Resource]:
+        """Per host: routes to every other host's NAT subnet via that host, and the forwarding
+        they need. The controller waits for them, so Slurm traffic crosses hosts."""
+        routes = {}
+        for host in config.cluster_hosts:
+            wanted = config.routes_of(host)
+            if not wanted:
+                continue
+            routes[host.name] = host_command(
+                f"{name}-{host.name}-routes",
+                transport=self.transports[host.name],
+                create=NETWORK_FILES / "routes_create.sh",
+                delete=NETWORK_FILES / "routes_delete.sh",
+                environment={
+                    "CLUSTER": config.name,
+                    "CLUSTER_DIR": config.host_cluster_dir(host),
+                    "NAT_BRIDGE": host.network.nat_bridge.name,
+                    "NAT_SUBNET": str(host.network.nat_bridge.subnet),
+                    "ROUTES": env_list(f"{subnet},{via}" for subnet, via in wanted),
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges_of[host.name]]),
+            )
+        return routes
+
+    def _client(
+        self, name: str, config: ClusterConfig, host: ClusterHostConfig, controller_hostname: str
+    ) -> pulumi.Resource:
+        """The cluster's munged and a slurm.conf copy on a host without the controller; the
+        copy names that host's own munge socket."""
+        host_dir = config.host_cluster_dir(host)
+        socket_path = config.host_munge_socket(host)
+        return host_command(
+            f"{name}-{host.name}-slurm-client",
+            transport=self.transports[host.name],
+            create=SLURM_FILES / "client_create.sh",
+            delete=SLURM_FILES / "client_delete.sh",
+            environment={
+                "CLUSTER": config.name,
+                "CLUSTER_DIR": host_dir,
+                "MUNGE_KEY_FILE": f"{host_dir}/munge.key",
+                "MUNGE_SOCKET": socket_path,
+                "SLURM_CONF_PATH": f"{host_dir}/slurm.conf",
+                "SLURM_CONF_TEXT": render_slurm_conf(config, controller_hostname, munge_socket=socket_path),
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.munge_keys[host.name]]),
+        )
+
+    @staticmethod
+    def _target_host(config: ClusterConfig, target: str) -> ClusterHostConfig:
+        if config.web_app and target == config.web_app.name:
+            return config.node_host(config.web_app)
+        return config.node_host(next(n for n in config.nodes if n.name == target))
+
     def _forward_target(self, config: ClusterConfig, target: str) -> pulumi.Resource:
         """A forward waits for what answers behind it: the app, or the node's slurmd."""
         if self.web_app and config.web_app and target == config.web_app.name:
             return self.web_app.service
         return self.containers[target]
+
+
+def _shell(config: ClusterConfig, node) -> str:
+    """How to get a shell in a node, on its host."""
+    host = config.node_host(node)
+    path = f"-P {host.lxc_dir} " if host.lxc_dir != "/var/lib/lxc" else ""
+    command = f"lxc-attach {path}-n {config.container_name(node.name)}"
+    return f"{command}  (on host {host.name})" if config.multi_host else command

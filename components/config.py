@@ -5,14 +5,15 @@ are small named functions in CLUSTER_RULES, all run together so one `pulumi up` 
 every problem at once, each naming the field and what it accepts.
 """
 
+import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from typing import Literal
+from itertools import pairwise
+from typing import Annotated, Literal
 
-import hostlist
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from components.config_types import (
     Hostname,
@@ -21,8 +22,120 @@ from components.config_types import (
     Port,
     SafeGlob,
     SafePath,
+    SlurmTime,
+    StrictBool,
+    StrictInt,
     StrictModel,
 )
+
+# Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
+# instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
+# `SlurmctldHost=localhost` is replaced by the host's own name.
+SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
+SLURM_RESERVED_PARTITION_NAMES = frozenset({"default"})
+
+# Containers the program names itself (`<cluster>-<name>`): no node or web app may take them.
+INTERNAL_CONTAINER_NAMES = frozenset({"image"})
+
+# Host ports a forward may not take: a DNAT rule on them would hijack the host's SSH, DNS,
+# or Slurm traffic (slurmctld 6817, slurmd 6818, slurmdbd 6819; a host controller listens on
+# the NAT bridge). Every port below 1024 is the host's, so forwards use 1024 and up.
+FIRST_FORWARD_PORT = 1024
+SLURM_PORTS = frozenset({6817, 6818, 6819})
+
+# Host directories the cluster never mounts into a container, keeps state in, or shares:
+# these exact paths...
+SYSTEM_DIRS = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/include",
+        "/usr/lib",
+        "/usr/lib32",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/local/sbin",
+        "/usr/sbin",
+        "/usr/share",
+        "/usr/src",
+        "/var",
+        "/var/cache",
+        "/var/lib",
+        "/var/log",
+        "/var/run",
+        "/var/spool",
+        "/var/tmp",
+    }
+)
+# ...and nothing inside these trees: the kernel's, the host's configuration, LXC's containers.
+KERNEL_AND_CONFIG_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/run", "/var/lib/lxc", "/var/cache/lxc")
+# The cluster's state (the munge key) lives only in root-owned, non-world-writable trees.
+STATE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/tmp", "/var/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+# Driver files are bound read-only into containers: never secrets or per-host state.
+DRIVER_FILE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/root", "/home", "/var/lib", "/var/log", "/tmp")
+
+
+def is_within(path: str, tree: str) -> bool:
+    """`path` is `tree` or below it (both normalised absolute paths)."""
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def _related(path: str, other: str) -> bool:
+    """One of the two paths contains the other (or they are equal)."""
+    return is_within(path, other) or is_within(other, path)
+
+
+_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)
+
+
+def slurm_hostlist(names: Iterable[str]) -> str:
+    """Names in Slurm's hostlist form, e.g. `c[000-003],gpu7`.
+
+    Only a trailing number is bracketed: Slurm 22.05 cannot parse a bracket followed by more
+    text (`c[1-2]a`), which a general hostlist library writes for names like c1a, c2a.
+    """
+    groups: dict[tuple[str, int], list[int]] = {}
+    for name in names:
+        prefix, digits = _TRAILING_NUMBER.match(name).groups()
+        groups.setdefault((prefix, len(digits)), []).append(int(digits) if digits else -1)
+    parts = []
+    for (prefix, width), numbers in groups.items():
+        if width == 0:
+            parts.append(prefix)
+            continue
+        numbers = sorted(set(numbers))
+        runs, start = [], numbers[0]
+        for previous, number in pairwise(numbers):
+            if number != previous + 1:
+                runs.append((start, previous))
+                start = number
+        runs.append((start, numbers[-1]))
+        text = ",".join(f"{a:0{width}d}" + (f"-{b:0{width}d}" if b != a else "") for a, b in runs)
+        parts.append(f"{prefix}[{text}]" if len(numbers) > 1 else f"{prefix}{text}")
+    return ",".join(parts)
 
 
 class HostConfig(StrictModel):
@@ -36,7 +149,7 @@ class HostConfig(StrictModel):
         description="host directory bind-mounted at the same path in every node and the web "
         "app, so a job script written there once runs anywhere",
     )
-    install_packages: bool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
 
 
 class NatBridgeConfig(StrictModel):
@@ -86,15 +199,16 @@ class GpuConfig(StrictModel):
         "same name inside the containers (/dev/<basename>)",
     )
     control_devices: list[SafePath] = Field(
-        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"],
-        description="driver control devices bound into every container when present",
+        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"],
+        description="driver control devices bound into every container when present; the devices "
+        "cgroup allows exactly these and the container's own GPUs, by their numbers on the host",
     )
     stand_in: StandInGpus | None = Field(
         None,
         description="make stand-in devices instead of using real GPUs (leave devices and "
         "control_devices unset: they are the stand-ins)",
     )
-    share_between_nodes: bool = Field(
+    share_between_nodes: StrictBool = Field(
         False,
         description="let several nodes use the same GPU (the tutorial shares one GPU between "
         "four nodes); off, each GPU belongs to one node",
@@ -136,8 +250,15 @@ class NodeConfig(StrictModel):
     name: Hostname = Field(description="hostname, container name suffix and Slurm NodeName")
     nat_address: IPv4Address = Field(description="static address on the NAT bridge")
     cluster_address: IPv4Address = Field(description="static address on the cluster bridge")
-    gpus: int = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
-    cpus: int = Field(1, ge=1, le=1024, description="CPUs Slurm schedules on the node")
+    gpus: StrictInt = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
+    cpus: StrictInt = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="CPUs of the node: Slurm's CPUs= and the container's cpuset (host CPUs 0..cpus-1); "
+        "the preflight checks the host has them",
+    )
+    host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
 
 
 class ControllerConfig(StrictModel):
@@ -150,21 +271,112 @@ class ControllerConfig(StrictModel):
     node: Hostname | None = Field(
         None, description="node that runs slurmctld when placement is 'container' (default: first)"
     )
+    host: Hostname | None = Field(
+        None, description="hosts[].name of the host that runs slurmctld when placement is 'host' (default: first)"
+    )
 
 
 class PartitionConfig(StrictModel):
     name: Hostname = Field(description="partition name")
     nodes: list[Hostname] | None = Field(None, description="node names (default: all nodes)")
-    default: bool = Field(False, description="the default partition (exactly one)")
-    max_time: str = Field("INFINITE", pattern=r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$", description="MaxTime")
+    default: StrictBool = Field(False, description="the default partition (exactly one)")
+    max_time: SlurmTime = Field("INFINITE", description="MaxTime")
     oversubscribe: Literal["NO", "YES", "FORCE", "EXCLUSIVE"] = Field(
         "NO", description="OverSubscribe (replaces the tutorial's removed Shared=)"
     )
 
 
+class HealthCheckConfig(StrictModel):
+    """Slurm's HealthCheckProgram on every node: a node whose GPUs fail the check drains itself."""
+
+    interval_s: int = Field(60, ge=5, le=86400, description="HealthCheckInterval: seconds between checks on every node")
+
+
 class SlurmConfig(StrictModel):
     controller: ControllerConfig = ControllerConfig()
     partitions: list[PartitionConfig] = Field([PartitionConfig(name="gpu", default=True)], min_length=1)
+    health_check: HealthCheckConfig | None = Field(
+        None,
+        description="GPU health check: device nodes present with their major:minor and not refused, "
+        "nvidia-smi's GPU count where it exists, Slurm's GRES count; a failing node is drained "
+        "with Reason='gpu-health: ...' and resumed when the check passes again",
+    )
+
+
+# Login names: what useradd and Slurm both accept (Slurm keeps names in lower case).
+UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+# Slurm account and QOS names: lower case (Slurm stores them so), no separators sacctmgr parses.
+SlurmName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,29}$")]
+# Ids of people, never of system accounts (below 1000) or nobody (65534).
+PersonId = Annotated[int, Field(ge=1000, le=60000)]
+
+
+class UserConfig(StrictModel):
+    """A person: the same name, uid and gid on the host and in every container of the cluster."""
+
+    name: UserName = Field(description="login name")
+    uid: PersonId = Field(description="user id, 1000-60000")
+    gid: PersonId = Field(description="primary group id, 1000-60000")
+    group: UserName | None = Field(None, description="primary group name (default: the user's name)")
+
+    @property
+    def group_name(self) -> str:
+        return self.group or self.name
+
+    @property
+    def spec(self) -> str:
+        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib.sh)."""
+        return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
+
+
+class QosConfig(StrictModel):
+    """A Slurm QOS (sacctmgr add qos)."""
+
+    name: SlurmName = Field(description="QOS name")
+    priority: int = Field(0, ge=0, le=1000000, description="Priority")
+    max_gpus_per_user: int | None = Field(
+        None, ge=0, le=100000, description="MaxTRESPerUser=gres/gpu=N (none: unlimited)"
+    )
+    max_wall_minutes: int | None = Field(None, ge=1, le=5256000, description="MaxWall in minutes (none: unlimited)")
+
+
+class AccountConfig(StrictModel):
+    """A Slurm account of the cluster, its users and its GPU limit."""
+
+    name: SlurmName = Field(description="account name")
+    gpus: int | None = Field(
+        None, ge=0, le=100000, description="GrpTRES=gres/gpu=N: GPUs the account's running jobs may hold at once"
+    )
+    users: list[UserName] = Field(
+        [], description="members (names from users[]); a user's first account is their default"
+    )
+    qos: list[SlurmName] = Field(
+        [], description="QOS the account may use (names from accounting.qos[]); none: Slurm's 'normal'"
+    )
+    default_qos: SlurmName | None = Field(None, description="DefaultQOS, one of qos")
+
+
+class AccountingConfig(StrictModel):
+    """Job accounting: MariaDB and slurmdbd in a container of their own, accounts and limits."""
+
+    name: Hostname = Field("db", description="the database container's hostname (container <cluster>-<name>)")
+    nat_address: IPv4Address = Field(description="static address of the database container on the NAT bridge")
+    accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
+    qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
+    keep_dump: bool = Field(
+        True,
+        description="destroy keeps a dump of the accounting database in /var/cache/gpucluster/<cluster>/accounting/",
+    )
+    restore: bool = Field(
+        False,
+        description="a new, empty database is loaded from the kept dump when there is one",
+    )
+
+
+SOURCES_DESCRIPTION = (
+    "source networks (CIDR) allowed to connect through the host port; empty: any. The host "
+    "itself always reaches the forward"
+)
 
 
 class PortForwardConfig(StrictModel):
@@ -173,6 +385,12 @@ class PortForwardConfig(StrictModel):
     host_port: Port = Field(description="port on the host")
     target: Hostname = Field(description="node name, or the web app's container name")
     port: Port = Field(description="port in the target container")
+    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+
+    @property
+    def source_list(self) -> str:
+        """Allowed source networks as the scripts take them: '+'-separated, empty for any."""
+        return "+".join(str(network) for network in self.allowed_sources)
 
 
 class WebAppConfig(StrictModel):
@@ -187,15 +405,30 @@ class WebAppConfig(StrictModel):
         min_length=1,
         description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
     )
-    max_concurrent_jobs: int = Field(2, ge=1, le=64, description="jobs running at once")
-    job_timeout_s: int = Field(60, ge=1, le=3600, description="a job is killed (with its process group) after this")
-    max_connections: int = Field(
+    max_concurrent_jobs: StrictInt = Field(2, ge=1, le=64, description="jobs running at once")
+    job_timeout_s: StrictInt = Field(
+        60, ge=1, le=3600, description="a job is killed (with its process group) after this"
+    )
+    max_connections: StrictInt = Field(
         16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
     )
     run_allowed_cidrs: list[IPv4Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
     )
-    status_interval_s: int = Field(5, ge=1, le=300, description="how often the cluster panel's snapshot is written")
+    gpus: list[SafePath] = Field(
+        [],
+        description="GPU devices (from gpu.devices) bound into the app's container; no node gets "
+        "them unless share_gpus is true. Empty: the app has no GPU (CPU fallback)",
+    )
+    share_gpus: StrictBool = Field(
+        False,
+        description="the app's GPUs may also be nodes' GPUs (said explicitly, never by default)",
+    )
+    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+    status_interval_s: StrictInt = Field(
+        5, ge=1, le=300, description="how often the cluster panel's snapshot is written"
+    )
+    host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
 
     @model_validator(mode="after")
     def _connections_above_jobs(self) -> "WebAppConfig":
@@ -209,6 +442,77 @@ class WebAppConfig(StrictModel):
 
 # What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
 KEEP_DIR = "/var/cache/gpucluster"
+
+
+LOCAL_HOST = "local"
+
+# An SSH public key as OpenSSH prints it (`ssh-keyscan`, /etc/ssh/ssh_host_*_key.pub), comment dropped.
+HOST_KEY_PATTERN = r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}$"
+
+
+class LocalConnection(StrictModel):
+    """Commands run on the machine that runs `pulumi up`."""
+
+    kind: Literal["local"] = "local"
+
+
+class SshEndpoint(StrictModel):
+    """An SSH server, its host key pinned: a host presenting another key is refused."""
+
+    address: str = Field(
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$", description="IPv4 address or DNS name of the SSH server"
+    )
+    port: Port = Field(22, description="SSH port")
+    user: str = Field("root", pattern=r"^[a-z_][a-z0-9_-]{0,31}$", description="login user (root: scripts need it)")
+    host_key: str = Field(
+        pattern=HOST_KEY_PATTERN,
+        description="the server's public host key, e.g. the first two fields of /etc/ssh/ssh_host_ed25519_key.pub",
+    )
+
+
+class SshConnection(SshEndpoint):
+    """Commands run over SSH (pulumi-command remote.Command)."""
+
+    kind: Literal["ssh"]
+    private_key_secret: str = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+        description="name of the stack's secret config key holding the private key "
+        "(`pulumi config set --secret NAME < key`); it never appears in the stack file",
+    )
+    bastion: SshEndpoint | None = Field(None, description="jump host (same private key) when the host is not reachable")
+    dial_error_limit: int = Field(10, ge=-1, le=1000, description="failed dials before giving up (-1: forever)")
+
+
+class ClusterHostConfig(StrictModel):
+    """One GPU host of a multi-host cluster: how it is reached and what it carries."""
+
+    name: Hostname = Field(description="host name: in resource names and nodes[].host")
+    connection: LocalConnection | SshConnection = Field(
+        LocalConnection(), discriminator="kind", description="{kind: local} (default), or {kind: ssh, ...}"
+    )
+    address: IPv4Address | None = Field(
+        None, description="address the other hosts reach this host at: their route to its container subnets"
+    )
+    hostname: Hostname | None = Field(
+        None, description="the machine's short hostname (`hostname -s`): needed where slurmctld runs on the host"
+    )
+    retired: bool = Field(
+        False,
+        description="the host is gone for good (SSH hosts only): first set this alone, and `pulumi up` "
+        "runs nothing on it but marks its commands to be dropped from the state without running; "
+        "then remove the host and its nodes",
+    )
+    state_dir: SafePath = Field("/var/lib/gpucluster", description="per-cluster state on this host")
+    run_dir: SafePath = Field("/run", description="runtime directory (sockets, pid files) on this host")
+    lxc_dir: SafePath = Field("/var/lib/lxc", description="LXC path (lxc-* -P) of this host's containers")
+    shared_dir: SafePath = Field(description="directory bind-mounted into this host's nodes (per host)")
+    install_packages: bool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    network: NetworkConfig
+    gpu: GpuConfig = GpuConfig()
+
+    @property
+    def is_ssh(self) -> bool:
+        return isinstance(self.connection, SshConnection)
 
 
 @dataclass(frozen=True)
@@ -234,39 +538,127 @@ class ClusterIdentity:
 
 
 class ClusterConfig(StrictModel):
-    """The local GPU Slurm cluster."""
+    """The GPU Slurm cluster: on one host (`host`, `network`, `gpu`) or on several (`hosts`)."""
 
     name: str = Field(
         pattern=r"^[a-z][a-z0-9]{0,9}$",
         description="cluster name: 1-10 lower-case letters/digits, prefix of everything it owns",
     )
-    host: HostConfig
-    network: NetworkConfig
+    host: HostConfig | None = Field(None, description="the one local host (without `hosts`)")
+    network: NetworkConfig | None = Field(None, description="the one local host's bridges (without `hosts`)")
     gpu: GpuConfig = GpuConfig()
+    hosts: list[ClusterHostConfig] | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="several hosts, each with its own bridges, GPUs and directories; replaces host/network/gpu",
+    )
     image: ImageConfig = ImageConfig()
     nodes: list[NodeConfig] = Field(min_length=1, max_length=256)
     slurm: SlurmConfig = SlurmConfig()
     web_app: WebAppConfig | None = None
     forwards: list[PortForwardConfig] = Field([], description="extra host port forwards")
+    users: list[UserConfig] = Field(
+        [], description="people using the cluster: created on the host and in every container"
+    )
+    accounting: AccountingConfig | None = Field(
+        None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _stand_in_devices(cls, data):
-        """With gpu.stand_in, the GPU devices are the stand-ins (rule_stand_in_gpus refuses others)."""
-        gpu = data.get("gpu") if isinstance(data, dict) else None
-        stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
-        count = stand_in.get("count") if isinstance(stand_in, dict) else None
-        if type(count) is int and isinstance(data.get("name"), str):
-            devices, control_devices = stand_in_devices(f"/run/gpucluster-{data['name']}-dev", count)
-            data = {**data, "gpu": {"devices": devices, "control_devices": control_devices, **gpu}}
+        """With gpu.stand_in, the GPU devices are the stand-ins (rule_stand_in_gpus refuses others),
+        in the cluster's device directory under the host's run directory."""
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            return data
+
+        def filled(gpu, run_dir):
+            stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
+            count = stand_in.get("count") if isinstance(stand_in, dict) else None
+            if type(count) is not int or not isinstance(run_dir, str):
+                return gpu
+            devices, control_devices = stand_in_devices(device_dir_of(run_dir, data["name"]), count)
+            return {"devices": devices, "control_devices": control_devices, **gpu}
+
+        if "gpu" in data:
+            data = {**data, "gpu": filled(data["gpu"], "/run")}
+        if isinstance(data.get("hosts"), list):
+            data = {
+                **data,
+                "hosts": [
+                    {**host, "gpu": filled(host["gpu"], host.get("run_dir", "/run"))}
+                    if isinstance(host, dict) and "gpu" in host
+                    else host
+                    for host in data["hosts"]
+                ],
+            }
         return data
 
     @model_validator(mode="after")
     def _check_rules(self) -> "ClusterConfig":
-        problems = [problem for rule in CLUSTER_RULES for problem in rule(self)]
+        problems = list(rule_host_layout(self))
+        if not problems:
+            rules = CLUSTER_RULES if self.hosts is None else MULTI_HOST_RULES
+            problems = [problem for rule in rules for problem in rule(self)]
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    # ---- hosts ----
+
+    @property
+    def multi_host(self) -> bool:
+        """Whether the stack lists `hosts` (resource names then carry the host's name)."""
+        return self.hosts is not None
+
+    @property
+    def cluster_hosts(self) -> list["ClusterHostConfig"]:
+        """Every host; a single-host stack is one local host built from host/network/gpu."""
+        if self.hosts is not None:
+            return list(self.hosts)
+        return [
+            ClusterHostConfig(
+                name=LOCAL_HOST,
+                state_dir=self.host.state_dir,
+                shared_dir=self.host.shared_dir,
+                install_packages=self.host.install_packages,
+                network=self.network,
+                gpu=self.gpu,
+            )
+        ]
+
+    def host_named(self, name: str) -> "ClusterHostConfig":
+        return next(h for h in self.cluster_hosts if h.name == name)
+
+    def node_host(self, node: "NodeConfig") -> "ClusterHostConfig":
+        """The host a node (or the web app) runs on; one-host stacks need not name it."""
+        return self.host_named(node.host) if node.host else self.cluster_hosts[0]
+
+    def for_host(self, host: "ClusterHostConfig") -> "ClusterConfig":
+        """The cluster as one host sees it: its bridges, GPUs, directories, nodes, app and forwards.
+
+        Per-host components (preflight, bridges, image, containers) take this view, so they
+        are the same code for one host or many. A one-host stack's view is the stack itself.
+        """
+        if not self.multi_host:
+            return self
+        web = self.web_app if self.web_app and self.node_host(self.web_app).name == host.name else None
+        nodes = [n for n in self.nodes if self.node_host(n).name == host.name]
+        on_host = {n.name for n in nodes} | ({web.name} if web else set())
+        return self.model_copy(
+            update={
+                "host": HostConfig(
+                    state_dir=host.state_dir, shared_dir=host.shared_dir, install_packages=host.install_packages
+                ),
+                "network": host.network,
+                "gpu": host.gpu,
+                "hosts": None,
+                "nodes": nodes,
+                "web_app": web,
+                "forwards": [f for f in self.forwards if f.target in on_host],
+            }
+        )
 
     # Derived views used by the renderers and components.
 
@@ -284,7 +676,7 @@ class ClusterConfig(StrictModel):
     @property
     def hostlist(self) -> str:
         """All nodes in Slurm hostlist form, e.g. c[000-003]."""
-        return hostlist.collect_hostlist(self.node_names)
+        return slurm_hostlist(self.node_names)
 
     @property
     def controller_node(self) -> NodeConfig | None:
@@ -294,28 +686,72 @@ class ClusterConfig(StrictModel):
         return next(node for node in self.nodes if node.name == wanted)
 
     @property
+    def controller_host(self) -> "ClusterHostConfig":
+        """Where slurmctld runs: the controller node's host, or `slurm.controller.host`."""
+        node = self.controller_node
+        if node:
+            return self.node_host(node)
+        wanted = self.slurm.controller.host
+        return self.host_named(wanted) if wanted else self.cluster_hosts[0]
+
+    @property
     def controller_address(self) -> IPv4Address:
         node = self.controller_node
-        return node.nat_address if node else self.network.nat_bridge.address.ip
+        return node.nat_address if node else self.controller_host.network.nat_bridge.address.ip
 
     @property
     def munge_socket(self) -> str:
         """Cluster-private munge socket: the host's own munge (if any) is left alone."""
-        return f"/run/gpucluster-{self.name}/munge.socket"
+        run_dir = self.controller_host.run_dir if self.multi_host else "/run"
+        return f"{run_dir}/gpucluster-{self.name}/munge.socket"
+
+    def host_munge_socket(self, host: "ClusterHostConfig") -> str:
+        """The socket of the cluster's munged on a host (for its Slurm client)."""
+        return f"{host.run_dir}/gpucluster-{self.name}/munge.socket"
+
+    def host_cluster_dir(self, host: "ClusterHostConfig") -> str:
+        return f"{host.state_dir}/{self.name}"
+
+    def host_identity(self, host: "ClusterHostConfig") -> ClusterIdentity:
+        """The cluster as one host's commands name it: that host's cluster directory, and the
+        munge socket of the nodes and the controller (the same path in every container)."""
+        return ClusterIdentity(name=self.name, cluster_dir=self.host_cluster_dir(host), munge_socket=self.munge_socket)
+
+    def routes_of(self, host: "ClusterHostConfig") -> list[tuple[IPv4Network, IPv4Address]]:
+        """(subnet, via) for each other host's NAT subnet: where a host routes the
+        other hosts' containers."""
+        return [
+            (other.network.nat_bridge.subnet, other.address)
+            for other in self.cluster_hosts
+            if other.name != host.name and other.address is not None
+        ]
 
     @property
     def cluster_dir(self) -> str:
-        return f"{self.host.state_dir}/{self.name}"
+        """The cluster's state directory on the controller's host (its own host in a view)."""
+        state_dir = self.host.state_dir if self.host else self.controller_host.state_dir
+        return f"{state_dir}/{self.name}"
 
     @property
     def device_dir(self) -> str:
         """The cluster-private directory where device nodes other than /dev/* may live."""
-        return f"/run/gpucluster-{self.name}-dev"
+        return device_dir_of("/run", self.name)
+
+    def host_device_dir(self, host: "ClusterHostConfig") -> str:
+        """The cluster's device directory on a host (under the host's run directory)."""
+        return device_dir_of(host.run_dir, self.name)
 
     @property
     def all_forwards(self) -> list[PortForwardConfig]:
         web = (
-            [PortForwardConfig(host_port=self.web_app.host_port, target=self.web_app.name, port=self.web_app.port)]
+            [
+                PortForwardConfig(
+                    host_port=self.web_app.host_port,
+                    target=self.web_app.name,
+                    port=self.web_app.port,
+                    allowed_sources=self.web_app.allowed_sources,
+                )
+            ]
             if self.web_app
             else []
         )
@@ -330,14 +766,33 @@ class ClusterConfig(StrictModel):
             return self.web_app.nat_address
         return next(node.nat_address for node in self.nodes if node.name == target)
 
+    @property
+    def node_gpu_pool(self) -> list[str]:
+        """The devices dealt to nodes: all but the web app's own (unless it shares them)."""
+        return self.host_gpu_pool(self.cluster_hosts[0])
+
+    def host_gpu_pool(self, host: "ClusterHostConfig") -> list[str]:
+        """The devices of a host dealt to its nodes: all but the web app's own there (unless it
+        shares them)."""
+        web = self.web_app if self.web_app and self.node_host(self.web_app).name == host.name else None
+        reserved = set(web.gpus) if web and not web.share_gpus else set()
+        return [device for device in host.gpu.devices if device not in reserved]
+
     def gpu_assignment(self) -> dict[str, list[str]]:
-        """GPU device paths of each node: shared means every node starts at the first GPU."""
-        assignment, next_gpu = {}, 0
+        """GPU device paths of each node, from its own host's devices (less the web app's own):
+        shared means every node starts at the first GPU of its host's pool."""
+        assignment, next_gpu = {}, Counter()
         for node in self.nodes:
-            start = 0 if self.gpu.share_between_nodes else next_gpu
-            assignment[node.name] = self.gpu.devices[start : start + node.gpus]
-            next_gpu += node.gpus
+            host = self.node_host(node)
+            pool = self.host_gpu_pool(host)
+            start = 0 if host.gpu.share_between_nodes else next_gpu[host.name]
+            assignment[node.name] = pool[start : start + node.gpus]
+            next_gpu[host.name] += node.gpus
         return assignment
+
+
+def device_dir_of(run_dir: str, cluster: str) -> str:
+    return f"{run_dir}/gpucluster-{cluster}-dev"
 
 
 def stand_in_devices(device_dir: str, count: int) -> tuple[list[str], list[str]]:
@@ -353,100 +808,142 @@ def _duplicates(values) -> list:
 
 
 def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
-    names = c.node_names + ([c.web_app.name] if c.web_app else [])
+    names = c.node_names + ([c.web_app.name] if c.web_app else []) + ([c.accounting.name] if c.accounting else [])
     for name in _duplicates(names):
-        yield f"nodes[].name: {name!r} is used more than once (node and web_app names must be unique)"
+        yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
+    if "image" in names:
+        yield "nodes[].name: 'image' is the node image's container; pick another name"
+
+
+def _hosts(c: ClusterConfig) -> Iterator[tuple[str, ClusterHostConfig, list[tuple[int, NodeConfig]]]]:
+    """Each host with the prefix of its fields ('' for a one-host stack) and its nodes (with index)."""
+    for i, host in enumerate(c.cluster_hosts):
+        prefix = f"hosts[{i}]." if c.multi_host else ""
+        nodes = [(j, n) for j, n in enumerate(c.nodes) if c.node_host(n).name == host.name]
+        yield prefix, host, nodes
 
 
 def rule_bridges_distinct(c: ClusterConfig) -> Iterator[str]:
-    nat, cluster = c.network.nat_bridge, c.network.cluster_bridge
-    if nat.name == cluster.name:
-        yield f"network.cluster_bridge.name: {cluster.name!r} is also the nat_bridge name; use two bridges"
-    if nat.subnet.overlaps(cluster.subnet):
-        yield (
-            f"network.cluster_bridge.subnet: {cluster.subnet} overlaps the nat_bridge subnet "
-            f"{nat.subnet}; use disjoint subnets"
-        )
-    if nat.address.ip in (nat.subnet.network_address, nat.subnet.broadcast_address):
-        yield f"network.nat_bridge.address: {nat.address} is the network or broadcast address of {nat.subnet}"
+    for prefix, host, _ in _hosts(c):
+        nat, cluster = host.network.nat_bridge, host.network.cluster_bridge
+        if nat.name == cluster.name:
+            yield f"{prefix}network.cluster_bridge.name: {cluster.name!r} is also the nat_bridge name; use two bridges"
+        if nat.subnet.overlaps(cluster.subnet):
+            yield (
+                f"{prefix}network.cluster_bridge.subnet: {cluster.subnet} overlaps the nat_bridge subnet "
+                f"{nat.subnet}; use disjoint subnets"
+            )
+        if nat.address.ip in (nat.subnet.network_address, nat.subnet.broadcast_address):
+            yield (
+                f"{prefix}network.nat_bridge.address: {nat.address} is the network or broadcast address of {nat.subnet}"
+            )
 
 
 def _usable(address: IPv4Address, subnet: IPv4Network) -> bool:
     return address in subnet and address not in (subnet.network_address, subnet.broadcast_address)
 
 
-def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address]]:
-    pairs = [(f"nodes[{i}].nat_address", n.nat_address) for i, n in enumerate(c.nodes)]
+def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address, ClusterHostConfig]]:
+    pairs = [(f"nodes[{i}].nat_address", n.nat_address, c.node_host(n)) for i, n in enumerate(c.nodes)]
     if c.web_app:
-        pairs.append(("web_app.nat_address", c.web_app.nat_address))
+        pairs.append(("web_app.nat_address", c.web_app.nat_address, c.node_host(c.web_app)))
+    if c.accounting:
+        pairs.append(("accounting.nat_address", c.accounting.nat_address, c.cluster_hosts[0]))
     return pairs
 
 
 def rule_nat_addresses_in_subnet(c: ClusterConfig) -> Iterator[str]:
-    bridge = c.network.nat_bridge
-    for field, address in _nat_addresses(c):
+    for field, address, host in _nat_addresses(c):
+        bridge = host.network.nat_bridge
+        where = f" of host {host.name!r}" if c.multi_host else ""
         if not _usable(address, bridge.subnet):
-            yield f"{field}: {address} is not a usable address of the NAT bridge subnet {bridge.subnet}"
+            yield f"{field}: {address} is not a usable address of the NAT bridge subnet {bridge.subnet}{where}"
         elif address == bridge.address.ip:
             yield f"{field}: {address} is the NAT bridge's own address (gateway); pick another"
 
 
 def rule_cluster_addresses_in_subnet(c: ClusterConfig) -> Iterator[str]:
-    subnet = c.network.cluster_bridge.subnet
     for i, node in enumerate(c.nodes):
+        host = c.node_host(node)
+        subnet = host.network.cluster_bridge.subnet
+        where = f" of host {host.name!r}" if c.multi_host else ""
         if not _usable(node.cluster_address, subnet):
             yield (
                 f"nodes[{i}].cluster_address: {node.cluster_address} is not a usable address of "
-                f"the cluster bridge subnet {subnet}"
+                f"the cluster bridge subnet {subnet}{where}"
             )
 
 
 def rule_unique_addresses(c: ClusterConfig) -> Iterator[str]:
-    for address in _duplicates([a for _, a in _nat_addresses(c)]):
-        yield f"nodes[].nat_address: {address} is assigned more than once (nodes and web_app)"
+    for address in _duplicates([a for _, a, _ in _nat_addresses(c)]):
+        yield f"nodes[].nat_address: {address} is assigned more than once (nodes, web_app and accounting)"
     for address in _duplicates([n.cluster_address for n in c.nodes]):
         yield f"nodes[].cluster_address: {address} is assigned more than once"
 
 
 def rule_gpu_devices(c: ClusterConfig) -> Iterator[str]:
-    for path in _duplicates(c.gpu.devices):
-        yield f"gpu.devices: {path} is listed more than once"
-    basenames = [path.rsplit("/", 1)[-1] for path in c.gpu.devices + c.gpu.control_devices]
-    for name in _duplicates(basenames):
-        yield f"gpu.devices: two devices would both appear as /dev/{name} in the containers"
+    for prefix, host, _ in _hosts(c):
+        for path in _duplicates(host.gpu.devices):
+            yield f"{prefix}gpu.devices: {path} is listed more than once"
+        basenames = [path.rsplit("/", 1)[-1] for path in host.gpu.devices + host.gpu.control_devices]
+        for name in _duplicates(basenames):
+            yield f"{prefix}gpu.devices: two devices would both appear as /dev/{name} in the containers"
 
 
 def rule_stand_in_gpus(c: ClusterConfig) -> Iterator[str]:
-    if c.gpu.stand_in is None:
-        return
-    devices, control_devices = stand_in_devices(c.device_dir, c.gpu.stand_in.count)
-    for field, wanted, given in (
-        ("gpu.devices", devices, c.gpu.devices),
-        ("gpu.control_devices", control_devices, c.gpu.control_devices),
-    ):
-        if given != wanted:
-            yield (
-                f"{field}: cannot be set together with gpu.stand_in, whose stand-ins are the devices "
-                f"({', '.join(wanted)}); remove {field}, or remove gpu.stand_in to use real GPUs"
-            )
+    for prefix, host, _ in _hosts(c):
+        gpu = host.gpu
+        if gpu.stand_in is None:
+            continue
+        devices, control_devices = stand_in_devices(c.host_device_dir(host), gpu.stand_in.count)
+        for field, wanted, given in (
+            (f"{prefix}gpu.devices", devices, gpu.devices),
+            (f"{prefix}gpu.control_devices", control_devices, gpu.control_devices),
+        ):
+            if given != wanted:
+                yield (
+                    f"{field}: cannot be set together with {prefix}gpu.stand_in, whose stand-ins are the "
+                    f"devices ({', '.join(wanted)}); remove {field}, or remove {prefix}gpu.stand_in to use real GPUs"
+                )
 
 
 def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
-    declared = c.gpu.stand_in.count if c.gpu.stand_in else len(c.gpu.devices)
-    source = "gpu.stand_in.count" if c.gpu.stand_in else "gpu.devices"
-    if c.gpu.share_between_nodes:
-        for i, node in enumerate(c.nodes):
-            if node.gpus > declared:
-                yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}")
+    """A node's GPUs come from its own host's gpu.devices (or its stand-ins), less the web app's."""
+    for prefix, host, nodes in _hosts(c):
+        gpu = host.gpu
+        declared = len(c.host_gpu_pool(host))
+        reserved = len(gpu.devices) - declared
+        besides = f" besides the web app's {reserved}" if reserved else ""
+        source = f"{prefix}gpu.stand_in.count" if gpu.stand_in else f"{prefix}gpu.devices"
+        if gpu.share_between_nodes:
+            for i, node in nodes:
+                if node.gpus > declared:
+                    yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}{besides}")
+            continue
+        wanted = sum(node.gpus for _, node in nodes)
+        if wanted > declared:
+            on = f" on host {host.name!r}" if c.multi_host else ""
+            more = f"raise {prefix}gpu.stand_in.count" if gpu.stand_in else "add devices"
+            yield (
+                f"nodes[].gpus: the nodes{on} ask for {wanted} GPUs in all but {source} declares "
+                f"{declared}{besides}; {more}, lower nodes[].gpus, or set {prefix}gpu.share_between_nodes: true "
+                "to share GPUs between nodes"
+            )
+
+
+def rule_web_app_gpus(c: ClusterConfig) -> Iterator[str]:
+    """The app's GPUs are declared devices; unless shared, they are taken out of the nodes' pool."""
+    if not c.web_app:
         return
-    wanted = sum(node.gpus for node in c.nodes)
-    if wanted > declared:
-        more = "raise gpu.stand_in.count" if c.gpu.stand_in else "add devices"
-        yield (
-            f"nodes[].gpus: the nodes ask for {wanted} GPUs in all but {source} declares "
-            f"{declared}; {more}, lower nodes[].gpus, or set gpu.share_between_nodes: true "
-            "to share GPUs between nodes"
-        )
+    for path in _duplicates(c.web_app.gpus):
+        yield f"web_app.gpus: {path} is listed more than once"
+    host = c.node_host(c.web_app)
+    prefix = f"hosts[{c.cluster_hosts.index(host)}]." if c.multi_host else ""
+    for i, path in enumerate(c.web_app.gpus):
+        if path not in host.gpu.devices:
+            yield f"web_app.gpus[{i}]: {path} is not one of {prefix}gpu.devices"
+    if c.web_app.share_gpus and not c.web_app.gpus:
+        yield "web_app.share_gpus: true but web_app.gpus lists no device to share"
 
 
 def rule_controller_node(c: ClusterConfig) -> Iterator[str]:
@@ -482,7 +979,248 @@ def rule_forwards(c: ClusterConfig) -> Iterator[str]:
             yield f"forwards[{i}].target: {forward.target!r} is not a node or the web app ({targets})"
 
 
+def rule_host_layout(c: ClusterConfig) -> Iterator[str]:
+    """Either one host (host + network [+ gpu]) or `hosts`, and every name given resolves."""
+    if c.hosts is None:
+        if c.host is None:
+            yield "host: required (or list several hosts under `hosts`)"
+        if c.network is None:
+            yield "network: required (or list several hosts under `hosts`)"
+        for field, value in _host_references(c):
+            yield f"{field}: {value!r} names a host, but this stack has no `hosts` list"
+        return
+    for field, per_host in (("host", "state_dir, shared_dir"), ("network", "network"), ("gpu", "gpu")):
+        if field in c.model_fields_set:
+            yield f"{field}: not allowed with `hosts`; set it per host (hosts[].{per_host})"
+    names = [h.name for h in c.hosts]
+    for name in _duplicates(names):
+        yield f"hosts[].name: {name!r} is used more than once"
+    for field, value in _host_references(c):
+        if value not in names:
+            yield f"{field}: {value!r} is not one of hosts[].name {names}"
+    if len(c.hosts) > 1:
+        for i, node in enumerate(c.nodes):
+            if node.host is None:
+                yield f"nodes[{i}].host: required with several hosts (one of {names})"
+        if c.web_app and c.web_app.host is None:
+            yield f"web_app.host: required with several hosts (one of {names})"
+
+
+def _host_references(c: ClusterConfig) -> Iterator[tuple[str, str]]:
+    for i, node in enumerate(c.nodes):
+        if node.host is not None:
+            yield f"nodes[{i}].host", node.host
+    if c.web_app and c.web_app.host is not None:
+        yield "web_app.host", c.web_app.host
+    if c.slurm.controller.host is not None:
+        yield "slurm.controller.host", c.slurm.controller.host
+
+
+def rule_hosts(c: ClusterConfig) -> Iterator[str]:
+    """Hosts are told apart by name, subnets and the address the others route through."""
+    hosts = c.cluster_hosts
+    node_names = set(c.node_names) | ({c.web_app.name} if c.web_app else set())
+    for i, host in enumerate(hosts):
+        if host.name in node_names:
+            yield f"hosts[{i}].name: {host.name!r} is also a node or web_app name; names must be unique"
+        if len(hosts) > 1 and host.address is None:
+            yield f"hosts[{i}].address: required with several hosts (the other hosts route its subnets through it)"
+    for (i, a), (j, b) in ((x, y) for x in enumerate(hosts) for y in enumerate(hosts) if x[0] < y[0]):
+        for field_a, net_a in _subnets(a):
+            for field_b, net_b in _subnets(b):
+                if net_a.overlaps(net_b):
+                    yield (
+                        f"hosts[{j}].{field_b}: {net_b} overlaps hosts[{i}].{field_a} {net_a}; "
+                        "the container subnets of different hosts must be disjoint (they are routed between hosts)"
+                    )
+    for address in _duplicates([h.address for h in hosts if h.address]):
+        yield f"hosts[].address: {address} is given to more than one host"
+    for (i, a), (j, b) in ((x, y) for x in enumerate(hosts) for y in enumerate(hosts) if x[0] < y[0]):
+        same_machine = not a.is_ssh and not b.is_ssh
+        if same_machine:
+            yield f"hosts[{j}].connection: hosts[{i}] is already the local host; only one host can be local"
+        for field in ("state_dir", "run_dir", "lxc_dir"):
+            if _same_place(a, b) and getattr(a, field) == getattr(b, field):
+                yield (
+                    f"hosts[{j}].{field}: {getattr(b, field)} is also hosts[{i}].{field} on the same machine "
+                    f"({a.name}, {b.name}); give each host its own"
+                )
+    controller = c.slurm.controller
+    if controller.placement == "host" and controller.node is None and c.controller_host.hostname is None:
+        where = next(i for i, h in enumerate(hosts) if h.name == c.controller_host.name)
+        yield (
+            f"hosts[{where}].hostname: required, slurmctld runs on this host and Slurm compares "
+            "SlurmctldHost with the machine's hostname (`hostname -s`)"
+        )
+    if controller.host is not None and controller.placement != "host":
+        yield "slurm.controller.host: only valid with placement 'host' (the container's host is its node's)"
+    for i, host in enumerate(hosts):
+        if host.retired and not host.is_ssh:
+            yield f"hosts[{i}].retired: only a host reached over SSH can be retired; {host.name!r} is this machine"
+
+
+def _subnets(host: ClusterHostConfig) -> list[tuple[str, IPv4Network]]:
+    return [
+        ("network.nat_bridge.address", host.network.nat_bridge.subnet),
+        ("network.cluster_bridge.subnet", host.network.cluster_bridge.subnet),
+    ]
+
+
+def _same_place(a: ClusterHostConfig, b: ClusterHostConfig) -> bool:
+    """Two hosts reached at the same SSH address (and a local one) may be one machine."""
+    addr_a = a.connection.address if a.is_ssh else None
+    addr_b = b.connection.address if b.is_ssh else None
+    return addr_a == addr_b or (addr_a or addr_b) in {"127.0.0.1", "localhost"}
+
+
+def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
+    for i, node in enumerate(c.nodes):
+        if node.name.lower() in SLURM_RESERVED_NODE_NAMES:
+            yield (
+                f"nodes[{i}].name: {node.name!r} is a word Slurm reserves "
+                f"({', '.join(sorted(SLURM_RESERVED_NODE_NAMES))}); pick another name"
+            )
+    for i, partition in enumerate(c.slurm.partitions):
+        if partition.name.lower() in SLURM_RESERVED_PARTITION_NAMES:
+            yield f"slurm.partitions[{i}].name: {partition.name!r} is a word Slurm reserves; pick another name"
+    owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
+    if c.web_app:
+        owners.append(("web_app.name", c.web_app.name))
+    for field, name in owners:
+        if name in INTERNAL_CONTAINER_NAMES:
+            yield (
+                f"{field}: {name!r} would be the container {c.container_name(name)}, which the program "
+                "uses itself (the node image); pick another name"
+            )
+
+
+def rule_forward_ports(c: ClusterConfig) -> Iterator[str]:
+    ports = [("web_app.host_port", c.web_app.host_port)] if c.web_app else []
+    ports += [(f"forwards[{i}].host_port", f.host_port) for i, f in enumerate(c.forwards)]
+    for field, port in ports:
+        if port < FIRST_FORWARD_PORT:
+            yield f"{field}: {port} is a well-known port of the host; forward a port from {FIRST_FORWARD_PORT} up"
+        elif port in SLURM_PORTS:
+            yield f"{field}: {port} is Slurm's own port ({', '.join(map(str, sorted(SLURM_PORTS)))}); pick another"
+
+
+def _system_dir_problem(field: str, path: str, trees: Iterable[str]) -> str | None:
+    if path in SYSTEM_DIRS:
+        return f"{field}: {path} is a system directory; use a directory of its own (e.g. /srv/gpucluster/...)"
+    for tree in trees:
+        if is_within(path, tree):
+            return f"{field}: {path} is inside {tree}, which the cluster must not use; pick another directory"
+    return None
+
+
+def _host_fields(c: ClusterConfig, i: int) -> tuple[str, str]:
+    """How a host's directories and GPU settings are named in messages."""
+    return ("host.", "gpu.") if not c.multi_host else (f"hosts[{i}].", f"hosts[{i}].gpu.")
+
+
+def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
+    for i, host in enumerate(c.cluster_hosts):
+        at, gpu_at = _host_fields(c, i)
+        state, shared = host.state_dir, host.shared_dir
+        problem = _system_dir_problem(f"{at}state_dir", state, STATE_FORBIDDEN_TREES)
+        if problem:
+            yield problem
+        problem = _system_dir_problem(f"{at}shared_dir", shared, KERNEL_AND_CONFIG_TREES)
+        if problem:
+            yield problem
+        elif _related(shared, state):
+            yield f"{at}shared_dir: {shared} overlaps {at}state_dir {state} (the munge key lives there)"
+        cuda = host.gpu.cuda_path
+        if cuda:
+            problem = _system_dir_problem(f"{gpu_at}cuda_path", cuda, KERNEL_AND_CONFIG_TREES)
+            if problem:
+                yield problem
+            elif _related(cuda, state):
+                yield f"{gpu_at}cuda_path: {cuda} overlaps {at}state_dir {state} (the munge key lives there)"
+
+
+def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
+    for h, host in enumerate(c.cluster_hosts):
+        _, gpu_at = _host_fields(c, h)
+        for i, pattern in enumerate(host.gpu.driver_files):
+            directory, _, name = pattern.rpartition("/")
+            field = f"{gpu_at}driver_files[{i}]"
+            trees = [tree for tree in (*DRIVER_FILE_FORBIDDEN_TREES, host.state_dir) if is_within(directory, tree)]
+            if re.search(r"[*?\[\]]", directory):
+                yield f"{field}: {pattern} may only use glob characters in its last part (the file name)"
+            elif not directory or not name.strip("*?[]"):
+                yield f"{field}: {pattern} must name files in a directory below / (e.g. /usr/lib/.../libcuda.so*)"
+            elif trees:
+                yield f"{field}: {pattern} is inside {trees[0]}, whose files never go into a container"
+
+
+def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
+    for h, host in enumerate(c.cluster_hosts):
+        _, gpu_at = _host_fields(c, h)
+        device_dir = c.host_device_dir(host)
+        devices = [(f"{gpu_at}devices[{i}]", path) for i, path in enumerate(host.gpu.devices)]
+        devices += [(f"{gpu_at}control_devices[{i}]", path) for i, path in enumerate(host.gpu.control_devices)]
+        for field, path in devices:
+            directory, _, name = path.rpartition("/")
+            if not (is_within(directory, "/dev") or is_within(directory, device_dir)):
+                yield (
+                    f"{field}: {path} must be a device node under /dev or the cluster's private device "
+                    f"directory {device_dir}"
+                )
+            elif not name.startswith("nvidia"):
+                yield f"{field}: {path} is not an NVIDIA device node (its name must start with 'nvidia')"
+
+
+def rule_users(c: ClusterConfig) -> Iterator[str]:
+    for name in _duplicates([u.name for u in c.users]):
+        yield f"users[].name: {name!r} is listed more than once"
+    for uid in _duplicates([u.uid for u in c.users]):
+        yield f"users[].uid: {uid} is given to more than one user"
+    groups: dict[int, set[str]] = {}
+    for user in c.users:
+        groups.setdefault(user.gid, set()).add(user.group_name)
+    for gid, names in groups.items():
+        if len(names) > 1:
+            yield f"users[].gid: {gid} is the group of {sorted(names)}; one gid, one group name"
+    for name in _duplicates([name for names in groups.values() for name in names]):
+        yield f"users[].group: {name!r} is given more than one gid"
+
+
+def rule_accounting(c: ClusterConfig) -> Iterator[str]:
+    if not c.accounting:
+        return
+    if c.multi_host:
+        yield "accounting: not supported with `hosts` yet; use a one-host stack (host/network/gpu) for accounting"
+        return
+    accounting, users = c.accounting, {u.name for u in c.users}
+    qos = [q.name for q in accounting.qos]
+    for name in _duplicates(qos):
+        yield f"accounting.qos[].name: {name!r} is listed more than once"
+    for name in _duplicates([a.name for a in accounting.accounts]):
+        yield f"accounting.accounts[].name: {name!r} is listed more than once"
+    for i, account in enumerate(accounting.accounts):
+        if account.name == "root":
+            yield f"accounting.accounts[{i}].name: 'root' is Slurm's own account; pick another name"
+        for user in account.users:
+            if user not in users:
+                yield f"accounting.accounts[{i}].users: {user!r} is not one of users[].name"
+        for name in _duplicates(account.users):
+            yield f"accounting.accounts[{i}].users: {name!r} is listed more than once"
+        for name in account.qos:
+            if name not in qos and name != "normal":
+                yield f"accounting.accounts[{i}].qos: {name!r} is not one of accounting.qos[].name (or 'normal')"
+        if account.default_qos and account.default_qos not in (account.qos or ["normal"]):
+            yield f"accounting.accounts[{i}].default_qos: {account.default_qos!r} is not one of the account's qos"
+    if "normal" in qos:
+        yield "accounting.qos[].name: 'normal' is Slurm's own QOS; pick another name"
+
+
 CLUSTER_RULES = (
+    rule_names_slurm_and_lxc_can_use,
+    rule_forward_ports,
+    rule_host_paths,
+    rule_driver_files,
+    rule_device_paths,
     rule_unique_node_names,
     rule_bridges_distinct,
     rule_nat_addresses_in_subnet,
@@ -491,7 +1229,12 @@ CLUSTER_RULES = (
     rule_gpu_devices,
     rule_stand_in_gpus,
     rule_gpus_match_devices,
+    rule_web_app_gpus,
     rule_controller_node,
     rule_partitions,
     rule_forwards,
+    rule_users,
+    rule_accounting,
 )
+
+MULTI_HOST_RULES = (rule_hosts, *CLUSTER_RULES)

@@ -8,13 +8,20 @@ newline, a space or a shell metacharacter into them.
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints
 
 
 class StrictModel(BaseModel):
     """Base of every config model: unknown keys are rejected, values are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# Numbers and flags are taken as they are written: "2", 2.0 and true are not integers, "yes"
+# is not a boolean (a quoted or mistyped value is an error, not a silent conversion).
+# Patterns below use [0-9] and [a-z], never \d or \w, which also match non-ASCII digits/letters.
+StrictInt = Annotated[int, Strict()]
+StrictBool = Annotated[bool, Strict()]
 
 
 # RFC 1123 label in lower case: valid as a hostname, an LXC container name and a Slurm
@@ -32,14 +39,14 @@ InterfaceName = Annotated[
     Field(description="network interface name, at most 15 characters"),
 ]
 
-Port = Annotated[int, Field(ge=1, le=65535, description="TCP port, 1-65535")]
+Port = Annotated[int, Strict(), Field(ge=1, le=65535, description="TCP port, 1-65535")]
 
 
 def _check_absolute_path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError(f"{value!r} must be an absolute path")
-    if "/../" in f"{value}/" or "//" in value:
-        raise ValueError(f"{value!r} must be a normalised path (no '..' or '//')")
+    if "/../" in f"{value}/" or "/./" in f"{value}/" or "//" in value:
+        raise ValueError(f"{value!r} must be a normalised path (no '.', '..' or '//')")
     return value.rstrip("/") or "/"
 
 
@@ -60,4 +67,36 @@ SafeGlob = Annotated[
     StringConstraints(pattern=r"^[A-Za-z0-9._/+@*?\[\]-]+$", max_length=255),
     AfterValidator(_check_absolute_path),
     Field(description="absolute path or glob pattern of letters, digits and . _ / + @ - * ? [ ]"),
+]
+
+
+# Slurm's largest time: time_str2secs sums days/hours/minutes/seconds in a C int, and a sum
+# past it wraps negative (slurmctld then refuses the partition).
+SLURM_MAX_SECONDS = 2**31 - 1 - 59
+
+
+def _check_slurm_time(value: str) -> str:
+    if value in ("INFINITE", "UNLIMITED"):
+        return value
+    days, _, clock = value.rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    if days:
+        hours, minutes, seconds = [*parts, 0, 0][:3]
+    elif len(parts) == 3:
+        hours, minutes, seconds = parts
+    else:
+        hours, (minutes, seconds) = 0, [*parts, 0][:2]
+    total = int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
+    if total > SLURM_MAX_SECONDS:
+        raise ValueError(f"{value!r} is longer than Slurm can count ({SLURM_MAX_SECONDS} seconds)")
+    return value
+
+
+# Slurm time: INFINITE, UNLIMITED, minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+# days-hours:minutes or days-hours:minutes:seconds, in ASCII digits.
+SlurmTime = Annotated[
+    str,
+    StringConstraints(pattern=r"^(INFINITE|UNLIMITED|[0-9]{1,10}(-[0-9]{1,10})?(:[0-9]{1,10}){0,2})$"),
+    AfterValidator(_check_slurm_time),
+    Field(description="INFINITE, minutes[:seconds], hours:minutes:seconds or days-hours[:minutes[:seconds]]"),
 ]

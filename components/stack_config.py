@@ -30,8 +30,10 @@ class StackConfig(StrictModel):
         return self
 
 
-class ConfigError(Exception):
-    """Raised for an invalid stack config; its message lists every problem, one per line."""
+class ConfigError(pulumi.RunError):
+    """Raised for an invalid stack config; its message lists every problem, one per line.
+
+    A `pulumi.RunError`, so `pulumi up` prints the message alone, without a Python traceback."""
 
 
 def _location(loc: tuple) -> str:
@@ -68,9 +70,10 @@ def load_stack_config() -> StackConfig:
     prefix = f"{NAMESPACE}:"
     keys = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.config.get_config_env())
     config = pulumi.Config(NAMESPACE)
+    # Secrets (an SSH host's private key) are read where they are used, never parsed here.
     raw = {
         key.removeprefix(prefix): config.get_object(key.removeprefix(prefix))
         for key in sorted(keys)
-        if key.startswith(prefix)
+        if key.startswith(prefix) and not pulumi.runtime.config.is_config_secret(key)
     }
     return parse_stack_config(raw)

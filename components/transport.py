@@ -3,21 +3,34 @@
 The script's text (shared helpers + the script) is the resource input, so a preview shows
 its diff; parameters travel as environment variables, never pasted into shell text.
 This is the only module that creates pulumi-command resources.
+
+A host is reached locally (`local.Command`, the default: a one-host stack's graph) or over
+SSH (`remote.Command`, the same script files). Over SSH the environment travels as SSH env
+requests, which stock sshd drops unless `AcceptEnv` lists the names: every parameter of an
+SSH host carries the prefix `GPUCLUSTER_` (lib's prelude strips it), and the host's first
+command installs an sshd drop-in accepting that prefix. Secrets travel by stdin only.
 """
 
+import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
-from pulumi_command import local
+from pulumi_command import local, remote
 
+from components.config import ClusterHostConfig, SshEndpoint
+
+FILES = Path(__file__).parent / "files"
 # The shared helpers are part of every command's input, on purpose: an edit to lib.sh changes
 # every command's `create` (and `delete`), so the next `up` runs every create script again as an
 # update in place (never a replace: lib.sh is no trigger). Creates converge and are safe to
 # repeat, so this costs one pass over the cluster and guarantees that no command keeps running
 # helpers older than the repository's. The header names the bare file name, not its folder, so
 # moving a script changes no input (tests/upgrade/ proves both).
-LIB = Path(__file__).parent / "files" / "lib.sh"
+LIB = FILES / "lib.sh"
+DEFAULT_LXC_PATH = "/var/lib/lxc"
 INTERPRETER = ["/bin/bash", "-c"]
+ENV_PREFIX = "GPUCLUSTER_"
 
 
 def script(path: Path) -> str:
@@ -27,9 +40,115 @@ def script(path: Path) -> str:
     return f"{LIB.read_text()}\n# ---- {path.name} ----\n{path.read_text()}"
 
 
+def remote_script(path: Path) -> str:
+    """The script for an SSH host: the prelude (un-prefix the parameters), helpers and script,
+    run by bash whatever the login shell is (the text is quoted, not pasted into: it is the
+    same readable text with its single quotes escaped)."""
+    text = f"{(FILES / 'ssh_prelude.sh').read_text()}\n{script(path)}"
+    return f"exec /bin/bash -c {shlex.quote(text)}"
+
+
 def env_list(values) -> str:
     """Lists travel as one value per line (config types forbid newlines inside values)."""
     return "\n".join(str(value) for value in values)
+
+
+# Every input a Command of this project sets: a retired host's commands keep their old values.
+COMMAND_INPUTS = ["connection", "create", "delete", "update", "environment", "interpreter", "triggers", "stdin"]
+
+
+@dataclass
+class Transport:
+    """How one host's commands reach it. `ready`: what every command of the host waits for
+    (an SSH host's sshd drop-in and wait-for-SSH commands). `deleted_with`: the resource that
+    is the host itself where the program creates it (an instance): deleting it deletes them."""
+
+    host: ClusterHostConfig
+    connection: remote.ConnectionArgs | None = None
+    ready: list[pulumi.Resource] = field(default_factory=list)
+    deleted_with: pulumi.Resource | None = None
+
+    @property
+    def is_ssh(self) -> bool:
+        return self.connection is not None
+
+    def lifecycle(self) -> pulumi.ResourceOptions:
+        """Options every command of the host carries.
+
+        A remote.Command's delete dials the host before any script runs, so a delete against a
+        host that is gone fails whatever the script says. A retired host's commands therefore
+        stay in the program with their old inputs (ignore_changes: nothing runs, nothing dials)
+        and retain_on_delete, which the engine reads from the state when the host is later
+        removed: then they leave the state without running.
+        """
+        if self.host.retired:
+            return pulumi.ResourceOptions(retain_on_delete=True, ignore_changes=COMMAND_INPUTS)
+        return pulumi.ResourceOptions(deleted_with=self.deleted_with)
+
+    def env(self, environment: dict) -> dict:
+        """Parameters as the host receives them: plus the host's LXC path where it is not
+        LXC's default, and prefixed over SSH (AcceptEnv GPUCLUSTER_*)."""
+        if self.host.lxc_dir != DEFAULT_LXC_PATH:
+            environment = {**environment, "LXC_PATH": self.host.lxc_dir}
+        if not self.is_ssh:
+            return environment
+        return {f"{ENV_PREFIX}{key}": value for key, value in environment.items()}
+
+
+def _endpoint(endpoint: SshEndpoint, private_key: pulumi.Input[str], dial_error_limit: int, proxy=None) -> dict:
+    return dict(
+        host=endpoint.address,
+        port=endpoint.port,
+        user=endpoint.user,
+        private_key=private_key,
+        host_key=endpoint.host_key,
+        dial_error_limit=dial_error_limit,
+        proxy=proxy,
+    )
+
+
+def connect(
+    name: str,
+    cluster: str,
+    host: ClusterHostConfig,
+    opts: pulumi.ResourceOptions,
+    private_key: pulumi.Input[str] | None = None,
+    deleted_with: pulumi.Resource | None = None,
+) -> Transport:
+    """The transport of a host; for an SSH host also its bootstrap commands.
+
+    `<name>-ssh-ready` polls until sshd answers (dial_error_limit -1: the host may still be
+    booting); `<name>-sshd-accept-env` installs /etc/ssh/sshd_config.d/gpucluster-<cluster>.conf
+    (`AcceptEnv GPUCLUSTER_*`), checks it with `sshd -t` and reloads sshd (a reload keeps
+    open sessions; never a restart), and removes it on destroy. Neither has parameters in its
+    environment, so both work before sshd accepts any: the cluster's name goes by stdin.
+    `private_key` is the secret key (default: the stack secret that the host's
+    `private_key_secret` names); `deleted_with` the resource that is the host, where the
+    program creates it.
+    """
+    if not host.is_ssh:
+        return Transport(host, deleted_with=deleted_with)
+    ssh = host.connection
+    if private_key is None:
+        private_key = pulumi.Config().require_secret(ssh.private_key_secret)
+    proxy = (
+        remote.ProxyConnectionArgs(**_endpoint(ssh.bastion, private_key, ssh.dial_error_limit)) if ssh.bastion else None
+    )
+    connection = remote.ConnectionArgs(**_endpoint(ssh, private_key, ssh.dial_error_limit, proxy))
+    transport = Transport(host, connection, deleted_with=deleted_with)
+    opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
+    poll = remote.ConnectionArgs(**{**_endpoint(ssh, private_key, -1, proxy), "per_dial_timeout": 5})
+    wait = remote.Command(f"{name}-ssh-ready", connection=poll, create="true", opts=opts)
+    accept_env = remote.Command(
+        f"{name}-sshd-accept-env",
+        connection=connection,
+        create=remote_script(FILES / "sshd_accept_env_create.sh"),
+        delete=remote_script(FILES / "sshd_accept_env_delete.sh"),
+        stdin=cluster,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[wait])),
+    )
+    transport.ready = [wait, accept_env]
+    return transport
 
 
 def host_command(
@@ -40,20 +159,37 @@ def host_command(
     environment: dict[str, pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
     triggers: list | None = None,
-) -> local.Command:
-    """A Command on the local host running the script at `create` (and `delete`).
+    transport: Transport | None = None,
+    stdin: pulumi.Input[str] | None = None,
+) -> local.Command | remote.Command:
+    """A Command on a host running the script at `create` (and `delete`).
 
     Components pass paths in their own files/ folder: `create=FILES / "x_create.sh"`.
     A changed trigger replaces the resource; any other changed input runs the create script
     again (pulumi-command's behaviour without an `update`), so every create converges the
-    host to its inputs and is safe to repeat.
+    host to its inputs and is safe to repeat. Without a transport, or with a local one, the
+    command is a `local.Command` (a one-host stack's graph is exactly that).
     """
-    return local.Command(
+    if transport is not None:
+        opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
+    if transport is None or not transport.is_ssh:
+        return local.Command(
+            name,
+            create=script(create),
+            delete=script(delete) if delete else None,
+            environment=transport.env(environment) if transport else environment,
+            interpreter=INTERPRETER,
+            triggers=triggers,
+            stdin=stdin,
+            opts=opts,
+        )
+    return remote.Command(
         name,
-        create=script(create),
-        delete=script(delete) if delete else None,
-        environment=environment,
-        interpreter=INTERPRETER,
+        connection=transport.connection,
+        create=remote_script(create),
+        delete=remote_script(delete) if delete else None,
+        environment=transport.env(environment),
         triggers=triggers,
-        opts=opts,
+        stdin=stdin,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=transport.ready)),
     )

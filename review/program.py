@@ -9,6 +9,8 @@ that graph, the end-to-end test executes its commands, and the offline render
 `ROOT` is the program's tree; tools that render another tree (a base commit) set it there.
 """
 
+import base64
+import hashlib
 import json
 import runpy
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from google.protobuf import json_format
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2
@@ -41,6 +44,13 @@ class Registration:
     replace_with: frozenset[str] = frozenset()
     aliases: tuple[str, ...] = ()
     """Earlier URNs of the resource (`aliases` option), as the SDK resolves them."""
+    secret_paths: frozenset[str] = frozenset()
+    """Dotted paths of the inputs that are secret."""
+    retain_on_delete: bool = False
+    ignore_changes: frozenset[str] = frozenset()
+    """Input names (as the engine sees them, camelCase) whose old values a later update keeps."""
+    deleted_with: str = ""
+    """URN of the resource whose deletion makes this one's delete unnecessary."""
 
 
 @dataclass
@@ -81,9 +91,13 @@ class _Mocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
-        if args.typ == "command:local:Command":
+        if args.typ in ("command:local:Command", "command:remote:Command"):
             state.setdefault("stdout", "")
             state.setdefault("stderr", "")
+        if args.typ == "random:index/randomBytes:RandomBytes":
+            # Stable per stack and name, as the engine keeps a generated value in the state.
+            data = hashlib.shake_256(f"{pulumi.get_stack()}:{args.name}".encode()).digest(int(args.inputs["length"]))
+            state["base64"] = base64.b64encode(data).decode()
         return [f"{args.name}-id", state]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -116,9 +130,27 @@ class _RecordingMonitor(MockMonitor):
                     delete_before_replace=request.deleteBeforeReplace,
                     replace_with=frozenset(request.replace_with),
                     aliases=tuple(sorted(request.aliasURNs)),
+                    secret_paths=frozenset(_secret_paths(json_format.MessageToDict(request.object))),
+                    retain_on_delete=request.retainOnDelete,
+                    ignore_changes=frozenset(request.ignoreChanges),
+                    deleted_with=request.deletedWith,
                 )
             )
         return response
+
+
+SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+
+
+def _secret_paths(value, path: str = "") -> list[str]:
+    """Dotted paths of the secret values in a serialized input object."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG[0]) == SECRET_SIG[1]:
+            return [path.lstrip(".")]
+        return [p for key, item in value.items() for p in _secret_paths(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _secret_paths(item, f"{path}[{i}]")]
+    return []
 
 
 def stack_config(stack: str) -> dict[str, Any]:
@@ -131,12 +163,20 @@ def stack_config(stack: str) -> dict[str, Any]:
     }
 
 
-def run_program(config: dict[str, Any], stack: str = "unit", main: Path | None = None) -> ProgramRun:
-    """Run __main__.py (or the program file `main`) for a stack whose `gpu-cluster:*` config is `config`."""
+def run_program(
+    config: dict[str, Any], stack: str = "unit", main: Path | None = None, secrets: dict[str, str] | None = None
+) -> ProgramRun:
+    """Run __main__.py (or the program file `main`) for a stack whose `gpu-cluster:*` config is
+    `config`, plus secret config values (`pulumi config set --secret KEY`) in `secrets`."""
     run = ProgramRun()
     set_root_resource(None)
     pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(run))
-    pulumi.runtime.set_all_config({f"{PROJECT}:{key}": json.dumps(value) for key, value in config.items()})
+    secrets = secrets or {}
+    pulumi.runtime.set_all_config(
+        {f"{PROJECT}:{key}": json.dumps(value) for key, value in config.items()}
+        | {f"{PROJECT}:{key}": value for key, value in secrets.items()},
+        secret_keys=[f"{PROJECT}:{key}" for key in secrets],
+    )
 
     @pulumi.runtime.test
     def program():

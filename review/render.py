@@ -172,9 +172,24 @@ def render(stack: str, outdir: Path, root: Path | None = None) -> dict[str, str]
             raise RuntimeError("render another tree in a fresh interpreter (python -m review.render --root)")
         sys.path.insert(0, str(root))
         program.ROOT = root
-    files = render_run(program.run_program(program.stack_config(stack), stack=stack))
+    config = program.stack_config(stack)
+    files = render_run(program.run_program(config, stack=stack, secrets=_placeholder_secrets(config)))
     write(files, outdir)
     return files
+
+
+def _placeholder_secrets(config: dict) -> dict[str, str]:
+    """The stack's secret config keys (an SSH host's private key) as placeholders: a render
+    needs no credentials, and secret values are written as [secret] anyway."""
+    hosts = (config.get("cluster") or {}).get("hosts") or []
+    names = [
+        host["connection"]["private_key_secret"]
+        for host in hosts
+        if isinstance(host, dict)
+        and isinstance(host.get("connection"), dict)
+        and "private_key_secret" in host["connection"]
+    ]
+    return dict.fromkeys(names, "placeholder")
 
 
 def write(files: dict[str, str], outdir: Path) -> None:

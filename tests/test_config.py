@@ -1,10 +1,12 @@
 """The typed `gpu-cluster:cluster` config: stack files, derived views, and every rule's message."""
 
 import copy
+import subprocess
 
+import pulumi
 import pytest
 
-from components.config import CLUSTER_RULES, ClusterConfig
+from components.config import CLUSTER_RULES, ClusterConfig, slurm_hostlist
 from components.stack_config import ConfigError, parse_stack_config
 from tests.harness.program_harness import run_program, stack_config
 
@@ -66,6 +68,30 @@ def test_stand_in_count_is_a_plain_integer(stand_in, message):
     assert message in error_after(_set("gpu", {"stand_in": stand_in}))
 
 
+def test_the_web_app_has_its_own_gpu_or_shares_one_explicitly():
+    e2e = parse_stack_config(stack_config("e2e")).cluster
+    assert e2e.web_app.gpus == ["/run/gpucluster-e2e-dev/nvidia4"] and not e2e.web_app.share_gpus
+    assert not any("/run/gpucluster-e2e-dev/nvidia4" in gpus for gpus in e2e.gpu_assignment().values())
+    local = parse_stack_config(stack_config("local")).cluster
+    assert local.web_app.gpus == ["/dev/nvidia0"] and local.web_app.share_gpus
+    # Not said: no GPU at all (never a node's by default).
+    cluster = local_cluster()
+    del cluster["web_app"]["gpus"], cluster["web_app"]["share_gpus"]
+    assert ClusterConfig.model_validate(cluster).web_app.gpus == []
+
+
+def test_forward_sources_are_networks():
+    cluster = local_cluster()
+    cluster["forwards"] = [{"host_port": 2200, "target": "c000", "port": 22, "allowed_sources": ["10.0.0.0/8"]}]
+    cluster["web_app"]["allowed_sources"] = ["192.168.1.0/24", "10.1.0.0/16"]
+    config = ClusterConfig.model_validate(cluster)
+    assert [f.source_list for f in config.all_forwards] == ["192.168.1.0/24+10.1.0.0/16", "10.0.0.0/8"]
+    cluster["forwards"][0]["allowed_sources"] = ["10.0.0.1/8"]
+    assert "cluster.forwards[0].allowed_sources[0]: Input is not a valid IPv4 network" in error_of(cluster)
+    cluster["forwards"][0]["allowed_sources"] = ["any"]
+    assert "cluster.forwards[0].allowed_sources[0]: Input is not a valid IPv4 network" in error_of(cluster)
+
+
 def test_hostlist_groups_mixed_names():
     cluster = local_cluster()
     cluster["nodes"].append({"name": "gpu7", "nat_address": "10.42.3.30", "cluster_address": "10.42.5.30"})
@@ -92,7 +118,160 @@ def _set(path: str, value):
     return change
 
 
+def _all(*changes):
+    def change(cluster: dict) -> None:
+        for one in changes:
+            one(cluster)
+
+    return change
+
+
+PEOPLE = [{"name": "alice", "uid": 2001, "gid": 2001}, {"name": "bob", "uid": 2002, "gid": 2002}]
+
+
+def _accounting(**fields):
+    """People and an accounting section (one account, physics, for alice), with `fields` set."""
+    section = {"nat_address": "10.42.3.20", "accounts": [{"name": "physics", "gpus": 1, "users": ["alice"]}]}
+    return _all(_set("users", PEOPLE), _set("accounting", {**section, **fields}))
+
+
 RULE_CASES = [
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.1.name", "default"),
+        "cluster.nodes[1].name: 'default' is a word Slurm reserves (all, default, localhost)",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.2.name", "all"),
+        "cluster.nodes[2].name: 'all' is a word Slurm reserves",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.0.name", "localhost"),
+        "cluster.nodes[0].name: 'localhost' is a word Slurm reserves",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("slurm.partitions.0.name", "default"),
+        "cluster.slurm.partitions[0].name: 'default' is a word Slurm reserves",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("web_app.name", "image"),
+        "cluster.web_app.name: 'image' would be the container gpu-image, which the program uses itself",
+    ),
+    (
+        "rule_names_slurm_and_lxc_can_use",
+        _set("nodes.3.name", "image"),
+        "cluster.nodes[3].name: 'image' would be the container gpu-image",
+    ),
+    (
+        "rule_forward_ports",
+        _set("forwards", [{"host_port": 22, "target": "c000", "port": 22}]),
+        "cluster.forwards[0].host_port: 22 is a well-known port of the host; forward a port from 1024 up",
+    ),
+    (
+        "rule_forward_ports",
+        _set("web_app.host_port", 6817),
+        "cluster.web_app.host_port: 6817 is Slurm's own port (6817, 6818, 6819)",
+    ),
+    (
+        "rule_forward_ports",
+        _set("web_app.host_port", 53),
+        "cluster.web_app.host_port: 53 is a well-known port of the host",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/"),
+        "cluster.host.shared_dir: / is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/etc/gpu"),
+        "cluster.host.shared_dir: /etc/gpu is inside /etc, which the cluster must not use",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/var/lib/gpucluster/gpu/shared"),
+        "cluster.host.shared_dir: /var/lib/gpucluster/gpu/shared overlaps host.state_dir /var/lib/gpucluster",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/var/lib"),
+        "cluster.host.shared_dir: /var/lib is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.shared_dir", "/var/lib/lxc/shared"),
+        "cluster.host.shared_dir: /var/lib/lxc/shared is inside /var/lib/lxc",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.state_dir", "/var/lib"),
+        "cluster.host.state_dir: /var/lib is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.state_dir", "/tmp/gpucluster"),
+        "cluster.host.state_dir: /tmp/gpucluster is inside /tmp",
+    ),
+    (
+        "rule_host_paths",
+        _set("host.state_dir", "/dev/shm/gpucluster"),
+        "cluster.host.state_dir: /dev/shm/gpucluster is inside /dev",
+    ),
+    (
+        "rule_host_paths",
+        _set("gpu.cuda_path", "/usr"),
+        "cluster.gpu.cuda_path: /usr is a system directory",
+    ),
+    (
+        "rule_host_paths",
+        _set("gpu.cuda_path", "/var/lib/gpucluster"),
+        "cluster.gpu.cuda_path: /var/lib/gpucluster overlaps host.state_dir",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/etc/*"]),
+        "cluster.gpu.driver_files[0]: /etc/* must name files in a directory below /",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/etc/shadow*"]),
+        "cluster.gpu.driver_files[0]: /etc/shadow* is inside /etc, whose files never go into a container",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/usr/lib/*/libcuda.so*"]),
+        "cluster.gpu.driver_files[0]: /usr/lib/*/libcuda.so* may only use glob characters in its last part",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/libcuda*"]),
+        "cluster.gpu.driver_files[0]: /libcuda* must name files in a directory below /",
+    ),
+    (
+        "rule_driver_files",
+        _set("gpu.driver_files", ["/var/lib/gpucluster/gpu/munge*"]),
+        "cluster.gpu.driver_files[0]: /var/lib/gpucluster/gpu/munge* is inside /var/lib,",
+    ),
+    (
+        "rule_device_paths",
+        _set("gpu.devices", ["/srv/nvidia0"]),
+        "cluster.gpu.devices[0]: /srv/nvidia0 must be a device node under /dev or the cluster's private device "
+        "directory /run/gpucluster-gpu-dev",
+    ),
+    (
+        "rule_device_paths",
+        _set("gpu.control_devices", ["/dev/sda"]),
+        "cluster.gpu.control_devices[0]: /dev/sda is not an NVIDIA device node",
+    ),
+    (
+        "rule_device_paths",
+        _set("gpu.devices", ["/dev"]),
+        "cluster.gpu.devices[0]: /dev must be a device node under /dev",
+    ),
     (
         "rule_unique_node_names",
         _set("nodes.1.name", "c000"),
@@ -101,7 +280,7 @@ RULE_CASES = [
     (
         "rule_unique_node_names",
         _set("web_app.name", "c001"),
-        "cluster.nodes[].name: 'c001' is used more than once (node and web_app names must be unique)",
+        "cluster.nodes[].name: 'c001' is used more than once (node, web_app and accounting names must be unique)",
     ),
     (
         "rule_bridges_distinct",
@@ -146,7 +325,7 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _set("web_app.nat_address", "10.42.3.5"),
-        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes and web_app)",
+        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes, web_app and accounting)",
     ),
     (
         "rule_unique_addresses",
@@ -193,6 +372,22 @@ RULE_CASES = [
         "devices (/run/gpucluster-gpu-dev/nvidiactl); remove gpu.control_devices",
     ),
     (
+        "rule_web_app_gpus",
+        _set("web_app.gpus", ["/dev/nvidia7"]),
+        "cluster.web_app.gpus[0]: /dev/nvidia7 is not one of gpu.devices",
+    ),
+    (
+        "rule_web_app_gpus",
+        _set("web_app.gpus", []),
+        "cluster.web_app.share_gpus: true but web_app.gpus lists no device to share",
+    ),
+    (
+        # Its own GPU (not shared) is taken out of the nodes' pool: none is left for them.
+        "rule_gpus_match_devices",
+        _set("web_app.share_gpus", False),
+        "cluster.nodes[0].gpus: 1 GPUs but gpu.devices declares only 0 besides the web app's 1",
+    ),
+    (
         "rule_controller_node",
         _set("slurm.controller.node", "c009"),
         "cluster.slurm.controller.node: 'c009' is not one of nodes[].name",
@@ -227,6 +422,76 @@ RULE_CASES = [
         _set("forwards", [{"host_port": 2200, "target": "c042", "port": 22}]),
         "cluster.forwards[0].target: 'c042' is not a node or the web app",
     ),
+    (
+        "rule_unique_node_names",
+        _accounting(name="c002"),
+        "cluster.nodes[].name: 'c002' is used more than once (node, web_app and accounting names must be unique)",
+    ),
+    (
+        "rule_nat_addresses_in_subnet",
+        _accounting(nat_address="10.42.4.20"),
+        "cluster.accounting.nat_address: 10.42.4.20 is not a usable address of the NAT bridge subnet",
+    ),
+    (
+        "rule_unique_addresses",
+        _accounting(nat_address="10.42.3.3"),
+        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once (nodes, web_app and accounting)",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "alice", "uid": 2003, "gid": 2003}]),
+        "cluster.users[].name: 'alice' is listed more than once",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "carol", "uid": 2001, "gid": 2003}]),
+        "cluster.users[].uid: 2001 is given to more than one user",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "carol", "uid": 2003, "gid": 2001}]),
+        "cluster.users[].gid: 2001 is the group of ['alice', 'carol']; one gid, one group name",
+    ),
+    (
+        "rule_users",
+        _set("users", [*PEOPLE, {"name": "carol", "uid": 2003, "gid": 2003, "group": "alice"}]),
+        "cluster.users[].group: 'alice' is given more than one gid",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "physics", "users": ["alice", "dave"]}]),
+        "cluster.accounting.accounts[0].users: 'dave' is not one of users[].name",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "physics"}, {"name": "physics"}]),
+        "cluster.accounting.accounts[].name: 'physics' is listed more than once",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "root"}]),
+        "cluster.accounting.accounts[0].name: 'root' is Slurm's own account",
+    ),
+    (
+        "rule_accounting",
+        _accounting(accounts=[{"name": "physics", "qos": ["long"]}]),
+        "cluster.accounting.accounts[0].qos: 'long' is not one of accounting.qos[].name (or 'normal')",
+    ),
+    (
+        "rule_accounting",
+        _accounting(qos=[{"name": "short"}], accounts=[{"name": "physics", "qos": ["short"], "default_qos": "normal"}]),
+        "cluster.accounting.accounts[0].default_qos: 'normal' is not one of the account's qos",
+    ),
+    (
+        "rule_accounting",
+        _accounting(qos=[{"name": "short"}, {"name": "short"}]),
+        "cluster.accounting.qos[].name: 'short' is listed more than once",
+    ),
+    (
+        "rule_accounting",
+        _accounting(qos=[{"name": "normal"}]),
+        "cluster.accounting.qos[].name: 'normal' is Slurm's own QOS",
+    ),
 ]
 
 
@@ -251,6 +516,36 @@ def test_all_problems_are_reported_together():
 # ---- field rules: types, ranges and patterns, named with their full path ----
 
 FIELD_CASES = [
+    ("string as integer", _set("nodes.0.gpus", "2"), "cluster.nodes[0].gpus: Input should be a valid integer"),
+    ("float as integer", _set("nodes.0.cpus", 2.0), "cluster.nodes[0].cpus: Input should be a valid integer"),
+    ("bool as integer", _set("web_app.port", True), "cluster.web_app.port: Input should be a valid integer"),
+    ("string as port", _set("web_app.host_port", "7000"), "cluster.web_app.host_port: Input should be a valid integer"),
+    (
+        "string as bool",
+        _set("gpu.share_between_nodes", "yes"),
+        "cluster.gpu.share_between_nodes: Input should be a valid boolean",
+    ),
+    (
+        "int as bool",
+        _set("slurm.partitions.0.default", 1),
+        "cluster.slurm.partitions[0].default: Input should be a valid boolean",
+    ),
+    ("zero cpus", _set("nodes.0.cpus", 0), "cluster.nodes[0].cpus: Input should be greater than or equal to 1"),
+    (
+        "non-ASCII digits in a time",
+        _set("slurm.partitions.0.max_time", "\u0661\u0662:00"),
+        "cluster.slurm.partitions[0].max_time: String should match pattern",
+    ),
+    (
+        "time past Slurm's int",
+        _set("slurm.partitions.0.max_time", "30000-00:00:00"),
+        "cluster.slurm.partitions[0].max_time: '30000-00:00:00' is longer than Slurm can count",
+    ),
+    (
+        "dot in a path",
+        _set("host.shared_dir", "/srv/./x"),
+        "cluster.host.shared_dir: '/srv/./x' must be a normalised path",
+    ),
     ("unknown key", _set("nodes.0.gpu", 1), "cluster.nodes[0].gpu: Extra inputs are not permitted"),
     ("unknown top key", _set("webapp", {}), "cluster.webapp: Extra inputs are not permitted"),
     ("hostname", _set("nodes.0.name", "C000"), "cluster.nodes[0].name: String should match pattern"),
@@ -324,6 +619,51 @@ FIELD_CASES = [
         _set("image", {"extra_packages": ["vim; curl evil"]}),
         "cluster.image.extra_packages[0]: String should match",
     ),
+    (
+        "accounting typo",
+        _accounting(acounts=[]),
+        "cluster.accounting.acounts: Extra inputs are not permitted",
+    ),
+    (
+        "account typo",
+        _accounting(accounts=[{"name": "physics", "gpu": 1}]),
+        "cluster.accounting.accounts[0].gpu: Extra inputs are not permitted",
+    ),
+    (
+        "qos typo",
+        _accounting(qos=[{"name": "short", "max_gpus": 1}]),
+        "cluster.accounting.qos[0].max_gpus: Extra inputs are not permitted",
+    ),
+    (
+        "account name",
+        _accounting(accounts=[{"name": "Physics"}]),
+        "cluster.accounting.accounts[0].name: String should match pattern",
+    ),
+    (
+        "negative gpu limit",
+        _accounting(accounts=[{"name": "physics", "gpus": -1}]),
+        "cluster.accounting.accounts[0].gpus: Input should be greater than or equal to 0",
+    ),
+    (
+        "system uid",
+        _set("users", [{"name": "alice", "uid": 0, "gid": 2001}]),
+        "cluster.users[0].uid: Input should be greater than or equal to 1000",
+    ),
+    (
+        "user name",
+        _set("users", [{"name": "alice smith", "uid": 2001, "gid": 2001}]),
+        "cluster.users[0].name: String should match pattern",
+    ),
+    (
+        "user typo",
+        _set("users", [{"name": "alice", "uid": 2001, "gid": 2001, "shell": "/bin/sh"}]),
+        "cluster.users[0].shell: Extra inputs are not permitted",
+    ),
+    (
+        "health check interval",
+        _set("slurm.health_check", {"interval_s": 1}),
+        "cluster.slurm.health_check.interval_s: Input should be greater than or equal to 5",
+    ),
 ]
 
 
@@ -337,3 +677,35 @@ def test_invalid_config_fails_before_any_resource_is_registered():
     cluster["nodes"][1]["nat_address"] = "10.42.3.2"
     with pytest.raises(ConfigError, match=r"10\.42\.3\.2 is assigned more than once"):
         run_program({"cluster": cluster}, stack="bad")
+
+
+def test_a_config_error_is_pulumis_clean_error():
+    # pulumi prints a RunError's message alone, without a Python traceback.
+    with pytest.raises(pulumi.RunError):
+        parse_stack_config({})
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["c000", "c001", "c002", "c003", "gpu7"], "c[000-003],gpu7"),
+        # Slurm 22.05 cannot parse c[1-2]a: only a trailing number is bracketed.
+        (["c1a", "c2a"], "c1a,c2a"),
+        (["b1", "b3", "b2", "b5", "a"], "b[1-3,5],a"),
+        (["c9", "c10", "c0", "c00"], "c[0,9],c[00,10]"),
+        (["h100-0", "h100-1"], "h100-[0-1]"),
+    ],
+)
+def test_slurm_hostlist(names, expected, tmp_path):
+    assert slurm_hostlist(names) == expected
+    # ...and Slurm 22.05 reads it back as the same names.
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=h\n")
+    done = subprocess.run(
+        ["scontrol", "show", "hostnames", expected],
+        env={"SLURM_CONF": str(conf), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert sorted(done.stdout.split()) == sorted(names)

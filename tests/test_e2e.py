@@ -148,7 +148,7 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     cluster = config["cluster"]
     nodes = [node["name"] for node in cluster["nodes"]]
     slurm = slurm_env(cluster["name"])
-    shared = Path(cluster["host"]["shared_dir"])
+    shared = Path(cluster["host"]["shared_dir"] if "host" in cluster else cluster["hosts"][0]["shared_dir"])
 
     sinfo = sh("sinfo", env=slurm).stdout
     report.append("$ sinfo\n" + sinfo)
@@ -159,6 +159,12 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     hostnames = sh("srun", "--chdir=/tmp", f"-N{len(nodes)}", "hostname", env=slurm).stdout
     report.append(f"$ srun -N{len(nodes)} hostname\n" + hostnames)
     assert sorted(hostnames.split()) == sorted(nodes)
+
+    # A node declaring 2 CPUs (nodes[].cpus) runs 2 tasks at once.
+    cpus = cluster["nodes"][0].get("cpus", 1)
+    tasks = sh("srun", "--chdir=/tmp", "-N1", f"--ntasks-per-node={cpus}", "hostname", env=slurm).stdout
+    report.append(f"$ srun -N1 --ntasks-per-node={cpus} hostname\n" + tasks)
+    assert len(tasks.split()) == cpus and len(set(tasks.split())) == 1, tasks
 
     gpu = sh("srun", "--chdir=/tmp", "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES", env=slurm).stdout
     report.append("$ srun --gres=gpu:1 printenv CUDA_VISIBLE_DEVICES\n" + gpu)
@@ -253,9 +259,16 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
             assert not kept.exists()
         report.append(f"node image {'restored' if kept_rootfs else 'built'} in {image_step.seconds:.1f} s")
         # The program made the stand-in GPUs, only in the cluster's private device directory.
-        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(4)}, "nvidiactl": (195, 255)}
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
         check_web_page(config, slurm_env(cluster), report, placement)
+
+        # Each container opens only its own GPUs; a rule shadowing the forward is named.
+        from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named, sources_are_limited
+
+        gpus_are_isolated(config, report)
+        shadowed_forward_is_named(config, report)
+        sources_are_limited(config, report)
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}
@@ -304,7 +317,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
             f"{cluster}-health": "replace",
             f"{cluster}-boot-unit": "update",
         }
-        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(6)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
         assert states.count("idle") == 5, states

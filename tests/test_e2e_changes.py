@@ -131,7 +131,7 @@ def test_every_change_table_row_on_a_running_cluster(capsys, kept_images_purged)
         wait_for(f"squeue -h -j {job} -o %T | grep -q RUNNING")
         grown = copy.deepcopy(config)
         grown["cluster"]["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-        grown["cluster"]["gpu"]["stand_in"]["count"] = 5
+        grown["cluster"]["gpu"]["stand_in"]["count"] = 6
         actions = replay.apply("add a node while a job runs on c001", grown)
         assert actions == {
             "e2e-c004-lxc": "create",
@@ -237,6 +237,8 @@ def test_every_change_table_row_on_a_running_cluster(capsys, kept_images_purged)
         for what, change in (("name", {"name": "e2x"}), ("host.state_dir", moved_state)):
             other = copy.deepcopy(config)
             other["cluster"].update(change)
+            if what == "name":  # the stand-ins live in the cluster's own device directory
+                other["cluster"]["web_app"]["gpus"] = ["/run/gpucluster-e2x-dev/nvidia4"]
             _, commands = program(other)
             attempt = State(dict(replay.state.resources))
             with pytest.raises(CommandFailedError) as refused:

@@ -45,8 +45,9 @@ def wait_idle(cluster: str, nodes: list[str], seconds: int = 180) -> None:
     raise AssertionError(f"nodes not idle {seconds}s after the bring-up: {states}")
 
 
-def simulate_reboot(config: dict, outputs: dict, report: list[str]) -> None:
-    """What a reboot takes away, taken away by hand; then the boot unit's ExecStart, exactly."""
+def simulate_reboot(config: dict, outputs: dict, report: list[str], check=check_cluster) -> None:
+    """What a reboot takes away, taken away by hand; then the boot unit's ExecStart, exactly;
+    then `check(config, outputs, report)` and ./verify.sh."""
     cluster = config["cluster"]
     name, net = cluster["name"], cluster["network"]
     containers = sorted(p.name for p in Path("/var/lib/lxc").glob(f"{name}-*") if p.name != f"{name}-image")
@@ -80,7 +81,7 @@ def simulate_reboot(config: dict, outputs: dict, report: list[str]) -> None:
     report.append(f"$ {shlex.join(command)}   (the unit's ExecStart; {seconds:.1f} s)\n{done.stderr}")
     wait_idle(name, [node["name"] for node in cluster["nodes"]])
     report.append(f"nodes idle {time.monotonic() - started:.1f} s after the bring-up started")
-    check_cluster(config, outputs, report)
+    check(config, outputs, report)
     code, clean = run_verify(config)
     assert code == 0, clean
     report.append("$ ./verify.sh e2e   (after the boot unit)\n" + clean)

@@ -168,7 +168,7 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     before = run_program(config, stack="e2e")
     grown = copy.deepcopy(config)
     grown["cluster"]["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-    grown["cluster"]["gpu"]["stand_in"]["count"] = 5
+    grown["cluster"]["gpu"]["stand_in"]["count"] = 6
     after = run_program(grown, stack="e2e")
 
     old = {r.name: r.inputs for r in before.of_type(COMMAND)}

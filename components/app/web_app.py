@@ -9,7 +9,7 @@ from components.config import ClusterIdentity, WebAppConfig
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -48,7 +48,8 @@ class WebApp(pulumi.ComponentResource):
       - `<name>-status`: on the host, a loop that writes `sinfo`/`squeue` as JSON into the
         snapshot directory every `status_interval_s`. It does not wait for Slurm (which waits
         for the controller's container): until Slurm answers, the snapshot says why.
-      - `<name>-container`: a CudaContainer on the NAT bridge with the first GPU and the
+      - `<name>-container`: a CudaContainer on the NAT bridge with `web_app.gpus` (its own, or
+        explicitly shared with nodes by `web_app.share_gpus`; none: CPU fallback) and the
         snapshot directory mounted read-only.
       - `<name>-service`: the app (components/app/files/gpu_web_app.py) as a systemd unit in
         the container, listening on `nat_address:port` only (what the port forward targets);
@@ -69,11 +70,13 @@ class WebApp(pulumi.ComponentResource):
         platform: ContainerPlatform,
         image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
         # The snapshot writer first: it makes the directory the container mounts.
         self.status = host_command(
             f"{name}-status",
+            transport=transport,
             create=FILES / "webapp_status_create.sh",
             delete=FILES / "webapp_status_delete.sh",
             environment={
@@ -93,15 +96,17 @@ class WebApp(pulumi.ComponentResource):
                 hostname=app.name,
                 nat_address=app.nat_address,
                 cluster_address=None,
-                gpu_devices=platform.gpu.devices[:1],
+                gpu_devices=list(app.gpus),
                 read_only_mounts=((status_dir(cluster), CONTAINER_STATUS_DIR),),
             ),
             platform,
             image=image,
             opts=child_options(self, opts, self.status),
+            transport=transport,
         )
         self.service = host_command(
             f"{name}-service",
+            transport=transport,
             create=FILES / "webapp_create.sh",
             delete=FILES / "webapp_delete.sh",
             environment={

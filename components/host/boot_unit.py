@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig, ClusterIdentity
+from components.config import ClusterConfig, ClusterHostConfig, ClusterIdentity
 from components.options import child_options
-from components.transport import host_command, script
+from components.transport import DEFAULT_LXC_PATH, Transport, host_command, script
 
 FILES = Path(__file__).parent / "files"
 
@@ -33,42 +33,58 @@ def boot_paths(config: ClusterIdentity) -> dict[str, str]:
     }
 
 
-def host_state(config: ClusterConfig) -> dict[str, str]:
-    """Everything the cluster owns on the host, as the bring-up and verify read it.
+def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> dict[str, str]:
+    """Everything the cluster owns on one of its hosts (default: its only one), as the
+    bring-up and verify read it.
 
     Lists are space-separated: no item can hold a space (the config types forbid it).
     """
-    net = config.network
-    node = config.controller_node
-    containers = [config.container_name(n) for n in config.node_names]
-    return {
+    host = host or config.cluster_hosts[0]
+    view = config.for_host(host)
+    cluster = config.host_identity(host)
+    net = host.network
+    here = config.controller_host.name == host.name
+    node = config.controller_node if here else None
+    # The accounting database's container, started before the nodes; listed only when there
+    # is one, so clusters without accounting keep their description.
+    accounting = {"DB_CONTAINER": config.container_name(config.accounting.name)} if config.accounting else {}
+    state = {
         "CLUSTER": config.name,
-        "CLUSTER_DIR": config.cluster_dir,
+        "CLUSTER_DIR": cluster.cluster_dir,
         "NAT_BRIDGE": net.nat_bridge.name,
         "NAT_ADDRESS": str(net.nat_bridge.address),
         "NAT_SUBNET": str(net.nat_bridge.subnet),
         "CLUSTER_BRIDGE": net.cluster_bridge.name,
-        # tag,host_port,address,port per forward
+        # tag,host_port,address,port[,sources] per forward (sources '+'-separated, when limited)
         "FORWARDS": " ".join(
-            f"{config.forward_tag(f.host_port)},{f.host_port},{config.target_address(f.target)},{f.port}"
-            for f in config.all_forwards
+            f"{config.forward_tag(f.host_port)},{f.host_port},{view.target_address(f.target)},{f.port}"
+            + (f",{f.source_list}" if f.allowed_sources else "")
+            for f in view.all_forwards
         ),
-        "MUNGE_KEY_FILE": f"{config.cluster_dir}/munge.key",
-        "MUNGE_SOCKET": config.munge_socket,
-        "SLURM_CONF_PATH": f"{config.cluster_dir}/slurm.conf",
-        # slurmctld on the host (its own conf), or in a node container
-        "CONTROLLER_CONF": "" if node else f"{config.cluster_dir}/controller/slurm.conf",
+        "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
+        "MUNGE_SOCKET": config.host_munge_socket(host),
+        "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
+        # slurmctld on this host (its own conf), or in a node container here
+        "CONTROLLER_CONF": f"{cluster.cluster_dir}/controller/slurm.conf" if here and not node else "",
         "CONTROLLER_CONTAINER": config.container_name(node.name) if node else "",
         "IMAGE": config.container_name("image"),
-        "NODE_CONTAINERS": " ".join(containers),
-        "WEB_CONTAINER": config.container_name(config.web_app.name) if config.web_app else "",
-        "BOOT_UNIT": boot_paths(config)["unit"],
+        "NODE_CONTAINERS": " ".join(config.container_name(n) for n in view.node_names),
+        "WEB_CONTAINER": config.container_name(view.web_app.name) if view.web_app else "",
+        "BOOT_UNIT": boot_paths(cluster)["unit"],
+        **accounting,
     }
+    # Only where they apply, so a one-host stack's description stays as it was.
+    if host.lxc_dir != DEFAULT_LXC_PATH:
+        state["LXC_PATH"] = host.lxc_dir
+    if config.multi_host:
+        # subnet,via per other host: routes to its containers (components/network/files/routes_*)
+        state["ROUTES"] = " ".join(f"{subnet},{via}" for subnet, via in config.routes_of(host))
+    return state
 
 
-def render_host_state(config: ClusterConfig) -> str:
+def render_host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> str:
     lines = [f"# What gpu-cluster {config.name} owns on this host (rendered; read by boot.sh and verify.sh)\n"]
-    lines += [f"{key}={value}\n" for key, value in host_state(config).items()]
+    lines += [f"{key}={value}\n" for key, value in host_state(config, host).items()]
     return "".join(lines)
 
 
@@ -114,11 +130,13 @@ class BootUnit(pulumi.ComponentResource):
         cluster: ClusterIdentity,
         host_state: str,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:host:BootUnit", name, None, opts)
         paths = boot_paths(cluster)
         self.files = host_command(
             f"{name}-unit",
+            transport=transport,
             create=FILES / "boot_unit_create.sh",
             delete=FILES / "boot_unit_delete.sh",
             environment={

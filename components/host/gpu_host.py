@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import KEEP_DIR, ClusterIdentity, HostConfig, NetworkConfig
+from components.config import KEEP_DIR, ClusterIdentity, HostConfig, NetworkConfig, UserConfig
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -41,13 +41,17 @@ class GpuHost(pulumi.ComponentResource):
         where an NVIDIA driver is loaded; destroy removes them.
       - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
-        a host port already listening, a container name taken by a foreign container; its
-        stdout (JSON) reports what it found.
+        a host port already listening, a container name taken by a foreign container, fewer
+        online CPUs than a node declares, a state directory (or munge key) someone other than
+        root could have written; its stdout (JSON) reports what it found.
       - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
         one can take reverse dependencies and other users' packages along) and keeps their
         list in KEEP_DIR/<cluster>/packages-left-installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
+      - `<name>-users` (with `users`): the cluster's people on the host, with the names, uids
+        and gids they have in the containers. Clusters sharing a person each register for
+        them; one the program made goes when the last cluster using it does.
     """
 
     devices: pulumi.Output[list]
@@ -62,12 +66,16 @@ class GpuHost(pulumi.ComponentResource):
         host: HostConfig,
         network: NetworkConfig,
         gpu_devices: list[str],
+        control_devices: list[str],
+        node_cpus: int,
         host_ports: list[int],
         containers: list[str],
         controller_port: int | None = None,
         stand_in_gpus: int = 0,
         device_dir: str | None = None,
+        users: tuple[UserConfig, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         net = network
@@ -85,11 +93,16 @@ class GpuHost(pulumi.ComponentResource):
             **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
             "CONTAINERS": env_list(containers),
         }
+        specs = env_list(user.spec for user in users)
+        if users:
+            # Only with people to check: a cluster without any keeps its preflight inputs.
+            environment["USERS"] = specs
         # Stand-ins first: the preflight checks them like real GPUs.
         self.stand_in_gpus = None
         if stand_in_gpus:
             self.stand_in_gpus = host_command(
                 f"{name}-stand-in-gpus",
+                transport=transport,
                 create=FILES / "stand_in_gpus_create.sh",
                 delete=FILES / "stand_in_gpus_delete.sh",
                 environment={
@@ -100,15 +113,25 @@ class GpuHost(pulumi.ComponentResource):
                 opts=child_options(self, opts),
             )
         # Re-run the checks whenever what they check changes.
+        triggers = [json.dumps(environment, sort_keys=True)]
+        # These inputs are not in the trigger, so an upgrade that adds their checks does not
+        # replace the preflight; a change of them is an update, which runs the checks again too.
+        environment |= {
+            "CONTROL_DEVICES": env_list(control_devices),
+            "CLUSTER_DIR": cluster.cluster_dir,
+            "NODE_CPUS": str(node_cpus),
+        }
         self.preflight = host_command(
             f"{name}-preflight",
+            transport=transport,
             create=FILES / "preflight.sh",
             environment=environment,
-            triggers=[json.dumps(environment, sort_keys=True)],
+            triggers=triggers,
             opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
         self.packages = host_command(
             f"{name}-packages",
+            transport=transport,
             create=FILES / "packages_create.sh",
             delete=FILES / "packages_delete.sh",
             environment={
@@ -121,6 +144,7 @@ class GpuHost(pulumi.ComponentResource):
         )
         self.shared_dir = host_command(
             f"{name}-shared-dir",
+            transport=transport,
             create=FILES / "shared_dir_create.sh",
             delete=FILES / "shared_dir_delete.sh",
             environment={
@@ -129,6 +153,16 @@ class GpuHost(pulumi.ComponentResource):
             },
             opts=child_options(self, opts, self.packages),
         )
+        self.users = None
+        if users:
+            self.users = host_command(
+                f"{name}-users",
+                transport=transport,
+                create=FILES / "users_create.sh",
+                delete=FILES / "users_delete.sh",
+                environment={"CLUSTER": cluster.name, "USERS": specs},
+                opts=child_options(self, opts, self.packages),
+            )
         facts = self.preflight.stdout.apply(_parse_facts)
         self.devices = facts.apply(lambda f: f.get("devices", []))
         self.driver_version = facts.apply(lambda f: f.get("driver_version", "none"))

@@ -1,4 +1,4 @@
-"""Drift check of a stack's cluster on this host: `./verify.sh STACK`.
+"""Drift check of a stack's cluster on this host: `./verify.sh STACK [HOST]`.
 
 pulumi-command cannot read back what its scripts made, so `pulumi refresh` sees no drift.
 This renders the cluster's host state from stacks/Pulumi.STACK.yaml (the description the
@@ -35,10 +35,11 @@ def stack_cluster(stack: str) -> ClusterConfig:
     return cluster
 
 
-def verify(cluster: ClusterConfig) -> subprocess.CompletedProcess:
-    """Run the host check for a cluster; its report is on stdout."""
+def verify(cluster: ClusterConfig, host: str | None = None) -> subprocess.CompletedProcess:
+    """Run the host check for a cluster (on this machine, as its host `host`: by default the
+    only one); its report is on stdout."""
     with tempfile.NamedTemporaryFile("w", suffix=".env") as expected:
-        expected.write(render_host_state(cluster))
+        expected.write(render_host_state(cluster, cluster.host_named(host) if host else None))
         expected.flush()
         return subprocess.run(
             [*INTERPRETER, script(FILES / "verify_host.sh"), "verify_host.sh", expected.name],
@@ -49,15 +50,26 @@ def verify(cluster: ClusterConfig) -> subprocess.CompletedProcess:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: ./verify.sh STACK", file=sys.stderr)
+    if len(argv) not in (1, 2):
+        print("usage: ./verify.sh STACK [HOST]   (HOST: the hosts[].name this machine is)", file=sys.stderr)
         return 2
     try:
         cluster = stack_cluster(argv[0])
     except (ConfigError, OSError) as error:
         print(error, file=sys.stderr)
         return 2
-    done = verify(cluster)
+    names = [h.name for h in cluster.cluster_hosts]
+    host = argv[1] if len(argv) == 2 else None
+    if host is None and cluster.multi_host and len(names) > 1:
+        print(
+            f"stack {argv[0]} has several hosts: ./verify.sh {argv[0]} HOST, run on that host ({names})",
+            file=sys.stderr,
+        )
+        return 2
+    if host is not None and host not in names:
+        print(f"{host!r} is not one of the stack's hosts {names}", file=sys.stderr)
+        return 2
+    done = verify(cluster, host)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     return done.returncode

@@ -369,8 +369,19 @@ class DeviceQueryDeployment(StrictModel):
     replicas: int = Field(1, ge=1, le=64, description="number of deviceQuery pods")
 
 
-class NotebookPod(StrictModel):
-    """A TensorFlow Jupyter Pod with one GPU, exposed by a NodePort Service."""
+def _rule_notebook_node_port_needs_node_port_type(nb: "NotebookPod") -> Iterator[str]:
+    """A notebook runs code for whoever reaches it: a node port is opted into, never implied."""
+    if nb.node_port is not None and nb.service_type != "NodePort":
+        yield (
+            f"node_port: {nb.node_port} is set but service_type is {nb.service_type!r}; set "
+            "service_type: NodePort to expose the notebook on every node, or remove node_port"
+        )
+
+
+class NotebookPod(RuledModel):
+    """A TensorFlow Jupyter Pod with one GPU behind a Service (ClusterIP unless opted in)."""
+
+    RULES: ClassVar[tuple[Rule, ...]] = (_rule_notebook_node_port_needs_node_port_type,)
 
     name: K8sName = Field("tf-notebook", description="Pod and Service name")
     image: ImageRef = Field(
@@ -380,9 +391,14 @@ class NotebookPod(StrictModel):
     gpus: GpuCount = 1
     container_port: Port = Field(8888, description="port Jupyter listens on in the container")
     service_port: Port = Field(80, description="Service port (the cluster-internal port)")
+    service_type: Literal["ClusterIP", "NodePort"] = Field(
+        "ClusterIP",
+        description="ClusterIP (reach it with kubectl port-forward) or NodePort (on every node's "
+        "address: anyone who reaches a node can run code in the notebook)",
+    )
     node_port: NodePort | None = Field(
         None,
-        description="fixed nodePort (the seed's 30001); omit to let Kubernetes pick one",
+        description="fixed nodePort with service_type NodePort (the seed's 30001); omit to let Kubernetes pick one",
     )
 
 
@@ -409,7 +425,7 @@ class GpuWorkloadsConfig(StrictModel):
 
     nvidia_smi: NvidiaSmiJob | None = Field(None, description="nvidia-smi Job; {} for defaults")
     device_query: DeviceQueryDeployment | None = Field(None, description="deviceQuery Deployment; {} for defaults")
-    notebook: NotebookPod | None = Field(None, description="Jupyter Pod + NodePort Service; {} for defaults")
+    notebook: NotebookPod | None = Field(None, description="Jupyter Pod + Service; {} for defaults")
     mnist: MnistTrainingJob | None = Field(None, description="MNIST training Job; {} for defaults")
 
     def any_enabled(self) -> bool:
@@ -596,6 +612,11 @@ class KubernetesConfig(RuledModel):
         description="the seeds' GPU workloads to run",
     )
     web_app: WebAppConfig | None = Field(None, description="the project's GPU web app")
+    network_policy: bool = Field(
+        True,
+        description="NetworkPolicies in the namespace: deny all ingress but the web app's port "
+        "and the notebook's (from the namespace, or from anywhere when it has a NodePort)",
+    )
 
 
 def all_rules() -> dict[str, Rule]:
@@ -605,6 +626,7 @@ def all_rules() -> dict[str, Rule]:
         GpuOperatorConfig,
         ContainerResources,
         WebAppService,
+        NotebookPod,
         KubernetesConfig,
     )
     return {rule.__name__: rule for model in models for rule in model.RULES}

@@ -17,7 +17,7 @@ from components.kubernetes.web_app import (
     web_app_deployment_manifest,
     web_app_service_manifest,
 )
-from components.kubernetes.workloads import GpuWorkloads, workload_manifests
+from components.kubernetes.workloads import GpuWorkloads, object_metadata, selector_labels, workload_manifests
 
 # Prefix of the top-level resource names, and of the stack output keys.
 PREFIX = "k8s"
@@ -38,6 +38,41 @@ def workloads_namespace_manifest(config: KubernetesConfig) -> dict:
     }
 
 
+def _policy(name: str, namespace: str, pod_selector: dict, ingress: list[dict]) -> dict:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_metadata(name, namespace),
+        "spec": {"podSelector": pod_selector, "policyTypes": ["Ingress"], "ingress": ingress},
+    }
+
+
+def network_policy_manifests(config: KubernetesConfig) -> dict[str, dict]:
+    """Ingress in the namespace: denied, but for the web app's port (from anywhere: its
+    Service may be exposed) and the notebook's (from the namespace; from anywhere only when
+    it is opted into a NodePort). Keyed by the resource name suffix. Egress is not limited
+    (jobs download data sets and models)."""
+    if not config.network_policy:
+        return {}
+    ns = config.namespace
+    policies = {"netpol-default-deny-ingress": _policy("default-deny-ingress", ns, {}, [])}
+    if config.web_app is not None:
+        app = config.web_app
+        port = [{"protocol": "TCP", "port": app.container_port}]
+        policies["netpol-web-app"] = _policy(
+            f"{app.name}-ingress", ns, {"matchLabels": selector_labels(app.name)}, [{"ports": port}]
+        )
+    notebook = config.workloads.notebook
+    if notebook is not None:
+        rule: dict = {"ports": [{"protocol": "TCP", "port": notebook.container_port}]}
+        if notebook.service_type != "NodePort":
+            rule["from"] = [{"podSelector": {}}]
+        policies["netpol-notebook"] = _policy(
+            f"{notebook.name}-ingress", ns, {"matchLabels": selector_labels(notebook.name)}, [rule]
+        )
+    return policies
+
+
 def all_manifests(config: KubernetesConfig) -> list[dict]:
     """Every Kubernetes object the target creates from plain manifests (not the Helm chart's)."""
     manifests = []
@@ -49,6 +84,7 @@ def all_manifests(config: KubernetesConfig) -> list[dict]:
     if config.web_app is not None:
         manifests.append(web_app_deployment_manifest(config))
         manifests.append(web_app_service_manifest(config))
+    manifests.extend(network_policy_manifests(config).values())
     return manifests
 
 
@@ -87,6 +123,19 @@ def build_kubernetes(config: KubernetesConfig) -> dict[str, pulumi.Input]:
     # Components pass provider and depends_on on to their children (see child_options).
     gpu_opts = pulumi.ResourceOptions(provider=provider, depends_on=gpu_ready)
 
+    # Before any workload: no pod is reachable from outside before its policy says so.
+    namespace_ready = gpu_ready[:1] if config.create_namespace else []
+    policies = [
+        k8s.networking.v1.NetworkPolicy(
+            f"{PREFIX}-{role}",
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(provider=provider, depends_on=namespace_ready),
+        )
+        for role, manifest in network_policy_manifests(config).items()
+    ]
+    gpu_opts = pulumi.ResourceOptions(provider=provider, depends_on=[*gpu_ready, *policies])
+
     workloads = None
     if config.workloads.any_enabled():
         workloads = GpuWorkloads(f"{PREFIX}-gpu-workloads", config, opts=gpu_opts)
@@ -108,4 +157,7 @@ def build_kubernetes(config: KubernetesConfig) -> dict[str, pulumi.Input]:
         "k8s_web_app_node_port": web_app.node_port if web_app else None,
         "k8s_web_app_cluster_url": web_app.cluster_url if web_app else None,
         "k8s_web_app_load_balancer": web_app.load_balancer_address if web_app else None,
+        "k8s_network_policies": [
+            manifest["metadata"]["name"] for manifest in network_policy_manifests(config).values()
+        ],
     }

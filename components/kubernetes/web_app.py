@@ -10,9 +10,11 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.config import KubernetesConfig, WebAppConfig
 from components.kubernetes.workloads import (
+    container_security,
     gpu_limits,
     gpu_pod_scheduling,
     object_metadata,
+    pod_security,
     selector_labels,
 )
 from components.options import child_options
@@ -55,6 +57,7 @@ def web_app_deployment_manifest(config: KubernetesConfig) -> dict:
         },
         "readinessProbe": _probe(app),
         "livenessProbe": _probe(app),
+        "securityContext": container_security(non_root=True, read_only_root=True),
     }
     return {
         "apiVersion": "apps/v1",
@@ -67,6 +70,7 @@ def web_app_deployment_manifest(config: KubernetesConfig) -> dict:
                 "metadata": {"labels": selector_labels(app.name)},
                 "spec": {
                     "containers": [container],
+                    **pod_security(),
                     **gpu_pod_scheduling(config.gpu_scheduling),
                 },
             },

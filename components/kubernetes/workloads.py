@@ -55,6 +55,30 @@ def gpu_pod_scheduling(scheduling: GpuScheduling) -> dict:
     return spec
 
 
+def pod_security(**extra) -> dict:
+    """Pod-level hardening every pod gets: no service-account token (none of them talks to the
+    API server), the runtime's default seccomp profile."""
+    return {
+        "automountServiceAccountToken": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, **extra},
+    }
+
+
+# The images whose process needs no root run as `nobody` (GPU device nodes are injected
+# world-readable by the NVIDIA runtime); the notebook and the MNIST demo write as root into
+# their image and a root-owned hostPath, so they keep uid 0 but without any capability.
+NOBODY = {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534}
+
+
+def container_security(*, non_root: bool, read_only_root: bool) -> dict:
+    """Container-level hardening: no privilege escalation, every capability dropped."""
+    context: dict = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    if non_root:
+        context.update(NOBODY)
+    context["readOnlyRootFilesystem"] = read_only_root
+    return context
+
+
 # --- one manifest function per workload ----------------------------------------------------------
 
 
@@ -76,8 +100,10 @@ def nvidia_smi_job_manifest(job: NvidiaSmiJob, namespace: str, scheduling: GpuSc
                             "image": job.image,
                             "command": ["nvidia-smi"],
                             "resources": {"limits": gpu_limits(job.gpus)},
+                            "securityContext": container_security(non_root=True, read_only_root=True),
                         }
                     ],
+                    **pod_security(),
                     **gpu_pod_scheduling(scheduling),
                 },
             },
@@ -103,8 +129,10 @@ def device_query_deployment_manifest(dq: DeviceQueryDeployment, namespace: str, 
                             "image": dq.image,
                             "command": ["sh", "-c", "deviceQuery && sleep infinity"],
                             "resources": {"limits": gpu_limits(dq.gpus)},
+                            "securityContext": container_security(non_root=True, read_only_root=True),
                         }
                     ],
+                    **pod_security(),
                     **gpu_pod_scheduling(scheduling),
                 },
             },
@@ -119,22 +147,23 @@ def notebook_pod_manifest(nb: NotebookPod, namespace: str, scheduling: GpuSchedu
         "kind": "Pod",
         "metadata": object_metadata(nb.name, namespace),
         "spec": {
-            "securityContext": {"fsGroup": 0},
             "containers": [
                 {
                     "name": "notebook",
                     "image": nb.image,
                     "ports": [{"name": "notebook", "containerPort": nb.container_port}],
                     "resources": {"limits": gpu_limits(nb.gpus)},
+                    "securityContext": container_security(non_root=False, read_only_root=False),
                 }
             ],
+            **pod_security(fsGroup=0),
             **gpu_pod_scheduling(scheduling),
         },
     }
 
 
 def notebook_service_manifest(nb: NotebookPod, namespace: str) -> dict:
-    """v1 NodePort Service in front of the notebook Pod."""
+    """v1 Service in front of the notebook Pod: ClusterIP unless a NodePort is asked for."""
     port = {"name": "http", "port": nb.service_port, "targetPort": nb.container_port}
     if nb.node_port is not None:
         port["nodePort"] = nb.node_port
@@ -143,7 +172,7 @@ def notebook_service_manifest(nb: NotebookPod, namespace: str) -> dict:
         "kind": "Service",
         "metadata": object_metadata(nb.name, namespace),
         "spec": {
-            "type": "NodePort",
+            "type": nb.service_type,
             "selector": selector_labels(nb.name),
             "ports": [port],
         },
@@ -170,8 +199,10 @@ def mnist_job_manifest(job: MnistTrainingJob, namespace: str, scheduling: GpuSch
                             "imagePullPolicy": "IfNotPresent",
                             "volumeMounts": [{"name": "scratch", "mountPath": job.scratch_mount_path}],
                             "resources": {"limits": gpu_limits(job.gpus)},
+                            "securityContext": container_security(non_root=False, read_only_root=False),
                         }
                     ],
+                    **pod_security(),
                     "volumes": [
                         {
                             "name": "scratch",
@@ -219,9 +250,12 @@ class GpuWorkloads(pulumi.ComponentResource):
     Builds, each only when configured:
     - `{name}-nvidia-smi`: batch/v1 Job running nvidia-smi with a GPU limit.
     - `{name}-device-query`: apps/v1 Deployment running deviceQuery.
-    - `{name}-notebook` and `{name}-notebook-service`: v1 Pod (Jupyter) and NodePort Service.
+    - `{name}-notebook` and `{name}-notebook-service`: v1 Pod (Jupyter) and a Service,
+      ClusterIP unless `service_type: NodePort` is set.
     - `{name}-mnist`: batch/v1 Job training MNIST with a hostPath scratch volume.
-    Every GPU pod gets the config's GPU node selector and tolerations.
+    Every GPU pod gets the config's GPU node selector and tolerations, no service-account
+    token, the runtime's default seccomp profile, and containers without capabilities or
+    privilege escalation (non-root with a read-only root filesystem where the image allows).
 
     Pass the Kubernetes provider (and any namespace/operator dependency) in `opts`.
     """

@@ -5,13 +5,15 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, GpuConfig, ImageConfig, NetworkConfig
-from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
+from components.config import ClusterIdentity, GpuConfig, ImageConfig, NetworkConfig, UserConfig
+from components.lxc.lxc_conf import ContainerSpec, container_devices, render_lxc_config
 from components.lxc.node_image import image_fingerprint
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
+# Whom users_create.sh made in a container (only those are ever removed).
+USERS_RECORD = "/etc/gpucluster/users-made"
 
 
 @dataclass(frozen=True)
@@ -22,17 +24,23 @@ class ContainerPlatform:
     gpu: GpuConfig
     image: ImageConfig
     shared_dir: str
+    users: tuple[UserConfig, ...] = ()
 
 
 class CudaContainer(pulumi.ComponentResource):
     """A privileged LXC 5 container on the cluster's bridges with GPU device pass-through.
 
     Builds `<name>-lxc`: an overlay clone of the node image; veth on the NAT bridge and
-    macvlan on the cluster bridge with static addresses; the host's GPU device nodes bound
-    in with cgroup v1 and v2 allow rules for major 195 and the nvidia-uvm major (read from
-    /proc/devices on the host); CUDA and driver files bound read-only when the host has them;
-    the shared directory at the same path; root login by password disabled. The create
+    macvlan on the cluster bridge with static addresses; its own GPU device nodes and the
+    driver's control devices bound in, with cgroup v1 and v2 allow rules for exactly those
+    devices (their major:minor read on the host; other GPUs cannot be opened); CUDA and
+    driver files bound read-only when the host has them; the shared directory at the same
+    path; a node's cpuset is host CPUs 0..cpus-1; root login by password disabled.
+    Privileged, with the confinement described in components/lxc/lxc_conf.py. The create
     script is safe to run for many containers at once.
+
+    With people in the platform, `<name>-users` makes them in the container with the same
+    names, uids and gids as on the host (set up again in a replaced container).
     """
 
     container: pulumi.Output[str]
@@ -47,12 +55,14 @@ class CudaContainer(pulumi.ComponentResource):
         platform: ContainerPlatform,
         image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:lxc:CudaContainer", name, None, opts)
         container = cluster.container_name(spec.hostname)
-        lxc_config = render_lxc_config(spec, platform.network, platform.gpu, platform.shared_dir)
+        lxc_config = render_lxc_config(spec, platform.network, platform.gpu, platform.shared_dir, container)
         self.lxc = host_command(
             f"{name}-lxc",
+            transport=transport,
             create=FILES / "container_create.sh",
             # A config change runs the create again: it rewrites the config and restarts.
             delete=FILES / "container_delete.sh",
@@ -64,6 +74,8 @@ class CudaContainer(pulumi.ComponentResource):
                 "NODE_HOSTNAME": spec.hostname,
                 "LXC_CONFIG": lxc_config,
                 "NAT_ADDRESS": str(spec.nat_address),
+                # Allowed in the devices cgroup by their host numbers, known only on the host.
+                "DEVICES": env_list(container_devices(spec, platform.gpu)),
                 "DRIVER_FILES": env_list(platform.gpu.driver_files),
                 "SHARED_DIR": platform.shared_dir,
             },
@@ -72,6 +84,19 @@ class CudaContainer(pulumi.ComponentResource):
             triggers=image_fingerprint(platform.image),
             opts=child_options(self, opts, delete_before_replace=True, replace_with=[image]),
         )
+        if platform.users:
+            self.users = host_command(
+                f"{name}-users",
+                transport=transport,
+                create=FILES / "users_create.sh",
+                delete=FILES / "users_delete.sh",
+                environment={
+                    "CONTAINER": container,
+                    "USERS": env_list(user.spec for user in platform.users),
+                    "USERS_RECORD": USERS_RECORD,
+                },
+                opts=child_options(self, opts, self.lxc, replace_with=[self.lxc]),
+            )
         self.container = pulumi.Output.from_input(container)
         self.lxc_config = pulumi.Output.from_input(lxc_config)
         self.nat_address = pulumi.Output.from_input(str(spec.nat_address))

@@ -1,8 +1,28 @@
 """LXC 5 config of a CUDA container, rendered from the cluster config.
 
 The text goes into /var/lib/lxc/<name>/gpucluster.conf, included at the end of the clone's
-own config. Only host facts that cannot be known before the host is reached (the dynamic
-nvidia-uvm major, which driver files exist) are added by the container script.
+own config. Only host facts that cannot be known before the host is reached (the device
+numbers of the container's GPUs and control devices, which driver files exist) are added by
+the container script.
+
+Why privileged, and what that keeps: the nodes run systemd, munged, slurmd and slurmctld,
+which need real root (cgroup management for Slurm's job containment, mounts, binding host
+device nodes); an unprivileged container would need a subordinate id map on every host and
+still could not see the host's NVIDIA device nodes owned by host root. So the containers
+are privileged and confined by what does not depend on user namespaces:
+  - the device cgroup: LXC's default denies every device but a few (null, zero, tty...);
+    we allow exactly this container's GPUs and the driver's control devices (no `195:*`),
+    so a root that mknods another GPU's node cannot open it;
+  - the device limits live in a cgroup the container cannot see (dir.container.inner):
+    its root cannot write itself a new devices.allow;
+  - capabilities: LXC's Debian defaults drop mac_admin, mac_override, sys_time, sys_module
+    and sys_rawio; we also drop what neither systemd nor Slurm nor munge use in a node
+    (sys_boot, syslog, sys_pacct, wake_alarm, block_suspend, audit_control). Kept: sys_admin
+    (systemd, mounts), net_admin (links up at boot), mknod, sys_resource, sys_nice and the
+    rest that Slurm's job control and systemd's units use;
+  - no AppArmor nesting allowance (lxc.apparmor.allow_nesting = 0, overriding Debian's
+    /etc/lxc/default.conf), LXC's default seccomp filter (no kexec, module loading,
+    open_by_handle_at).
 """
 
 from dataclasses import dataclass
@@ -11,7 +31,12 @@ from ipaddress import IPv4Address
 from components.config import GpuConfig, NetworkConfig
 from components.slurm.slurm_conf import HEADER, container_device_path
 
-NVIDIA_MAJOR = 195
+# Dropped besides LXC's Debian defaults (mac_admin mac_override sys_time sys_module sys_rawio),
+# repeated here so the config says it whatever the template includes.
+DROPPED_CAPABILITIES = (
+    "mac_admin mac_override sys_time sys_module sys_rawio "
+    "sys_boot syslog sys_pacct wake_alarm block_suspend audit_control"
+)
 
 
 def _mount(source: str, target: str, options: str, kind: str = "none") -> str:
@@ -27,18 +52,31 @@ class ContainerSpec:
     nat_address: IPv4Address
     cluster_address: IPv4Address | None  # None: not on the cluster bridge (the web app)
     gpu_devices: list[str]
+    cpus: int | None = None  # a Slurm node's CPUs: its cpuset; None: no pinning (the web app)
     # (host directory, path in the container) pairs bound read-only (the web app's snapshot);
     # the host directory must exist before the container starts
     read_only_mounts: tuple[tuple[str, str], ...] = ()
 
 
-def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str) -> str:
-    hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
+def container_devices(spec: ContainerSpec, gpu: GpuConfig) -> list[str]:
+    """Host device nodes the container may open: its own GPUs and the control devices."""
+    return spec.gpu_devices + gpu.control_devices
+
+
+def _base_lines(hostname: str, nat_address: IPv4Address, network: NetworkConfig, container: str) -> list[str]:
+    """Hostname, autostart, the confinement, and a veth with a static address on the NAT bridge."""
     nat = network.nat_bridge
-    lines = [
+    return [
         HEADER,
         f"lxc.uts.name = {hostname}\n",
         "lxc.start.auto = 1\n",
+        "# Privileged, confined (see components/lxc/lxc_conf.py): no AppArmor nesting, fewer\n",
+        "# capabilities, device limits in a cgroup the container cannot write.\n",
+        "lxc.apparmor.allow_nesting = 0\n",
+        f"lxc.cap.drop = {DROPPED_CAPABILITIES}\n",
+        f"lxc.cgroup.dir.monitor = lxc.monitor.{container}\n",
+        f"lxc.cgroup.dir.container = lxc.payload.{container}\n",
+        "lxc.cgroup.dir.container.inner = ns\n",
         # Drop the template's network so only ours remain.
         "lxc.net =\n",
         "lxc.net.0.type = veth\n",
@@ -48,6 +86,23 @@ def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfi
         f"lxc.net.0.ipv4.address = {nat_address}/{nat.subnet.prefixlen}\n",
         f"lxc.net.0.ipv4.gateway = {nat.address.ip}\n",
     ]
+
+
+def render_service_lxc_config(
+    hostname: str, nat_address: IPv4Address, network: NetworkConfig, mounts: dict[str, str], container: str
+) -> str:
+    """A container without GPUs on the NAT bridge (the accounting database), with host
+    directories bound in (`mounts`: host path -> container path), so its data outlives it."""
+    lines = _base_lines(hostname, nat_address, network, container)
+    lines += [_mount(source, target, "bind,create=dir") for source, target in mounts.items()]
+    return "".join(lines)
+
+
+def render_lxc_config(
+    spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str, container: str
+) -> str:
+    hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
+    lines = _base_lines(hostname, nat_address, network, container)
     if cluster_address is not None:
         cluster = network.cluster_bridge
         lines += [
@@ -58,12 +113,16 @@ def render_lxc_config(spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfi
             "lxc.net.1.flags = up\n",
             f"lxc.net.1.ipv4.address = {cluster_address}/{cluster.subnet.prefixlen}\n",
         ]
-    lines += [
-        "# GPUs: allow NVIDIA's major on cgroup v1 and v2 hosts (LXC ignores the other one).\n",
-        f"lxc.cgroup.devices.allow = c {NVIDIA_MAJOR}:* rwm\n",
-        f"lxc.cgroup2.devices.allow = c {NVIDIA_MAJOR}:* rwm\n",
-    ]
-    for device in spec.gpu_devices + gpu.control_devices:
+    if spec.cpus is not None:
+        # The node's CPUs (slurm.conf CPUs=) are host CPUs 0..cpus-1: the node has exactly
+        # what Slurm schedules on it (the preflight checks the host has them).
+        span = "0" if spec.cpus == 1 else f"0-{spec.cpus - 1}"
+        lines += [f"lxc.cgroup.cpuset.cpus = {span}\n", f"lxc.cgroup2.cpuset.cpus = {span}\n"]
+    lines.append(
+        "# GPUs: the devices cgroup allows exactly the devices bound below, by their host numbers\n"
+        "# (appended by the container script; no GPU or control device is allowed by major alone).\n"
+    )
+    for device in container_devices(spec, gpu):
         lines.append(_mount(device, container_device_path(device), "bind,optional,create=file"))
     if gpu.cuda_path:
         path = gpu.cuda_path

@@ -8,7 +8,7 @@ import pulumi
 
 from components.config import ClusterIdentity, ImageConfig
 from components.options import child_options
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -38,12 +38,14 @@ class NodeImage(pulumi.ComponentResource):
         cluster: ClusterIdentity,
         image: ImageConfig,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:lxc:NodeImage", name, None, opts)
         container = cluster.container_name("image")
         packages = image_packages(image)
         self.rootfs = host_command(
             f"{name}-rootfs",
+            transport=transport,
             create=FILES / "image_create.sh",
             delete=FILES / "image_delete.sh",
             environment={

@@ -6,7 +6,7 @@ import pulumi
 
 from components.config import ClusterIdentity, NetworkConfig
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -30,6 +30,7 @@ class Bridges(pulumi.ComponentResource):
         cluster: ClusterIdentity,
         network: NetworkConfig,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:network:Bridges", name, None, opts)
         # A renamed bridge is a new bridge: delete the old one first (same subnet), while
@@ -38,6 +39,7 @@ class Bridges(pulumi.ComponentResource):
         common = {"CLUSTER": cluster.name, "CLUSTER_DIR": cluster.cluster_dir}
         self.nat = host_command(
             f"{name}-nat",
+            transport=transport,
             create=FILES / "bridge_create.sh",
             delete=FILES / "bridge_delete.sh",
             triggers=[nat.name],
@@ -51,6 +53,7 @@ class Bridges(pulumi.ComponentResource):
         )
         self.cluster = host_command(
             f"{name}-cluster",
+            transport=transport,
             create=FILES / "bridge_create.sh",
             delete=FILES / "bridge_delete.sh",
             triggers=[bridge.name],

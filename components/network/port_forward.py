@@ -7,7 +7,7 @@ import pulumi
 
 from components.config import ClusterIdentity, PortForwardConfig
 from components.options import child_options
-from components.transport import host_command
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -15,10 +15,13 @@ FILES = Path(__file__).parent / "files"
 class PortForward(pulumi.ComponentResource):
     """iptables rules forwarding `host_port` to `address:port`.
 
-    Builds `<name>-rules`: DNAT in PREROUTING (traffic from outside) and in OUTPUT for the
-    host's own addresses (traffic from the host itself), plus a FORWARD accept. Every rule
-    carries the comment `gpucluster:<cluster>:fwd:<host_port>`, and delete removes exactly
-    the rules carrying it.
+    Builds `<name>-rules`: DNAT in PREROUTING (traffic from outside, from `allowed_sources`
+    only when given) and in OUTPUT for the host's own addresses (traffic from the host
+    itself), plus a FORWARD accept of exactly the forwarded port to the target; inserted at
+    the top of their chains. The create then checks the forward end to end (no rule above
+    ours takes its traffic: the chain is named; a connection through the host port reaches
+    the target). Every rule carries the comment `gpucluster:<cluster>:fwd:<host_port>`, and
+    delete removes exactly the rules carrying it.
     """
 
     host_port: pulumi.Output[int]
@@ -31,10 +34,12 @@ class PortForward(pulumi.ComponentResource):
         forward: PortForwardConfig,
         address: IPv4Address,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:network:PortForward", name, None, opts)
         self.rules = host_command(
             f"{name}-rules",
+            transport=transport,
             create=FILES / "forward_create.sh",
             delete=FILES / "forward_delete.sh",
             environment={
@@ -42,6 +47,7 @@ class PortForward(pulumi.ComponentResource):
                 "HOST_PORT": str(forward.host_port),
                 "TARGET_ADDRESS": str(address),
                 "TARGET_PORT": str(forward.port),
+                "SOURCES": forward.source_list,
             },
             # A different host port is a different rule set: the tag changes with it.
             triggers=[forward.host_port],

@@ -8,7 +8,8 @@ import pulumi
 
 from components.config import ClusterIdentity
 from components.options import child_options
-from components.transport import host_command
+from components.slurm.accounting import AccountingDatabase, AccountingSetup
+from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 # The munge key is a host secret: its scripts live with the host's.
@@ -39,12 +40,17 @@ class SlurmController(pulumi.ComponentResource):
     Builds:
       - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
         cluster directory (0400); it never enters the repository, the Pulumi state or a log.
+        Not built when `munge_key` is given (several hosts share one key, installed by the
+        cluster on each host).
       - `<name>-client`: a munged for this cluster on a private socket and a copy of
         slurm.conf on the host, so `SLURM_CONF=... sinfo/srun` work from the host while the
         host's own munge and /etc/slurm stay untouched.
+      - `<name>-accounting` (with `accounting`): the AccountingDatabase (MariaDB and slurmdbd
+        in their own container); slurmctld waits for slurmdbd.
       - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
         change is written in place and applied with `scontrol reconfigure`, or a slurmctld
-        restart when the node list changed (Slurm 22.05 cannot add nodes on a reconfigure).
+        restart when the node list or the accounting settings changed (Slurm 22.05 cannot add
+        nodes, or change its accounting plugins, on a reconfigure).
     """
 
     slurm_conf: pulumi.Output[str]
@@ -60,7 +66,10 @@ class SlurmController(pulumi.ComponentResource):
         slurm_conf: str,
         gres_conf: str,
         container: pulumi.Resource | None = None,
+        accounting: AccountingSetup | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
+        munge_key: pulumi.Resource | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         key_file = f"{cluster.cluster_dir}/munge.key"
@@ -71,8 +80,10 @@ class SlurmController(pulumi.ComponentResource):
             "MUNGE_KEY_FILE": key_file,
             "MUNGE_SOCKET": cluster.munge_socket,
         }
-        self.munge_key = host_command(
+        # With several hosts the cluster installs one key on each (`munge_key`, from a secret).
+        self.munge_key = munge_key or host_command(
             f"{name}-munge-key",
+            transport=transport,
             create=HOST_FILES / "munge_key_create.sh",
             delete=HOST_FILES / "munge_key_delete.sh",
             environment=common,
@@ -80,11 +91,29 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.client = host_command(
             f"{name}-client",
+            transport=transport,
             create=FILES / "client_create.sh",
             delete=FILES / "client_delete.sh",
             environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
             opts=child_options(self, opts, self.munge_key),
         )
+        # Order: database -> slurmdbd -> slurmctld (which registers its TRES with slurmdbd).
+        self.accounting = None
+        # The key and the host client need only the host (made while the containers boot);
+        # slurmctld in a container waits for it.
+        before_slurmctld = [self.munge_key, self.client, *([container] if container else [])]
+        if accounting:
+            self.accounting = AccountingDatabase(
+                f"{name}-accounting",
+                cluster,
+                accounting,
+                munge_key=self.munge_key,
+                client=self.client,
+                # Not after the controller's own dependencies: the database's container is
+                # made while the node image is built.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(accounting.after)),
+            )
+            before_slurmctld.append(self.accounting.slurmdbd)
         # In a container slurmctld reads /etc/slurm there; on the host, a directory of its own.
         where = (
             {"CONTAINER": placement.container, "SLURM_CONF_PATH": conf_path}
@@ -93,6 +122,7 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.slurmctld = host_command(
             f"{name}-slurmctld",
+            transport=transport,
             create=FILES / f"slurmctld_{placement.kind}_create.sh",
             delete=FILES / f"slurmctld_{placement.kind}_delete.sh",
             environment={
@@ -102,14 +132,7 @@ class SlurmController(pulumi.ComponentResource):
                 "GRES_CONF_TEXT": gres_conf,
             },
             # In a container, slurmctld lives there: a new container needs it set up again.
-            opts=child_options(
-                self,
-                opts,
-                self.munge_key,
-                self.client,
-                *([container] if container else []),
-                replace_with=[container] if container else None,
-            ),
+            opts=child_options(self, opts, *before_slurmctld, replace_with=[container] if container else None),
         )
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)

@@ -5,11 +5,13 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, NodeConfig
+from components.config import ClusterIdentity, HealthCheckConfig, NodeConfig
 from components.options import child_options
-from components.transport import host_command
+from components.slurm.slurm_conf import container_device_path
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
+HEALTH_CHECK_SOURCE = FILES / "gpu_health.sh"
 
 
 class SlurmNode(pulumi.ComponentResource):
@@ -19,6 +21,11 @@ class SlurmNode(pulumi.ComponentResource):
     munge, then starts slurmd with `--conf-server` pointing at the controller, and waits
     until the controller reports the node idle. The node holds no copy of slurm.conf, so
     adding or removing another node never touches this one.
+
+    With a health check, the GPU health program (files/gpu_health.sh, slurm.conf's
+    HealthCheckProgram) is installed with the node's GPU devices and the major:minor of the
+    host's device nodes behind them. With job accounting, slurmd restarts when its job
+    accounting plugin changes (it loads it at start only).
     """
 
     node_name: pulumi.Output[str]
@@ -30,22 +37,36 @@ class SlurmNode(pulumi.ComponentResource):
         node: NodeConfig,
         controller_address: IPv4Address,
         container: pulumi.Resource,
+        gpu_devices: list[str] | None = None,
+        health_check: HealthCheckConfig | None = None,
+        job_acct_gather: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmNode", name, None, opts)
+        environment = {
+            "CLUSTER": cluster.name,
+            "CONTAINER": cluster.container_name(node.name),
+            "NODE": node.name,
+            "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
+            "MUNGE_SOCKET": cluster.munge_socket,
+            "CONF_SERVER": str(controller_address),
+            "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
+        }
+        # Added only when used: a cluster without them keeps its inputs (and its slurmd).
+        if health_check:
+            environment["GPU_HEALTH_PROGRAM"] = HEALTH_CHECK_SOURCE.read_text()
+            environment["GPU_HEALTH_DEVICES"] = env_list(
+                f"{path} {container_device_path(path)}" for path in gpu_devices or []
+            )
+        if job_acct_gather:
+            environment["JOB_ACCT_GATHER"] = job_acct_gather
         self.slurmd = host_command(
             f"{name}-slurmd",
+            transport=transport,
             create=FILES / "slurmd_create.sh",
             delete=FILES / "slurmd_delete.sh",
-            environment={
-                "CLUSTER": cluster.name,
-                "CONTAINER": cluster.container_name(node.name),
-                "NODE": node.name,
-                "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
-                "MUNGE_SOCKET": cluster.munge_socket,
-                "CONF_SERVER": str(controller_address),
-                "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
-            },
+            environment=environment,
             # Lives in the container: a new container needs munge and slurmd set up again.
             opts=child_options(self, opts, replace_with=[container]),
         )

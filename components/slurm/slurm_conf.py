@@ -7,9 +7,7 @@ and its gres.conf `File=` lines cannot disagree.
 
 from collections.abc import Iterable, Mapping
 
-import hostlist
-
-from components.config import ClusterConfig
+from components.config import ClusterConfig, slurm_hostlist
 
 HEADER = "# Managed by the gpu-cluster Pulumi program; local edits are overwritten.\n"
 
@@ -48,8 +46,9 @@ def controller_paths(config: ClusterConfig) -> dict[str, str]:
     }
 
 
-def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
-    """slurm.conf: served to every slurmd by the controller (configless mode)."""
+def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_socket: str | None = None) -> str:
+    """slurm.conf: served to every slurmd by the controller (configless mode). Another host's
+    client copy names that host's own munge socket (`munge_socket`)."""
     gpus = config.gpu_assignment()
     general = {
         "ClusterName": config.name,
@@ -59,7 +58,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
         "SlurmctldParameters": "enable_configless",
         "AuthType": "auth/munge",
         "CredType": "cred/munge",
-        "AuthInfo": f"socket={config.munge_socket}",
+        "AuthInfo": f"socket={munge_socket or config.munge_socket}",
         "SlurmUser": "slurm",
         "SlurmdUser": "root",
         "SlurmctldPort": SLURMCTLD_PORT,
@@ -83,6 +82,8 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
         "JobAcctGatherType": "jobacct_gather/none",
         "JobCompType": "jobcomp/none",
         "AccountingStorageType": "accounting_storage/none",
+        **accounting_settings(config),
+        **health_check_settings(config),
     }
     text = HEADER + "".join(f"{key}={value}\n" for key, value in general.items())
     text += "\n# Nodes: one line each, so adding a node is a one-line diff.\n"
@@ -100,7 +101,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
     text += _lines(
         {
             "PartitionName": partition.name,
-            "Nodes": hostlist.collect_hostlist(partition.nodes or config.node_names),
+            "Nodes": slurm_hostlist(partition.nodes or config.node_names),
             "Default": partition.default,
             "MaxTime": partition.max_time,
             "OverSubscribe": partition.oversubscribe,
@@ -109,6 +110,65 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str) -> str:
         for partition in config.slurm.partitions
     )
     return text
+
+
+# Where the GPU health check is installed in every node (components/slurm/files/gpu_health.sh).
+HEALTH_CHECK_PROGRAM = "/usr/local/sbin/gpucluster-gpu-health"
+SLURMDBD_PORT = 6819
+
+
+def accounting_settings(config: ClusterConfig) -> dict[str, object]:
+    """slurmctld records jobs in slurmdbd, counts GPUs as a TRES and enforces limits."""
+    if not config.accounting:
+        return {}
+    return {
+        "AccountingStorageType": "accounting_storage/slurmdbd",
+        "AccountingStorageHost": config.accounting.nat_address,
+        "AccountingStoragePort": SLURMDBD_PORT,
+        # Not a password: with munge, the socket of the munged that signs messages to slurmdbd
+        # (AuthInfo covers the rest; without this, clients try munge's default socket).
+        "AccountingStoragePass": config.munge_socket,
+        "AccountingStorageTRES": "gres/gpu",
+        # Jobs of users without an association are refused; GrpTRES and QOS limits hold.
+        "AccountingStorageEnforce": "associations,limits,qos",
+        # Reads /proc: works in LXC, where the cgroup plugin has no delegated hierarchy.
+        "JobAcctGatherType": "jobacct_gather/linux",
+        "JobAcctGatherFrequency": 30,
+    }
+
+
+def health_check_settings(config: ClusterConfig) -> dict[str, object]:
+    check = config.slurm.health_check
+    if not check:
+        return {}
+    return {
+        "HealthCheckProgram": HEALTH_CHECK_PROGRAM,
+        "HealthCheckInterval": check.interval_s,
+        # Drained nodes too: that is where the check returns a node to service.
+        "HealthCheckNodeState": "ANY",
+    }
+
+
+def render_slurmdbd_conf(config: ClusterConfig) -> str:
+    """slurmdbd.conf without its StoragePass: the script appends the password from the host's
+    file (0400 root), so it never travels as a resource input."""
+    accounting = config.accounting
+    if not accounting:
+        raise ValueError("render_slurmdbd_conf needs cluster.accounting")
+    settings = {
+        "DbdHost": accounting.name,
+        "DbdPort": SLURMDBD_PORT,
+        "SlurmUser": "slurm",
+        "AuthType": "auth/munge",
+        "AuthInfo": f"socket={config.munge_socket}",
+        "StorageType": "accounting_storage/mysql",
+        "StorageHost": "localhost",
+        "StorageUser": "slurm",
+        "StorageLoc": "slurm_acct_db",
+        "LogFile": "/var/log/slurm/slurmdbd.log",
+        "PidFile": "/run/slurmdbd.pid",
+    }
+    return HEADER + "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
 def container_device_path(host_path: str) -> str:

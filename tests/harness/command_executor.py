@@ -24,18 +24,41 @@ the engine does with them follows its real semantics, so a test fails where `pul
   nothing.
 - Parallelism: the CLI's `--parallel` default is unbounded, so every step whose dependencies
   are done starts at once.
+- `ignore_changes` (engine): the named inputs keep their values from the state, so they
+  neither update nor replace. `retain_on_delete` and `deleted_with` are read from the state
+  (pkg/resource/deploy/step.go, `DeleteStep.Apply`): a retained resource, or one whose
+  `deleted_with` resource is deleted in the same run, leaves the state without its delete
+  running (for a remote command: without dialing its host). The state takes the program's
+  options at every step, "same" included.
+- `command:remote:Command` (provider/pkg/provider/remote/): the same Create/Update/Delete
+  semantics, each script run over real SSH by tests/harness/ssh_executor.py: environment
+  (and the previous outputs) as SSH env requests, the pinned host key checked, stdin passed.
 """
 
 import os
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tests.harness.program_harness import ProgramRun
+from tests.harness.ssh_executor import run_over_ssh
 
-COMMAND_TYPE = "command:local:Command"
+LOCAL_TYPE, REMOTE_TYPE = "command:local:Command", "command:remote:Command"
+COMMAND_TYPES = (LOCAL_TYPE, REMOTE_TYPE)
 STDOUT, STDERR = "PULUMI_COMMAND_STDOUT", "PULUMI_COMMAND_STDERR"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def unwrap(value):
+    """An input as the provider receives it: secret wrappers removed."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return unwrap(value["value"])
+        return {key: unwrap(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unwrap(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -51,15 +74,38 @@ class HostCommand:
     triggers: tuple = ()
     delete_before_replace: bool = False
     replace_with: frozenset[str] = frozenset()
+    stdin: str | None = None
+    connection: dict | None = None
+    """A remote command's SSH connection; None for a local command."""
+    retain_on_delete: bool = False
+    ignore_changes: frozenset[str] = frozenset()
+    deleted_with: str = ""
 
     def same_inputs(self, other: "HostCommand") -> bool:
-        return (self.create, self.update, self.delete, self.environment, self.interpreter) == (
-            other.create,
-            other.update,
-            other.delete,
-            other.environment,
-            other.interpreter,
-        )
+        return self._inputs() == other._inputs()
+
+    def _inputs(self) -> tuple:
+        return (self.create, self.update, self.delete, self.environment, self.interpreter, self.stdin, self.connection)
+
+    def goal(self, old: "HostCommand | None") -> "HostCommand":
+        """What the engine diffs and records: the ignored inputs keep their old values."""
+        if old is None or not self.ignore_changes:
+            return self
+        kept = {name: getattr(old, name) for name in INPUT_FIELDS if INPUT_FIELDS[name] in self.ignore_changes}
+        return replace(self, **kept)
+
+
+# HostCommand field -> the input's name as the engine sees it (ignore_changes).
+INPUT_FIELDS = {
+    "create": "create",
+    "update": "update",
+    "delete": "delete",
+    "environment": "environment",
+    "interpreter": "interpreter",
+    "stdin": "stdin",
+    "connection": "connection",
+    "triggers": "triggers",
+}
 
 
 @dataclass
@@ -119,8 +165,9 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
     """The Command resources of a run, each with its dependencies on other Commands."""
     by_urn = run.by_urn
     commands = []
-    for resource in run.of_type(COMMAND_TYPE):
-        inputs = resource.inputs
+    for resource in (r for r in run.resources if r.type in COMMAND_TYPES):
+        inputs = unwrap(resource.inputs)
+        remote = resource.type == REMOTE_TYPE
         commands.append(
             HostCommand(
                 name=resource.name,
@@ -129,32 +176,50 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 update=inputs.get("update"),
                 delete=inputs.get("delete"),
                 environment=dict(inputs.get("environment") or {}),
-                interpreter=tuple(inputs.get("interpreter") or ("/bin/sh", "-c")),
-                dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type == COMMAND_TYPE),
+                # A remote command has no interpreter: sshd runs it with the login shell.
+                interpreter=() if remote else tuple(inputs.get("interpreter") or ("/bin/sh", "-c")),
+                dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type in COMMAND_TYPES),
                 triggers=tuple(inputs.get("triggers") or ()),
                 delete_before_replace=resource.delete_before_replace,
                 replace_with=frozenset(resource.replace_with),
+                stdin=inputs.get("stdin"),
+                connection=inputs["connection"] if remote else None,
+                retain_on_delete=resource.retain_on_delete,
+                ignore_changes=resource.ignore_changes,
+                deleted_with=resource.deleted_with,
             )
         )
     return commands
 
 
+def run_script(command: HostCommand, script: str, previous: StateEntry | None = None, timeout: int = 900):
+    """Run one script of a command as its provider does; (stdout, stderr), trailing newline
+    trimmed, or CommandFailedError."""
+    return _execute(command, script, previous, timeout)
+
+
 def _execute(command: HostCommand, script: str, previous: StateEntry | None, timeout: int) -> tuple[str, str]:
-    environment = {**os.environ, **command.environment}
+    remote = command.connection is not None
+    # A local command inherits the engine's environment; a remote one sends only its own.
+    environment = dict(command.environment) if remote else {**os.environ, **command.environment}
     # The provider appends the previous outputs after `environment`, so they win.
     for key, value in ((STDOUT, previous.stdout if previous else ""), (STDERR, previous.stderr if previous else "")):
         if value:
             environment[key] = value
         else:
             environment.pop(key, None)
-    done = subprocess.run(
-        [*command.interpreter, script],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    if remote:
+        done = run_over_ssh(command.connection, script, environment, command.stdin, timeout)
+    else:
+        done = subprocess.run(
+            [*command.interpreter, script],
+            env=environment,
+            input=command.stdin or "",
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     if done.returncode != 0:
         raise CommandFailedError(
             f"{command.name} exited {done.returncode}\n--- stderr ---\n{done.stderr[-4000:]}"
@@ -237,6 +302,7 @@ def plan(state: State, new: list[HostCommand]) -> dict[str, str]:
     actions: dict[str, str] = {}
     for command in new:
         old = state.resources.get(command.urn)
+        command = command.goal(old.command if old else None)
         if old is None:
             actions[command.urn] = "create"
         elif old.command.triggers != command.triggers or command.replace_with & {
@@ -250,6 +316,21 @@ def plan(state: State, new: list[HostCommand]) -> dict[str, str]:
     wanted = {c.urn for c in new}
     actions.update({urn: "delete" for urn in state.resources if urn not in wanted})
     return actions
+
+
+def drops_without_running(old: HostCommand, deleting: set[str]) -> bool:
+    """The engine's DeleteStep: no provider call for a retained resource, nor for one deleted
+    with a resource that this run deletes."""
+    return old.retain_on_delete or (bool(old.deleted_with) and old.deleted_with in deleting)
+
+
+def _record(state: State, lock: threading.Lock, command: HostCommand, previous: StateEntry):
+    def run():
+        with lock:
+            state.resources[command.urn] = StateEntry(command, previous.stdout, previous.stderr)
+        return ""
+
+    return run
 
 
 def _replaced_with(root: str, new: list[HostCommand], actions: dict[str, str]) -> set[str]:
@@ -268,12 +349,17 @@ def up(state: State, new: list[HostCommand], timeout: int = 900) -> tuple[Timeli
 
     Returns the timeline and the action per command name (create/update/replace/same/delete).
     """
+    new = [command.goal(state.resources[command.urn].command if command.urn in state.resources else None)
+           for command in new]  # fmt: skip
     actions = plan(state, new)
     old = dict(state.resources)
+    deleting = {urn for urn, action in actions.items() if action == "delete"}
     lock = threading.Lock()
 
     def step(command: HostCommand, script: str | None, previous: StateEntry | None, *, keep: bool):
         """Run one script; on success, record (or drop) the command in the state."""
+        if not keep and drops_without_running(command, deleting):
+            script = None
 
         def run():
             stdout, stderr = _execute(command, script, previous, timeout) if script else ("", "")
@@ -315,7 +401,8 @@ def up(state: State, new: list[HostCommand], timeout: int = 900) -> tuple[Timeli
             after.add(f"early:{urn}")
         previous = old.get(urn)
         if action == "same":
-            run, phase = (lambda: ""), "same"
+            # Nothing runs; the state takes the program's options (retain_on_delete, ...).
+            run, phase = _record(state, lock, command, previous), "same"
         elif action == "update":
             run, phase = step(command, command.update or command.create, previous, keep=True), "update"
         else:
@@ -362,9 +449,11 @@ def destroy_state(state: State, timeout: int = 600) -> Timeline:
     dependents = _dependents([e.command for e in entries])
     lock = threading.Lock()
 
+    deleting = set(state.resources)
+
     def delete(entry: StateEntry):
         def run():
-            if entry.command.delete:
+            if entry.command.delete and not drops_without_running(entry.command, deleting):
                 _execute(entry.command, entry.command.delete, entry, timeout)
             with lock:
                 state.resources.pop(entry.command.urn, None)

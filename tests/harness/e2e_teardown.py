@@ -1,23 +1,40 @@
 """Remove whatever the end-to-end test may have left: the `e2e` stack's resources (destroy is
-idempotent and succeeds when things are gone), the outside namespace and the stand-in GPUs.
+idempotent and succeeds when things are gone), those of its accounting variant (with the
+database dumps destroy would keep) and of its SSH variants (one host over SSH, two hosts) with
+their stand-in SSH hosts, the outside namespace and the stand-in GPUs.
 
 Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
 `python tests/harness/e2e_teardown.py`, which also purges the node image destroy kept.
 """
 
+import copy
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2])]  # the repository root, when run as a script
 
-from tests.harness.command_executor import destroy, host_commands  # noqa: E402
+from tests.harness import ssh_hosts  # noqa: E402
+from tests.harness.command_executor import HostCommand, destroy, host_commands  # noqa: E402
 from tests.harness.program_harness import run_program, stack_config  # noqa: E402
+from tests.harness.ssh_hosts import SshHost  # noqa: E402
 
 STACK = "e2e"
 PLACEMENTS = ("container", "host")  # where slurmctld runs: both layouts are brought up
 STAND_IN_DIR = Path("/run/gpucluster-e2e-dev")
 OUTSIDE_NS, OUTSIDE_LINK = "e2e-outside", "e2e-out0"
+
+# The stand-in SSH hosts: this machine through an sshd of the test's own, and a second host
+# made of a network namespace, joined to this machine by 10.45.0.0/30 (tests/harness/ssh_hosts.py).
+SSH_HOST = SshHost("ssh", "127.0.0.1", 2222)
+SECOND_HOST = SshHost("h2", "10.45.0.2", 22, netns="e2e-h2", site_address="10.45.0.1")
+SECRET = "e2eSshKey"  # the stack's secret config key holding the private key
+# What teardown renders the SSH stacks with: their commands then run here, without SSH.
+PLACEHOLDER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPYlNyoaydYoKMRgJ+WsOYtSmoIUfz4I73ETeuj1Ak95"
+PLACEHOLDER_SECRETS = {SECRET: "placeholder"}
+SHARED_DIR = "/srv/gpucluster/e2e/shared"
 
 
 def remove_outside_namespace() -> None:
@@ -45,18 +62,220 @@ def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = Fals
         cluster["slurm"]["partitions"][0]["max_time"] = max_time
     if grow:
         cluster["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-        cluster["gpu"]["stand_in"]["count"] = 5
+        cluster["gpu"]["stand_in"]["count"] = 6  # the web app keeps nvidia4; c004 gets nvidia5
     return config
+
+
+def ssh_connection(host: SshHost, host_key: str) -> dict:
+    return {
+        "kind": "ssh",
+        "address": host.address,
+        "port": host.port,
+        "host_key": host_key,
+        "private_key_secret": SECRET,
+    }
+
+
+def one_ssh_host_config(host_key: str = PLACEHOLDER_KEY) -> dict:
+    """The e2e stack with its one host reached over SSH (`hosts: [...]`)."""
+    config = stack_config(STACK)
+    cluster = config["cluster"]
+    host = cluster.pop("host")
+    cluster["hosts"] = [
+        {
+            "name": "h1",
+            "connection": ssh_connection(SSH_HOST, host_key),
+            "shared_dir": host["shared_dir"],
+            "network": cluster.pop("network"),
+            "gpu": cluster.pop("gpu"),
+        }
+    ]
+    return config
+
+
+def two_host_config(host_key: str = PLACEHOLDER_KEY, *, second: bool = True) -> dict:
+    """Two nodes here (local, slurmctld in c000) and two on the second host (SSH, in its own
+    network namespace, with its own LXC path, state and run directories). Both hosts name the
+    same shared directory, which on this one machine is one directory: it stands in for a
+    network filesystem mounted at that path on every host. `second=False`: the second host
+    and its nodes removed from the stack."""
+    config = copy.deepcopy(stack_config(STACK))
+    cluster = config["cluster"]
+    cluster.pop("host"), cluster.pop("network")
+    cluster.pop("gpu")
+    gpu = {"stand_in": {"count": 2}}  # on each host, in its own run directory
+    cluster.pop("web_app")
+    hosts = [
+        {
+            "name": "h1",
+            "address": SECOND_HOST.site_address,
+            "shared_dir": SHARED_DIR,
+            "network": {
+                "nat_bridge": {"name": "e2ebr0", "address": "10.43.3.1/24"},
+                "cluster_bridge": {"name": "e2ebr1", "subnet": "10.43.5.0/24"},
+            },
+            "gpu": gpu,
+        },
+        {
+            "name": "h2",
+            "connection": ssh_connection(SECOND_HOST, host_key),
+            "address": SECOND_HOST.address,
+            "state_dir": "/var/lib/gpucluster-e2e-h2",
+            "run_dir": "/run/gpucluster-e2e-h2-run",
+            "lxc_dir": "/var/lib/lxc-e2e-h2",
+            "shared_dir": SHARED_DIR,
+            # The same bridge names as h1's: they live in another network namespace.
+            "network": {
+                "nat_bridge": {"name": "e2ebr0", "address": "10.46.3.1/24"},
+                "cluster_bridge": {"name": "e2ebr1", "subnet": "10.46.5.0/24"},
+            },
+            "gpu": gpu,
+        },
+    ]
+    nodes = [
+        {"name": "c000", "host": "h1", "nat_address": "10.43.3.2", "cluster_address": "10.43.5.2"},
+        {"name": "c001", "host": "h1", "nat_address": "10.43.3.3", "cluster_address": "10.43.5.3"},
+        {"name": "c002", "host": "h2", "nat_address": "10.46.3.2", "cluster_address": "10.46.5.2"},
+        {"name": "c003", "host": "h2", "nat_address": "10.46.3.3", "cluster_address": "10.46.5.3"},
+    ]
+    if not second:
+        hosts, nodes = hosts[:1], nodes[:2]
+        del hosts[0]["address"]
+    cluster["hosts"], cluster["nodes"] = hosts, nodes
+    return config
+
+
+def run_here(commands: list[HostCommand], hosts: dict[str, SshHost]) -> list[HostCommand]:
+    """The commands as local ones, each remote one run on its stand-in host without SSH
+    (`hosts`: by the SSH address): a teardown must work whatever state the sshd is in. The
+    sshd bootstrap is left out: the test sshd goes away with its directory."""
+    local = []
+    for command in commands:
+        if command.connection is None:
+            local.append(command)
+        elif not command.name.endswith(("-ssh-ready", "-sshd-accept-env")):
+            prefix = ssh_hosts.host_argv(hosts[command.connection["host"]])
+            local.append(replace(command, connection=None, interpreter=(*prefix, "/bin/bash", "-c")))
+    return local
+
+
+def second_host_may_hold_something() -> bool:
+    """Whether anything of the second host is left: its namespace, or one of its directories."""
+    second = two_host_config()["cluster"]["hosts"][1]
+    places = [
+        f"/run/netns/{SECOND_HOST.netns}",
+        SECOND_HOST.directory,
+        *(second[d] for d in ("state_dir", "run_dir", "lxc_dir")),
+    ]
+    return any(Path(place).exists() for place in places)
+
+
+def teardown_ssh_stacks() -> None:
+    """Destroy what the SSH tests' stacks may have left, then their stand-in hosts."""
+    try:
+        by_address = {SSH_HOST.address: SSH_HOST, SECOND_HOST.address: SECOND_HOST}
+        second = second_host_may_hold_something()
+        for config in (one_ssh_host_config(), two_host_config()):
+            commands = host_commands(run_program(config, stack=STACK, secrets=PLACEHOLDER_SECRETS))
+            if not second:  # nothing there: no namespace is made just to delete nothing in it
+                commands = [c for c in commands if not (c.connection and c.connection["host"] == SECOND_HOST.address)]
+            destroy(run_here(commands, by_address))
+    finally:
+        ssh_hosts.remove(SSH_HOST)
+        ssh_hosts.remove(SECOND_HOST)
+        # The second host's own directories, as the stack names them (empty after a destroy).
+        second = two_host_config()["cluster"]["hosts"][1]
+        for directory in (second["state_dir"], second["run_dir"], second["lxc_dir"]):
+            subprocess.run(["rmdir", directory], capture_output=True, check=False)
+        # The two-host test makes the shared directory itself (a site's network filesystem).
+        for directory in (SHARED_DIR, Path(SHARED_DIR).parent, Path(SHARED_DIR).parent.parent):
+            subprocess.run(["rmdir", str(directory)], capture_output=True, check=False)
+
+
+# The accounting variant (tests/test_e2e_accounting.py): two nodes, no web app, a database
+# container, three people in two accounts with GPU limits, and the GPU health check.
+ACCOUNTING_USERS = [
+    {"name": "alice", "uid": 2101, "gid": 2101},
+    {"name": "bob", "uid": 2102, "gid": 2102},
+    {"name": "carol", "uid": 2103, "gid": 2103},
+]
+ACCOUNTING = {
+    "nat_address": "10.43.3.20",
+    "qos": [{"name": "short", "priority": 10, "max_wall_minutes": 60}],
+    "accounts": [
+        {"name": "physics", "gpus": 1, "users": ["alice"], "qos": ["normal", "short"], "default_qos": "normal"},
+        {"name": "chem", "gpus": 2, "users": ["bob", "alice"]},
+    ],
+}
+# The same cluster after a change of its accounts: physics may hold 2 GPUs, chem is gone,
+# bio is new (carol, and bob, whose default account it becomes), short limits GPUs per user.
+CHANGED_ACCOUNTING = {
+    "nat_address": "10.43.3.20",
+    "qos": [{"name": "short", "priority": 20, "max_gpus_per_user": 1, "max_wall_minutes": 1440}],
+    "accounts": [
+        {"name": "physics", "gpus": 2, "users": ["alice"], "qos": ["normal", "short"], "default_qos": "short"},
+        {"name": "bio", "gpus": 1, "users": ["carol", "bob"], "qos": ["short"]},
+    ],
+}
+HEALTH_INTERVAL_S = 10
+
+
+def accounting_config(*, changed: bool = False, restore: bool = False, keep_dump: bool = True) -> dict:
+    config = stack_config(STACK)
+    cluster = config["cluster"]
+    cluster["nodes"] = cluster["nodes"][:2]
+    cluster["gpu"]["stand_in"]["count"] = 2
+    # Stand-ins only: no driver files from the host, whatever it has (the health check counts
+    # the GPUs nvidia-smi lists where there is one).
+    cluster["gpu"]["driver_files"] = []
+    cluster["gpu"]["cuda_path"] = None
+    cluster.pop("web_app", None)
+    cluster["slurm"]["controller"] = {"placement": "container", "node": "c000"}
+    cluster["slurm"]["health_check"] = {"interval_s": HEALTH_INTERVAL_S}
+    cluster["users"] = copy.deepcopy(ACCOUNTING_USERS)
+    cluster["accounting"] = copy.deepcopy(CHANGED_ACCOUNTING if changed else ACCOUNTING)
+    cluster["accounting"].update(restore=restore, keep_dump=keep_dump)
+    return config
+
+
+def remove_kept_accounting(cluster: str = STACK) -> None:
+    """The database dumps destroy keeps (./purge-kept.sh removes them for an operator)."""
+    kept = Path(f"/var/cache/gpucluster/{cluster}/accounting")
+    if kept.exists():
+        shutil.rmtree(kept)
+    for directory in (kept.parent, kept.parent.parent):
+        if directory.exists() and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+# Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb")
+
+
+def purge_kept() -> None:
+    """What destroy deliberately kept of the test clusters (an earlier, cut-short run's too),
+    removed with the operator's own command, so no run trips over an earlier one's."""
+    for cluster in TEST_CLUSTERS:
+        purge = Path(__file__).resolve().parents[2] / "purge-kept.sh"
+        subprocess.run(["bash", str(purge), cluster], capture_output=True, check=False)
+    keep_dir = Path("/var/cache/gpucluster")
+    if keep_dir.exists() and not any(keep_dir.iterdir()):
+        keep_dir.rmdir()
 
 
 def teardown() -> None:
     remove_outside_namespace()
     try:
+        teardown_ssh_stacks()
+        # Without keeping a dump: what a cut-short run left is not worth keeping.
+        destroy(host_commands(run_program(accounting_config(keep_dump=False), stack=STACK)))
         for placement in PLACEMENTS:
             # The grown config holds every command of the smaller ones.
             destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))
     finally:
         remove_stand_in_gpus()
+        remove_kept_accounting()
+        purge_kept()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import os
 import signal
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -212,3 +213,36 @@ def test_an_interrupted_update_lets_the_running_steps_end_and_starts_nothing_new
     # The interruption came while left ran: left ended before it went on, top never started.
     assert "create left" in lines(log)
     assert "create top" not in lines(log)
+
+
+def test_ignored_inputs_keep_their_state_and_retained_resources_leave_it_without_deleting(tmp_path):
+    log = tmp_path / "log"
+    state = State()
+    up(state, graph(log))
+    log.unlink()
+    changed = [
+        replace(c, environment={"X": "new"}, triggers=("new",), retain_on_delete=True,
+                ignore_changes=frozenset({"environment", "triggers"}))
+        for c in graph(log)
+    ]  # fmt: skip
+    _, actions = up(state, changed)
+    assert set(actions.values()) == {"same"} and lines(log) == []
+    assert all(entry.command.retain_on_delete and entry.command.environment == {} for entry in state.resources.values())
+    _, actions = up(state, [])
+    assert set(actions.values()) == {"delete"} and lines(log) == [] and not state.resources
+
+
+def test_a_resource_deleted_with_another_being_deleted_runs_no_delete(tmp_path):
+    log = tmp_path / "log"
+    machine = command("machine", log)
+    on_it = [replace(c, deleted_with="urn:machine") for c in graph(log)]
+    state = State()
+    up(state, [machine, *on_it])
+    log.unlink()
+    destroy_state(state)
+    assert lines(log) == ["delete machine"]
+    # Without the machine going, the same resources do run their deletes.
+    up(state, [machine, *on_it])
+    log.unlink()
+    up(state, [machine])
+    assert sorted(lines(log)) == ["delete base", "delete left", "delete right", "delete top"]

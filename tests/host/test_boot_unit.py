@@ -60,7 +60,10 @@ def test_host_state_says_what_the_commands_make(placement):
     env = {r.name: r.inputs["environment"] for r in run.of_type(COMMAND)}
     state = dict(line.split("=", 1) for line in env["e2e-boot-unit"]["HOST_STATE_TEXT"].splitlines()[1:])
     forward = env["e2e-web-fwd-7000-rules"] if "e2e-web-fwd-7000-rules" in env else env["e2e-fwd-7000-rules"]
-    assert state["FORWARDS"] == f"{forward['TAG']},7000,{forward['TARGET_ADDRESS']},{forward['TARGET_PORT']}"
+    assert state["FORWARDS"] == (
+        f"{forward['TAG']},7000,{forward['TARGET_ADDRESS']},{forward['TARGET_PORT']},{forward['SOURCES']}"
+    )
+    assert forward["SOURCES"] == "10.44.0.0/30"
     assert (state["NAT_BRIDGE"], state["NAT_ADDRESS"]) == (env["e2e-bridges-nat"]["BRIDGE"], "10.43.3.1/24")
     assert state["CLUSTER_BRIDGE"] == env["e2e-bridges-cluster"]["BRIDGE"]
     client = env["e2e-slurm-client"]

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,13 +33,15 @@ def preflight(tmp_path):
         "CLUSTER": "pft",
         "IMAGE": "pft-image",
         "GPU_DEVICES": str(device),
+        "CONTROL_DEVICES": "",
+        "CLUSTER_DIR": "/var/lib/gpucluster-pft-test/pft",
+        "NODE_CPUS": "1",
         "NAT_BRIDGE": "pftbr0",
         "NAT_ADDRESS": "10.97.3.1/24",
         "CLUSTER_BRIDGE": "pftbr1",
         "CLUSTER_SUBNET": "10.97.5.0/24",
         "HOST_PORTS": "",
         "CONTAINERS": "pft-c000",
-        "CLUSTER_DIR": str(tmp_path / "state"),
     }
     made_links: list[str] = []
 
@@ -66,8 +69,9 @@ def preflight(tmp_path):
     run.dummy = dummy
     run.alias = alias
     run.device = device
-    run.cluster_dir = tmp_path / "state"
+    run.cluster_dir = Path(environment["CLUSTER_DIR"])
     yield run
+    shutil.rmtree(run.cluster_dir.parent, ignore_errors=True)
     for name in made_links:
         subprocess.run(["ip", "link", "del", name], check=False)
 
@@ -169,8 +173,9 @@ def test_a_moved_state_dir_of_a_running_cluster_is_refused(preflight):
     done = preflight()
     assert done.returncode == 1
     assert "changing host.state_dir in place is not supported" in done.stderr
-    preflight.cluster_dir.mkdir()
+    preflight.cluster_dir.mkdir(parents=True)
     (preflight.cluster_dir / "munge.key").write_text("k")
+    (preflight.cluster_dir / "munge.key").chmod(0o400)
     assert preflight().returncode == 0
 
 
@@ -199,6 +204,24 @@ def test_a_pending_marker_does_not_claim_a_container_on_another_image(preflight)
     assert "LXC container pft-c000 already exists and is not this cluster's" in done.stderr
 
 
+def test_people_whose_names_or_ids_are_taken_are_named(preflight):
+    nobody = subprocess.run(["getent", "passwd", "nobody"], capture_output=True, text=True, check=True).stdout
+    uid, gid = nobody.split(":")[2:4]
+    root_group = subprocess.run(["getent", "group", "0"], capture_output=True, text=True, check=True).stdout
+    free = next(i for i in range(2900, 3000) if subprocess.run(["getent", "passwd", str(i)], check=False).returncode)
+    done = preflight(USERS=f"nobody:2999:2999:nobody\npft-free:{free}:{free}:pft-free")
+    assert done.returncode != 0
+    assert f"user nobody exists with uid:gid {uid}:{gid}, users[] says 2999:2999 (users[])" in done.stderr
+    assert "pft-free" not in done.stderr
+    # Someone else's group name, and a free name with someone else's uid.
+    done = preflight(USERS=f"pft-x:{uid}:{free}:{root_group.split(':')[0]}")
+    assert f"uid {uid} belongs to nobody, users[] gives it to pft-x (users[])" in done.stderr
+    assert f"group {root_group.split(':')[0]} exists with gid 0, users[] says {free} (users[])" in done.stderr
+    # Unused names and ids pass (nothing is made by the preflight).
+    assert preflight(USERS=f"pft-free:{free}:{free}:pft-free").returncode == 0
+    assert subprocess.run(["getent", "passwd", "pft-free"], check=False).returncode == 2
+
+
 def test_a_controller_port_in_use_on_the_host_is_refused(preflight):
     with socket.socket() as listener:
         listener.bind(("0.0.0.0", 0))
@@ -208,3 +231,45 @@ def test_a_controller_port_in_use_on_the_host_is_refused(preflight):
     assert done.returncode == 1
     assert f"port {port} (slurmctld) is in use on this host" in done.stderr
     assert "place this cluster's controller in a node container" in done.stderr
+
+
+def test_a_state_dir_others_can_write_is_refused(preflight):
+    # A world-writable directory on the way to the state dir: a planted munge key would be trusted.
+    state = Path(tempfile.mkdtemp(prefix="gpucluster-pft-", dir="/var/lib"))
+    try:
+        state.chmod(0o777)
+        done = preflight(CLUSTER_DIR=f"{state}/pft")
+    finally:
+        state.rmdir()
+    assert done.returncode == 1
+    assert f"{state} is not a root-owned directory writable by root only (host.state_dir)" in done.stderr
+
+
+def test_a_munge_key_not_roots_alone_is_refused(preflight):
+    state = Path(tempfile.mkdtemp(prefix="gpucluster-pft-", dir="/var/lib"))
+    try:
+        state.chmod(0o755)
+        (state / "munge.key").write_bytes(b"planted")
+        (state / "munge.key").chmod(0o644)
+        done = preflight(CLUSTER_DIR=str(state))
+    finally:
+        shutil.rmtree(state)
+    assert done.returncode == 1
+    assert f"munge key {state}/munge.key exists but is not a regular file owned by root with mode 0400" in done.stderr
+
+
+def test_more_cpus_than_the_host_has_are_refused(preflight):
+    wanted = os.cpu_count() + 1
+    done = preflight(NODE_CPUS=str(wanted))
+    assert done.returncode == 1
+    assert f"nodes[].cpus: a node asks for {wanted} CPUs" in done.stderr
+    assert preflight(NODE_CPUS=str(os.cpu_count())).returncode == 0
+
+
+def test_a_control_device_that_is_not_a_character_device_is_refused(preflight, tmp_path):
+    fake = tmp_path / "nvidiactl"
+    fake.touch()
+    done = preflight(CONTROL_DEVICES=f"{fake}\n/dev/nvidia-absent")
+    assert done.returncode == 1
+    assert f"control device {fake} is not a character device (gpu.control_devices)" in done.stderr
+    assert "nvidia-absent" not in done.stderr  # absent control devices are optional

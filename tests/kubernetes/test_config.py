@@ -179,6 +179,12 @@ CROSS_FIELD_CASES = [
         "node_port: 30080 is set but type is 'ClusterIP'",
     ),
     (
+        "_rule_notebook_node_port_needs_node_port_type",
+        {"workloads": {"notebook": {"service_type": "ClusterIP"}}},
+        ("workloads", "notebook"),
+        "node_port: 30001 is set but service_type is 'ClusterIP'; set service_type: NodePort",
+    ),
+    (
         "_rule_deploys_something",
         {"gpu_operator": None, "workloads": None, "web_app": None},
         (),

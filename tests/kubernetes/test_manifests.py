@@ -21,6 +21,7 @@ POD = "kubernetes:core/v1:Pod"
 SERVICE = "kubernetes:core/v1:Service"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 PROVIDER = "pulumi:providers:kubernetes"
 
 
@@ -75,6 +76,9 @@ def test_stack_creates_exactly_these_resources():
             ("gpu-cluster:kubernetes:WebApp", "k8s-web-app"),
             (DEPLOYMENT, "k8s-web-app-deployment"),
             (SERVICE, "k8s-web-app-service"),
+            (POLICY, "k8s-netpol-default-deny-ingress"),
+            (POLICY, "k8s-netpol-web-app"),
+            (POLICY, "k8s-netpol-notebook"),
         ]
     )
 
@@ -145,10 +149,67 @@ def test_release_waits_for_its_namespace():
 
 def test_kubernetes_alone_with_only_the_web_app():
     run = stack_run(gpu_operator=None, workloads={}, create_namespace=False)
-    assert {r.type for r in run.kubernetes_resources()} == {DEPLOYMENT, SERVICE}
+    assert {r.type for r in run.kubernetes_resources()} == {DEPLOYMENT, SERVICE, POLICY}
+    assert {
+        r.type for r in stack_run(gpu_operator=None, workloads={}, network_policy=False).kubernetes_resources()
+    } == {
+        NAMESPACE,
+        DEPLOYMENT,
+        SERVICE,
+    }
     assert run.outputs["k8s_gpu_operator_release"] is None
     assert run.outputs["k8s_workloads"] == {}
     assert run.outputs["k8s_web_app_service"] == "gpu-web-app"
+
+
+# --- exposure and hardening ------------------------------------------------------------------------
+
+
+def test_the_notebook_gets_no_node_port_unless_asked():
+    run = stack_run(workloads={"notebook": {}})
+    spec = run.one(SERVICE, "k8s-gpu-workloads-notebook-service").inputs["spec"]
+    assert spec["type"] == "ClusterIP" and "nodePort" not in spec["ports"][0]
+    assert run.outputs["k8s_notebook_node_port"] is None
+    # Its policy then admits only pods of the namespace.
+    [rule] = run.one(POLICY, "k8s-netpol-notebook").inputs["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {}}]
+    assert [as_int(p["port"]) for p in rule["ports"]] == [8888]
+
+
+def test_every_pod_is_hardened():
+    run = stack_run()
+    for resource in gpu_pods(run):
+        spec = pod_spec(resource)
+        assert spec["automountServiceAccountToken"] is False, resource.name
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, resource.name
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, resource.name
+            assert context["capabilities"] == {"drop": ["ALL"]}, resource.name
+    # Non-root with a read-only root where the image allows; the notebook and MNIST write as root.
+    non_root = {
+        r.name
+        for r in gpu_pods(run)
+        if pod_spec(r)["containers"][0]["securityContext"].get("runAsNonRoot")
+        and pod_spec(r)["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+    }
+    assert non_root == {"k8s-gpu-workloads-nvidia-smi", "k8s-gpu-workloads-device-query", "k8s-web-app-deployment"}
+
+
+def test_ingress_is_denied_but_for_the_app_and_the_opted_in_notebook():
+    run = stack_run()
+    deny = run.one(POLICY, "k8s-netpol-default-deny-ingress").inputs
+    assert deny["metadata"]["namespace"] == "gpu-workloads"
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": []}
+    app = run.one(POLICY, "k8s-netpol-web-app").inputs["spec"]
+    assert selects(app["podSelector"]["matchLabels"], pod_labels(run.one(DEPLOYMENT, "k8s-web-app-deployment")))
+    assert [[as_int(p["port"]) for p in rule["ports"]] for rule in app["ingress"]] == [[8080]]
+    notebook = run.one(POLICY, "k8s-netpol-notebook").inputs["spec"]
+    assert selects(notebook["podSelector"]["matchLabels"], pod_labels(run.one(POD, "k8s-gpu-workloads-notebook")))
+    # NodePort opted in (the stack): from anywhere, on the notebook's port only.
+    assert [("from" in rule, [as_int(p["port"]) for p in rule["ports"]]) for rule in notebook["ingress"]] == [
+        (False, [8888])
+    ]
 
 
 # --- GPU requests, scheduling, selectors and ports ------------------------------------------------
@@ -433,4 +494,5 @@ def test_stack_outputs():
         "k8s_web_app_node_port": 30080,
         "k8s_web_app_cluster_url": "http://gpu-web-app.gpu-workloads.svc.cluster.local:80",
         "k8s_web_app_load_balancer": None,
+        "k8s_network_policies": ["default-deny-ingress", "gpu-web-app-ingress", "tf-notebook-ingress"],
     }

@@ -80,7 +80,7 @@ def test_manifest_is_valid_for_the_kubernetes_api(manifest, version):
 
 def test_every_kind_the_target_creates_is_checked():
     kinds = {m["kind"] for c in config_variants().values() for m in all_manifests(c)}
-    assert kinds == {"Namespace", "Job", "Deployment", "Pod", "Service"}
+    assert kinds == {"Namespace", "Job", "Deployment", "Pod", "Service", "NetworkPolicy"}
 
 
 def test_registered_inputs_are_valid_manifests():
@@ -97,7 +97,7 @@ def test_registered_inputs_are_valid_manifests():
         for version in K8S_VERSIONS:
             strict(manifest, version)
         checked += 1
-    assert checked == 9
+    assert checked == 12
 
 
 def test_helm_values_tolerations_and_node_selector_are_valid_pod_fields():

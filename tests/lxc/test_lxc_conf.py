@@ -11,7 +11,7 @@ from ipaddress import IPv4Address
 from pathlib import Path
 
 from components.config import ClusterConfig
-from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
+from components.lxc.lxc_conf import ContainerSpec, container_devices, render_lxc_config
 from tests.harness.program_harness import stack_config
 
 
@@ -27,8 +27,10 @@ def lines(text: str) -> list[str]:
 
 def node_lxc_config(config: ClusterConfig, index: int = 0) -> str:
     node = config.nodes[index]
-    spec = ContainerSpec(node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name])
-    return render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
+    spec = ContainerSpec(
+        node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name], node.cpus
+    )
+    return render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir, config.container_name(node.name))
 
 
 def test_lxc_config_networks_devices_and_mounts():
@@ -44,8 +46,9 @@ def test_lxc_config_networks_devices_and_mounts():
         "lxc.net.1.macvlan.mode = bridge",
         "lxc.net.1.link = e2ebr1",
         "lxc.net.1.ipv4.address = 10.43.5.2/24",
-        "lxc.cgroup.devices.allow = c 195:* rwm",
-        "lxc.cgroup2.devices.allow = c 195:* rwm",
+        # The node's two CPUs (slurm.conf CPUs=2) are host CPUs 0-1.
+        "lxc.cgroup.cpuset.cpus = 0-1",
+        "lxc.cgroup2.cpuset.cpus = 0-1",
         "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidia1 dev/nvidia1 none bind,optional,create=file 0 0",
         "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidiactl dev/nvidiactl none bind,optional,create=file 0 0",
         "lxc.mount.entry = /usr/local/cuda usr/local/cuda none bind,ro,optional,create=dir 0 0",
@@ -53,16 +56,68 @@ def test_lxc_config_networks_devices_and_mounts():
     ]
     for line in expected:
         assert line in body
-    # Only this node's GPU: another node's device never reaches it.
+    # Only this node's GPU: another node's device never reaches it, and no GPU is allowed by
+    # its major alone (the script adds this node's exact major:minor, see below).
     assert not any("nvidia0 " in line for line in body)
+    assert not any("devices.allow" in line for line in body), body
+
+
+def test_node_containers_are_confined():
+    body = lines(node_lxc_config(cluster(), 1))
+    assert "lxc.apparmor.allow_nesting = 0" in body
+    assert not any("nesting.conf" in line for line in body)
+    (drop,) = [line for line in body if line.startswith("lxc.cap.drop = ")]
+    dropped = set(drop.removeprefix("lxc.cap.drop = ").split())
+    assert {"sys_module", "sys_rawio", "mac_admin", "mac_override", "sys_time", "sys_boot"} <= dropped
+    # What systemd, munge and Slurm need stays.
+    assert not dropped & {"sys_admin", "mknod", "setuid", "setgid", "chown", "kill", "sys_resource", "net_admin"}
+    # The device limits sit in an outer cgroup the container cannot write.
+    assert "lxc.cgroup.dir.container = lxc.payload.e2e-c001" in body
+    assert "lxc.cgroup.dir.monitor = lxc.monitor.e2e-c001" in body
+    assert "lxc.cgroup.dir.container.inner = ns" in body
+
+
+def device_allow_lines(devices: list[str]) -> list[str]:
+    lib = (Path(__file__).resolve().parents[2] / "components" / "files" / "lib.sh").read_text()
+    done = subprocess.run(
+        ["/bin/bash", "-c", lib + '\ndevice_allow_lines "$1"', "test", "\n".join(devices)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def test_device_allow_lines_are_exactly_the_containers_devices_by_their_host_numbers():
+    # /dev/null is 1:3 and /dev/zero 1:5 on every Linux host; a missing (optional) device gets none.
+    assert device_allow_lines(["/dev/null", "/dev/does-not-exist", "/dev/zero"]) == [
+        "lxc.cgroup.devices.allow = c 1:3 rwm",
+        "lxc.cgroup2.devices.allow = c 1:3 rwm",
+        "lxc.cgroup.devices.allow = c 1:5 rwm",
+        "lxc.cgroup2.devices.allow = c 1:5 rwm",
+    ]
+    # Not a character device (a directory, a regular file): nothing.
+    assert device_allow_lines(["/dev", "/etc/hostname"]) == []
+
+
+def test_each_container_is_given_its_own_gpus_and_the_control_devices():
+    config = cluster()
+    assignment = config.gpu_assignment()
+    for node in config.nodes:
+        spec = ContainerSpec(node.name, node.nat_address, node.cluster_address, assignment[node.name])
+        assert container_devices(spec, config.gpu) == [
+            f"/run/gpucluster-e2e-dev/nvidia{node.name[-1]}",
+            "/run/gpucluster-e2e-dev/nvidiactl",
+        ]
 
 
 def test_web_app_container_is_not_on_the_cluster_bridge():
     config = cluster()
-    spec = ContainerSpec("web", IPv4Address("10.43.3.10"), None, config.gpu.devices[:1])
-    text = render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir)
+    spec = ContainerSpec("web", IPv4Address("10.43.3.10"), None, config.web_app.gpus)
+    text = render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir, "e2e-web")
     assert "lxc.net.1" not in text
     assert "lxc.net.0.ipv4.address = 10.43.3.10/24" in text
+    assert "cpuset" not in text  # not a Slurm node: no CPUs to declare
 
 
 def lxc_loads(text: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -131,7 +131,7 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
         elif line[:1] in "+-" and not line.startswith("--- "):
             per_file[current].append(line)
     new_files = sorted(path for path in per_file if path.startswith("files/gpu-c004-"))
-    assert new_files == ["files/gpu-c004-lxc/DRIVER_FILES", "files/gpu-c004-lxc/config"]
+    assert new_files == ["files/gpu-c004-lxc/DEVICES", "files/gpu-c004-lxc/DRIVER_FILES", "files/gpu-c004-lxc/config"]
     assert "+lxc.net.0.ipv4.address = 10.42.3.6/24" in per_file["files/gpu-c004-lxc/config"]
     partition = "PartitionName=tutorial Nodes=c[{}] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
     for conf in ("files/gpu-slurm-client/slurm.conf", "files/gpu-slurm-slurmctld/slurm.conf"):

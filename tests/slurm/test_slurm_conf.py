@@ -48,7 +48,7 @@ def test_slurm_conf_node_and_partition_lines():
     assert "SlurmctldParameters=enable_configless" in body
     assert "AuthInfo=socket=/run/gpucluster-e2e/munge.socket" in body
     assert [line for line in body if line.startswith("NodeName=")] == [
-        f"NodeName=c00{i} NodeAddr=10.43.3.{i + 2} CPUs=1 Gres=gpu:1 State=UNKNOWN" for i in range(4)
+        f"NodeName=c00{i} NodeAddr=10.43.3.{i + 2} CPUs=2 Gres=gpu:1 State=UNKNOWN" for i in range(4)
     ]
     assert [line for line in body if line.startswith("PartitionName=")] == [
         "PartitionName=tutorial Nodes=c[000-003] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
@@ -66,7 +66,7 @@ def test_node_without_gpus_has_no_gres():
     raw = config.model_dump(mode="json")
     raw["nodes"][3]["gpus"] = 0
     config = ClusterConfig.model_validate(raw)
-    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=1 State=UNKNOWN" in render_slurm_conf(config, "c000")
+    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 State=UNKNOWN" in render_slurm_conf(config, "c000")
     assert "c003" not in render_gres_conf(config)
 
 

@@ -26,13 +26,28 @@ STACKS = sorted(path.stem for path in SNAPSHOTS.glob("*.json"))
 ALLOWED_UPDATES: dict[str, str] = {
     "-health": "the health gate reads node and GPU counts from Slurm instead of its environment",
     "-host-packages": "packages are never removed; destroy lists them in the kept directory",
-    "-lxc": "a clone cut short is recognized by its pending marker in the cluster directory",
+    "-lxc": (
+        "a clone cut short is recognized by its pending marker in the cluster directory; the "
+        "devices cgroup allows the container's own devices (DEVICES) instead of every GPU"
+    ),
+    "-rules": "a forward takes its allowed source networks (SOURCES, empty: any, as before)",
+    # Kubernetes pods get a restrictive securityContext and no service-account token. The
+    # Deployments roll their pods; the Kubernetes provider replaces the Jobs and the notebook
+    # Pod (their pod specs are immutable): they hold no state, and a Job runs once more.
+    "-nvidia-smi": "pod hardening (securityContext, no service-account token)",
+    "-device-query": "pod hardening (securityContext, no service-account token)",
+    "-notebook": "pod hardening (securityContext, no service-account token)",
+    "-mnist": "pod hardening (securityContext, no service-account token)",
+    "-web-app-deployment": "pod hardening (securityContext, no service-account token)",
     "-image-rootfs": (
         "destroy keeps the built image (IMAGE_DIGEST, KEPT_DIR, KEEP_IMAGE); the create finds its image "
         "built and changes nothing"
     ),
     "-web-container-lxc": "the app's container mounts the cluster snapshot read-only",
     "-web-service": "the app becomes a page with its API under /api/, its settings one JSON",
+    "-slurm-munge-key": "a munge key already there is trusted only when root's alone",
+    "-slurm-client": "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2)",
+    "-slurm-slurmctld": "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2)",
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {

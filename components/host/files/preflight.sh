@@ -1,8 +1,40 @@
 # Preflight: read-only checks of the host, before anything is changed. Every problem is
 # reported (not just the first), then it fails. Prints one JSON line of what it found.
-require CLUSTER CLUSTER_DIR IMAGE GPU_DEVICES NAT_BRIDGE NAT_ADDRESS CLUSTER_BRIDGE CLUSTER_SUBNET HOST_PORTS CONTAINERS
+require CLUSTER CLUSTER_DIR IMAGE GPU_DEVICES CONTROL_DEVICES NODE_CPUS NAT_BRIDGE NAT_ADDRESS CLUSTER_BRIDGE \
+  CLUSTER_SUBNET HOST_PORTS CONTAINERS
 problems=()
 owner_alias="gpucluster:$CLUSTER"
+
+# State directory: every existing directory on the way to it must be root's and writable by
+# root only, or someone else could have planted the munge key (or the directory) we trust.
+path=""
+while read -r part; do
+  path="$path/$part"
+  [ -e "$path" ] || break
+  if [ -L "$path" ] || [ ! -d "$path" ] || [ "$(stat -c %u "$path")" != 0 ] ||
+    [ $((8#$(stat -c %a "$path") & 8#022)) != 0 ]; then
+    problems+=("$path is not a root-owned directory writable by root only (host.state_dir): the cluster's munge key cannot be kept there")
+    break
+  fi
+done < <(printf '%s\n' "${CLUSTER_DIR#/}" | tr '/' '\n')
+key="$CLUSTER_DIR/munge.key"
+if [ -e "$key" ] || [ -L "$key" ]; then
+  [ -f "$key" ] && [ ! -L "$key" ] && [ "$(stat -c '%u %a' "$key")" = "0 400" ] ||
+    problems+=("munge key $key exists but is not a regular file owned by root with mode 0400 (host.state_dir): remove it")
+fi
+
+# CPUs: a node's cpuset is host CPUs 0..cpus-1, so those must be online here.
+if ! python3 - "$NODE_CPUS" <<'PY'
+import sys
+online = set()
+for part in open("/sys/devices/system/cpu/online").read().strip().split(","):
+    first, _, last = part.partition("-")
+    online.update(range(int(first), int(last or first) + 1))
+sys.exit(0 if set(range(int(sys.argv[1]))) <= online else 1)
+PY
+then
+  problems+=("nodes[].cpus: a node asks for $NODE_CPUS CPUs (host CPUs 0-$((NODE_CPUS - 1))) but this host has $(nproc --all) online: lower nodes[].cpus")
+fi
 
 # GPU device nodes: character devices with NVIDIA's major (195).
 devices=()
@@ -15,6 +47,13 @@ while read -r device; do
     devices+=("$device")
   fi
 done < <(lines "$GPU_DEVICES")
+
+# Control devices are optional, but when present they must be character devices.
+while read -r device; do
+  if [ -e "$device" ] && [ ! -c "$device" ]; then
+    problems+=("control device $device is not a character device (gpu.control_devices)")
+  fi
+done < <(lines "$CONTROL_DEVICES")
 
 uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
 if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then cgroup_version=2; else cgroup_version=1; fi
@@ -63,6 +102,14 @@ for link in json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output
                 print(f"{link['ifname']} already has {info['local']}/{info['prefixlen']}, inside {subnet} ({field}): pick a free subnet")
 PY
 )
+
+# People (users[]): a name or id on the host that is someone else's.
+if [ -n "${USERS:-}" ]; then
+  mapfile -t specs < <(lines "$USERS")
+  while read -r line; do
+    problems+=("${line#error: } (users[])")
+  done < <(users_check "${specs[@]}" 2>&1 || true)
+fi
 
 # Host ports: nothing may listen on a port we forward.
 while read -r port; do

@@ -2,8 +2,10 @@
 # major 195, only ever in the cluster's private device directory, never under /dev. Refused,
 # before anything changes, where a real NVIDIA driver is loaded.
 require CLUSTER DEVICE_DIR GPU_COUNT
-[ "$DEVICE_DIR" = "/run/gpucluster-$CLUSTER-dev" ] ||
-  die "stand-in GPUs live only in the cluster's device directory /run/gpucluster-$CLUSTER-dev, not $DEVICE_DIR"
+# (A host with its own run_dir has it there: RUN_DIR/gpucluster-CLUSTER-dev.)
+[[ "$DEVICE_DIR" == /*/gpucluster-$CLUSTER-dev && "$DEVICE_DIR" != /dev/* && "$DEVICE_DIR" != *..* ]] ||
+  die "stand-in GPUs live only in the cluster's device directory /run/gpucluster-$CLUSTER-dev" \
+    "(or the host's RUN_DIR/gpucluster-$CLUSTER-dev), not $DEVICE_DIR"
 [[ $GPU_COUNT =~ ^[1-9][0-9]*$ ]] || die "GPU_COUNT must be a positive number, got '$GPU_COUNT'"
 if [ -e /proc/driver/nvidia ]; then
   die "this host has an NVIDIA driver (/proc/driver/nvidia): gpu.stand_in is for machines without" \

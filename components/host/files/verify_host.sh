@@ -32,12 +32,23 @@ done
 check "net.ipv4.ip_forward = 1" WRONG grep -qx 1 /proc/sys/net/ipv4/ip_forward
 check "ip_forward user $CLUSTER ($IP_FORWARD_DIR/users)" MISSING test -f "$IP_FORWARD_DIR/users/$CLUSTER"
 
+# Routes to the other hosts' container subnets (several hosts).
+read -ra routes <<< "${ROUTES:-}"
+for route in "${routes[@]}"; do
+  IFS=, read -r subnet via <<< "$route"
+  check "route $subnet via $via" MISSING /bin/sh -c 'ip -4 route show "$1" | grep -q "via $2 "' sh "$subnet" "$via"
+done
+
 # iptables: every expected rule, nothing else carrying one of the cluster's tags.
 expected_rules=$(
   nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET"
+  for route in "${routes[@]}"; do
+    IFS=, read -r subnet via <<< "$route"
+    route_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "$subnet" "$via"
+  done
   for forward in $FORWARDS; do
-    IFS=, read -r tag host_port address port <<< "$forward"
-    forward_rules "$tag" "$host_port" "$address" "$port"
+    IFS=, read -r tag host_port address port sources <<< "$forward"
+    forward_rules "$tag" "$host_port" "$address" "$port" "$sources"
   done
 )
 while read -r rule; do
@@ -54,6 +65,14 @@ while read -r table; do
     grep -qF -- "--comment $tag " <<< "$expected_rules" || bad FOREIGN "iptables rule with an unknown tag ($table): $rule"
   done < <(iptables -t "$table" -S | grep -E -- "--comment \"?$owner:" || true)
 done <<< $'nat\nfilter'
+
+# Forwards: no rule above ours takes their traffic (the chain is named).
+for forward in $FORWARDS; do
+  IFS=, read -r tag host_port address port sources <<< "$forward"
+  while read -r shadow; do
+    [ -z "$shadow" ] || bad SHADOWED "$shadow"
+  done <<< "$(forward_shadows "$tag" "$host_port" "$address" "$port" "$sources")"
+done
 
 # Containers: the image (built, stopped) and every node and the web app, ours and running.
 if ! lxc_exists "$IMAGE"; then
@@ -79,6 +98,22 @@ for container in $NODE_CONTAINERS $WEB_CONTAINER; do
       check "slurmctld active in $container" WRONG in_ct "$container" systemctl is-active --quiet slurmctld
   fi
 done
+
+# The accounting database's container: ours, running, MariaDB and slurmdbd active.
+if [ -n "${DB_CONTAINER:-}" ]; then
+  if ! lxc_exists "$DB_CONTAINER"; then
+    bad MISSING "accounting container $DB_CONTAINER"
+  elif [ "$(lxc_owner "$DB_CONTAINER")" != "$CLUSTER" ]; then
+    bad FOREIGN "accounting container $DB_CONTAINER (owner '$(lxc_owner "$DB_CONTAINER")')"
+  elif ! lxc_running "$DB_CONTAINER"; then
+    bad WRONG "accounting container $DB_CONTAINER is not RUNNING"
+  else
+    ok "accounting container $DB_CONTAINER running"
+    for service in mariadb slurmdbd; do
+      check "$service active in $DB_CONTAINER" WRONG in_ct "$DB_CONTAINER" systemctl is-active --quiet "$service"
+    done
+  fi
+fi
 
 # Host daemons: by pid file AND identity (a reused pid is not ours), and answering.
 if [ ! -s "$MUNGE_KEY_FILE" ]; then

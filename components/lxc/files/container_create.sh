@@ -1,8 +1,24 @@
 # One node container: an overlay clone of the image with our LXC config, started and ready.
 # Safe to run for many containers at once: each touches only its own directory.
-require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DRIVER_FILES SHARED_DIR
+require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DEVICES DRIVER_FILES SHARED_DIR
 # stdout is the resource's output (the container's name); everything else goes to stderr.
 exec 3>&1 1>&2
+
+# Driver files this host has, found before anything changes. A host file name becomes part
+# of a config line: only names of safe characters, so a newline or a space in a name can
+# never add or change a line; only files (a symlink to one included), never directories.
+driver_mounts=""
+shopt -s nullglob
+while read -r pattern; do
+  for file in $pattern; do
+    [[ $file =~ ^[A-Za-z0-9._/+@-]+$ ]] ||
+      die "driver file $(printf '%q' "$file") (gpu.driver_files: $pattern) has characters an LXC config line cannot hold; rename it or narrow the pattern"
+    [ -f "$file" ] || continue
+    driver_mounts+="lxc.mount.entry = $file ${file#/} none bind,ro,optional,create=file 0 0"$'\n'
+  done
+done < <(lines "$DRIVER_FILES")
+shopt -u nullglob
+
 dir=$(lxc_dir "$CONTAINER")
 # Renamed (the web app's name changed): the previous run printed the old name, which the
 # engine hands back on update. Same address, so the old container goes before the new one.
@@ -30,19 +46,12 @@ if ! lxc_exists "$CONTAINER"; then
 fi
 mkdir -p "$SHARED_DIR"
 
-# Host facts only known here: the dynamic nvidia-uvm major and which driver files exist.
+# Host facts only known here: the numbers of the container's own devices (nvidia-uvm's major
+# is dynamic) and which driver files exist.
 {
   printf '%s\n' "$LXC_CONFIG"
-  uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
-  if [ -n "$uvm_major" ]; then
-    printf 'lxc.cgroup.devices.allow = c %s:* rwm\nlxc.cgroup2.devices.allow = c %s:* rwm\n' "$uvm_major" "$uvm_major"
-  fi
-  shopt -s nullglob
-  while read -r pattern; do
-    for file in $pattern; do
-      printf 'lxc.mount.entry = %s %s none bind,ro,optional,create=file 0 0\n' "$file" "${file#/}"
-    done
-  done < <(lines "$DRIVER_FILES")
+  device_allow_lines "$DEVICES"
+  printf '%s' "$driver_mounts"
 } | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || changed=0
 grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
   printf 'lxc.include = %s\n' "$dir/gpucluster.conf" >> "$dir/config"

@@ -3,5 +3,5 @@ require CLUSTER CLUSTER_DIR BRIDGE ADDRESS NAT_SUBNET
 bridge_up "$CLUSTER" "$BRIDGE" "$ADDRESS"
 if [ -n "$NAT_SUBNET" ]; then
   ip_forward_acquire "$CLUSTER"
-  nat_rules "$CLUSTER" "$BRIDGE" "$NAT_SUBNET" | ensure_rules
+  nat_rules "$CLUSTER" "$BRIDGE" "$NAT_SUBNET" | rules_up "gpucluster:$CLUSTER:bridge:$BRIDGE" append
 fi

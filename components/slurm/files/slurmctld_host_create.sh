@@ -1,18 +1,18 @@
 # slurmctld on the host, with its config and state under the cluster directory (the host's
 # own /etc/slurm is left alone). slurmctld serves the slurm.conf and gres.conf of its -f
 # directory to the configless nodes, so they live in a directory of their own. A changed
-# node list restarts it (state survives in StateSaveLocation); other changes reconfigure.
+# node list or accounting setting restarts it (state survives in StateSaveLocation); other changes reconfigure.
 require CLUSTER_DIR CONTROLLER_CONF_DIR SLURM_CONF_TEXT GRES_CONF_TEXT
 stop_other_slurmctld host
 conf="$CONTROLLER_CONF_DIR/slurm.conf"
-old_nodes=$(cat "$conf" 2>/dev/null | node_lines) || true
+old_restart_lines=$(cat "$conf" 2>/dev/null | restart_lines) || true
 changed=1
-printf '%s' "$SLURM_CONF_TEXT" | write_if_changed "$conf" 0644 && changed=0
+slurm_conf_text | write_if_changed "$conf" 0644 && changed=0
 printf '%s' "$GRES_CONF_TEXT" | write_if_changed "$CONTROLLER_CONF_DIR/gres.conf" 0644 && changed=0
 pid=$(host_slurmctld_pid "$CLUSTER_DIR" "$conf")
 if [ -n "$pid" ] && [ "$changed" = 0 ]; then
-  if [ "$old_nodes" != "$(printf '%s' "$SLURM_CONF_TEXT" | node_lines)" ]; then
-    log "node list changed: restarting slurmctld"
+  if [ "$old_restart_lines" != "$(slurm_conf_text | restart_lines)" ]; then
+    log "nodes or accounting changed: restarting slurmctld"
     stop_daemon "$pid" slurmctld
   else
     log "configuration changed: scontrol reconfigure"

@@ -2,8 +2,24 @@
 require CONTAINER NODE CONF_SERVER SLURM_CONF_PATH
 ct_setup_munge "$CONTAINER" || true
 changed=1
-printf 'SLURMD_OPTIONS="--conf-server %s"\n' "$CONF_SERVER" |
-  ct_write_if_changed "$CONTAINER" /etc/default/slurmd 0644 root:root && changed=0
+{
+  printf 'SLURMD_OPTIONS="--conf-server %s"\n' "$CONF_SERVER"
+  # slurmd loads its job accounting plugin at start only: a change restarts it.
+  [ -z "${JOB_ACCT_GATHER:-}" ] || printf '# JobAcctGatherType=%s\n' "$JOB_ACCT_GATHER"
+} | ct_write_if_changed "$CONTAINER" /etc/default/slurmd 0644 root:root && changed=0
+# The GPU health check (HealthCheckProgram) and the devices it expects, with the major:minor
+# of the host's device nodes the container's are bound to.
+if [ -n "${GPU_HEALTH_PROGRAM:-}" ]; then
+  require GPU_HEALTH_DEVICES
+  while read -r host_path container_path; do
+    [ -c "$host_path" ] || die "GPU device $host_path is missing on the host"
+    printf '%s %s\n' "$container_path" "$(stat -c '%Hr:%Lr' "$host_path")"
+  done < <(lines "$GPU_HEALTH_DEVICES") | ct_write_if_changed "$CONTAINER" /etc/gpucluster/gpu-health.conf 0644 root:root || true
+  printf '%s' "$GPU_HEALTH_PROGRAM" |
+    ct_write_if_changed "$CONTAINER" /usr/local/sbin/gpucluster-gpu-health 0755 root:root || true
+else
+  in_ct "$CONTAINER" rm -f /usr/local/sbin/gpucluster-gpu-health /etc/gpucluster/gpu-health.conf
+fi
 in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmd
 if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet slurmd; then
   in_ct "$CONTAINER" systemctl restart slurmd

@@ -1,0 +1,4 @@
+# Remove the people this program made in the container; nothing to do once it is gone.
+require CONTAINER USERS_RECORD
+lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
+users_in_ct "$CONTAINER" "$USERS_RECORD"

@@ -1,0 +1,5 @@
+# Stop slurmdbd (slurmctld, which depends on it, is gone or reconfigured already).
+require CONTAINER
+lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
+in_ct "$CONTAINER" systemctl disable --now --quiet slurmdbd || true
+in_ct "$CONTAINER" rm -f /etc/slurm/slurmdbd.conf

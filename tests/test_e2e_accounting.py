@@ -1,0 +1,388 @@
+"""End-to-end: job accounting, per-account GPU limits and the GPU health check, on this machine.
+
+A two-node cluster (the `e2e` stack, accounting variant: tests/harness/e2e_teardown.py) is
+brought up with MariaDB and slurmdbd in their own container, three people and two accounts.
+Jobs of several people and accounts run, then: sacct lists them with user, account, elapsed
+time and GPUs; an account limited to one GPU holds a two-GPU job while another account's job
+runs; slurmdbd killed during a job loses no record; a node whose GPU device disappears drains
+itself and comes back when it returns; changed accounts are applied (and applied again,
+changing nothing); an account with jobs is not removed; destroy keeps a dump of the database
+and a new cluster restores it. Everything is removed in `finally`.
+"""
+
+import copy
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
+from tests.harness.e2e_teardown import (
+    ACCOUNTING_USERS,
+    HEALTH_INTERVAL_S,
+    STACK,
+    accounting_config,
+    remove_kept_accounting,
+    teardown,
+)
+from tests.harness.program_harness import run_program
+from tests.test_e2e import leftovers, require_host, sh, slurm_env
+from tests.test_e2e_lifecycle import run_verify, simulate_reboot
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "e2e"
+SLURM = slurm_env(CLUSTER)
+DB = f"{CLUSTER}-db"
+KEPT_DUMP = Path(f"/var/cache/gpucluster/{CLUSTER}/accounting/slurm_acct_db.sql.gz")
+PASSWORD_FILE = Path(f"/var/lib/gpucluster/{CLUSTER}/accounting/db-password")
+UIDS = {user["name"]: user["uid"] for user in ACCOUNTING_USERS}
+SACCT_FORMAT = "JobID,JobName,User,Account,Elapsed,ElapsedRaw,AllocTRES,State"
+
+
+def commands(config: dict):
+    return host_commands(run_program(config, stack=STACK))
+
+
+def outputs(config: dict) -> dict:
+    return run_program(config, stack=STACK).outputs
+
+
+def changed(actions: dict[str, str]) -> dict[str, str]:
+    return {name: action for name, action in actions.items() if action != "same"}
+
+
+def as_user(user: str, *argv: str, check: bool = True, timeout: int = 180) -> subprocess.CompletedProcess:
+    """A Slurm command run by one of the cluster's people, from the host."""
+    uid = UIDS[user]
+    return subprocess.run(
+        argv,
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd="/tmp",
+        env={"PATH": "/usr/bin:/bin", "SLURM_CONF": SLURM["SLURM_CONF"], "LC_ALL": "C"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
+
+
+def slurm(*argv: str, check: bool = True, timeout: int = 120) -> str:
+    return sh(*argv, env=SLURM, check=check, timeout=timeout).stdout
+
+
+def wait_for(what: str, condition, seconds: float) -> float:
+    """Poll `condition` until it is true; the seconds it took."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < seconds, f"timed out after {seconds}s waiting for {what}"
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def sacct_rows(start: str) -> list[dict]:
+    out = sh("sacct", "-a", "-X", "-nP", "-S", start, f"--format={SACCT_FORMAT}", env=SLURM, check=False)
+    if out.returncode != 0:
+        return []
+    keys = SACCT_FORMAT.split(",")
+    return [dict(zip(keys, line.split("|"), strict=True)) for line in out.stdout.splitlines() if line]
+
+
+def gpus_of(tres: str) -> int:
+    found = re.search(r"gres/gpu=(\d+)", tres)
+    return int(found.group(1)) if found else 0
+
+
+def associations() -> set[tuple[str, str, str, str, str]]:
+    """(account, user, GrpTRES, QOS, DefaultQOS) of every association of the cluster."""
+    out = slurm("sacctmgr", "-nP", "show", "assoc", f"cluster={CLUSTER}", "format=account,user,grptres,qos,defaultqos")
+    rows = set()
+    for line in out.splitlines():
+        account, user, tres, qos, default = line.split("|")
+        rows.add((account, user, tres, ",".join(sorted(filter(None, qos.split(",")))), default))
+    return rows
+
+
+def expected_associations(config: dict) -> set[tuple[str, str, str, str, str]]:
+    """What sacctmgr must show for the config: Slurm's root account and root user, then each
+    account and each member, members inheriting the account's QOS and default QOS."""
+    rows = {("root", "", "", "normal", ""), ("root", "root", "", "normal", "")}
+    for account in config["cluster"]["accounting"]["accounts"]:
+        tres = f"gres/gpu={account['gpus']}" if account.get("gpus") is not None else ""
+        qos = ",".join(sorted(account.get("qos") or ["normal"]))
+        default = account.get("default_qos") or ""
+        rows.add((account["name"], "", tres, qos, default))
+        rows |= {(account["name"], user, "", qos, default) for user in account.get("users", [])}
+    return rows
+
+
+def default_accounts() -> dict[str, str]:
+    out = slurm("sacctmgr", "-nP", "show", "user", "format=user,defaultaccount")
+    return dict(line.split("|") for line in out.splitlines() if line)
+
+
+def transactions() -> int:
+    return len(slurm("sacctmgr", "-nP", "list", "transactions").splitlines())
+
+
+def job_state(job: str) -> tuple[str, str]:
+    out = slurm("squeue", "-h", "-j", job, "-o", "%T|%r", check=False).strip()
+    return tuple(out.split("|")) if out else ("", "")
+
+
+def node_state(node: str) -> tuple[str, str]:
+    state, reason = slurm("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E").strip().split("|", 1)
+    return state, reason
+
+
+def submit(user: str, *options: str) -> str:
+    return as_user(user, "sbatch", "--parsable", "--chdir=/tmp", *options).stdout.strip()
+
+
+def run_again(state: State, name: str) -> None:
+    """Run a command's create again, as a second `pulumi up` after a lost state would."""
+    entry = next(entry for entry in state.resources.values() if entry.command.name == name)
+    command = entry.command
+    subprocess.run(
+        [*command.interpreter, command.create],
+        env={**os.environ, **command.environment},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+
+
+def person_ids(name: str, container: str | None = None) -> str:
+    argv = ["getent", "passwd", name]
+    if container:
+        argv = ["lxc-attach", "-n", container, "--", *argv]
+    line = sh(*argv, check=False).stdout.strip()
+    return ":".join(line.split(":")[2:4]) if line else ""
+
+
+def test_accounting_limits_health_and_restore(capsys):
+    require_host()
+    teardown()
+    people_before = {user["name"]: person_ids(user["name"]) for user in ACCOUNTING_USERS}
+    assert not any(people_before.values()), f"people of the test exist on the host already: {people_before}"
+    report: list[str] = []
+    timings: list[str] = []
+    state, restored_state = State(), State()
+    config = accounting_config()
+    try:
+        started = time.monotonic()
+        first, _ = up(state, commands(config))
+        timings.append(f"bring-up (2 nodes, database container, accounts): {time.monotonic() - started:.1f} s")
+        slowest = sorted(first.steps, key=lambda s: -s.seconds)[:5]
+        timings.append("slowest creates: " + ", ".join(f"{s.name} {s.seconds:.1f}s" for s in slowest))
+        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 60))
+
+        # The secret: a 0400 root file on the host, slurmdbd.conf 0600 slurm in the container,
+        # never in a command line, a command's input or its output.
+        assert sh("stat", "-c", "%a %U", str(PASSWORD_FILE)).stdout.split() == ["400", "root"]
+        password = PASSWORD_FILE.read_text().strip()
+        assert len(password) == 32
+        dbd_conf = sh("lxc-attach", "-n", DB, "--", "stat", "-c", "%a %U", "/etc/slurm/slurmdbd.conf").stdout
+        assert dbd_conf.split() == ["600", "slurm"]
+        assert password not in sh("ps", "-eo", "args=").stdout
+        for entry in state.resources.values():
+            assert password not in f"{entry.command.environment}{entry.stdout}{entry.stderr}", entry.command.name
+
+        # People: the same ids on the host, in every node and in the database's container.
+        for user in ACCOUNTING_USERS:
+            ids = f"{user['uid']}:{user['gid']}"
+            for container in (None, f"{CLUSTER}-c000", f"{CLUSTER}-c001", DB):
+                assert person_ids(user["name"], container) == ids, (user, container)
+
+        # The accounts are the config's, exactly.
+        assert associations() == expected_associations(config)
+        assert default_accounts()["alice"] == "physics" and default_accounts()["bob"] == "chem"
+
+        # Jobs of several people and accounts.
+        as_user("alice", "srun", "-J", "acct-alice-physics", "--gres=gpu:1", "sleep", "2")
+        as_user("bob", "srun", "-J", "acct-bob-chem", "--gres=gpu:1", "sleep", "3")
+        as_user("alice", "srun", "-A", "chem", "-J", "acct-alice-chem-2gpu", "-N2", "--gres=gpu:1", "sleep", "2")
+        names = {"acct-alice-physics", "acct-bob-chem", "acct-alice-chem-2gpu"}
+
+        def finished(wanted: set[str]) -> bool:
+            rows = [r for r in sacct_rows(start) if r["JobName"] in wanted]
+            return len(rows) == len(wanted) and all(r["State"] in {"COMPLETED", "CANCELLED by 0"} for r in rows)
+
+        wait_for("the jobs' records in sacct", lambda: finished(names), 60)
+        listing = slurm(
+            "sacct", "-a", "-X", "-S", start, "--format=JobID,JobName%22,User,Account,Elapsed,AllocTRES%45,State"
+        )
+        report.append("$ sacct -a -X --format=JobID,JobName,User,Account,Elapsed,AllocTRES,State\n" + listing)
+        rows = {r["JobName"]: r for r in sacct_rows(start)}
+        assert (rows["acct-alice-physics"]["User"], rows["acct-alice-physics"]["Account"]) == ("alice", "physics")
+        assert (rows["acct-bob-chem"]["User"], rows["acct-bob-chem"]["Account"]) == ("bob", "chem")
+        assert (rows["acct-alice-chem-2gpu"]["User"], rows["acct-alice-chem-2gpu"]["Account"]) == ("alice", "chem")
+        assert [gpus_of(rows[name]["AllocTRES"]) for name in sorted(names)] == [2, 1, 1]
+        assert all(int(rows[name]["ElapsedRaw"]) >= 2 for name in names)
+
+        # GPU usage per account, from sacct: GPU-seconds = GPUs x elapsed seconds.
+        usage: dict[str, int] = {}
+        for row in sacct_rows(start):
+            usage[row["Account"]] = usage.get(row["Account"], 0) + gpus_of(row["AllocTRES"]) * int(row["ElapsedRaw"])
+        report.append(
+            "GPU-seconds per account (sacct AllocTRES gres/gpu x ElapsedRaw):\n"
+            + "\n".join(f"  {account:10} {seconds}" for account, seconds in sorted(usage.items()))
+        )
+        assert usage["physics"] >= 2 and usage["chem"] >= 3 + 2 * 2
+
+        # The limit: physics may hold 1 GPU; alice asking for 2 at once is held with the
+        # association's GRES limit as the reason, while bob's chem job runs.
+        running = submit(
+            "bob", "-J", "acct-bob-runs", "-A", "chem", "-w", "c001", "--gres=gpu:1", "--wrap", "sleep 120"
+        )
+        wait_for("bob's job to run", lambda: job_state(running)[0] == "RUNNING", 60)
+        held = submit("alice", "-J", "acct-alice-2gpu", "-A", "physics", "-N2", "--gres=gpu:1", "--wrap", "true")
+        wait_for("alice's job to be held", lambda: job_state(held) == ("PENDING", "AssocGrpGRES"), 60)
+        assert job_state(running)[0] == "RUNNING"
+        report.append(
+            "$ squeue -o '%i %j %u %a %b %T %r'\n" + slurm("squeue", "-o", "%.6i %.16j %.6u %.8a %.14b %.8T %r")
+        )
+        slurm("scancel", held)
+
+        # slurmdbd killed while bob's job runs: jobs keep running and starting; their records
+        # arrive once slurmdbd is back (slurmctld keeps them meanwhile).
+        sh("lxc-attach", "-n", DB, "--", "systemctl", "kill", "-s", "KILL", "slurmdbd")
+        wait_for(
+            "slurmdbd to die",
+            lambda: sh("lxc-attach", "-n", DB, "--", "pidof", "slurmdbd", check=False).returncode != 0,
+            30,
+        )
+        as_user("alice", "srun", "-J", "acct-while-dbd-down", "-w", "c000", "--gres=gpu:1", "true")
+        assert job_state(running)[0] == "RUNNING", "bob's job died with slurmdbd"
+        code, drift = run_verify(config)
+        assert code == 1 and f"WRONG    slurmdbd active in {DB}" in drift, drift
+        assert sh("sacct", "-a", "-X", "-n", "-S", start, env=SLURM, check=False).returncode != 0, (
+            "sacct answered without slurmdbd"
+        )
+        slurm("scancel", running)
+        wait_for("bob's job to end", lambda: job_state(running)[0] == "", 60)
+        sh("lxc-attach", "-n", DB, "--", "systemctl", "start", "slurmdbd")
+        back = wait_for(
+            "the records kept while slurmdbd was down",
+            lambda: (
+                {"acct-while-dbd-down", "acct-bob-runs"}
+                <= {r["JobName"] for r in sacct_rows(start) if r["State"] != "RUNNING"}
+            ),
+            120,
+        )
+        rows = {r["JobName"]: r for r in sacct_rows(start)}
+        assert rows["acct-while-dbd-down"]["State"] == "COMPLETED" and rows["acct-bob-runs"]["State"].startswith(
+            "CANCELLED"
+        )
+        timings.append(f"records of the jobs run while slurmdbd was down in sacct {back:.1f} s after it restarted")
+
+        # A node whose GPU device disappears drains itself with the reason, and comes back
+        # when the device is there again.
+        sh("lxc-attach", "-n", f"{CLUSTER}-c001", "--", "sh", "-c", "umount /dev/nvidia1 && rm -f /dev/nvidia1")
+        drained = wait_for(
+            "c001 to drain",
+            lambda: node_state("c001")[0].startswith("drain") and node_state("c001")[1].startswith("gpu-health:"),
+            3 * HEALTH_INTERVAL_S + 30,
+        )
+        assert node_state("c001")[1] == "gpu-health: /dev/nvidia1 missing"
+        report.append("$ sinfo -R   (stand-in /dev/nvidia1 removed in e2e-c001)\n" + slurm("sinfo", "-R"))
+        refused = as_user(
+            "alice", "srun", "-w", "c001", "--immediate=5", "--gres=gpu:1", "true", check=False, timeout=60
+        )
+        assert refused.returncode != 0, "a job ran on the drained node"
+        sh("lxc-attach", "-n", f"{CLUSTER}-c001", "--", "mknod", "-m", "0666", "/dev/nvidia1", "c", "195", "1")
+        resumed = wait_for("c001 to return", lambda: node_state("c001")[0] == "idle", 3 * HEALTH_INTERVAL_S + 30)
+        report.append("$ sinfo -N   (device back)\n" + slurm("sinfo", "-N"))
+        timings.append(
+            f"HealthCheckInterval={HEALTH_INTERVAL_S}s: drained {drained:.1f} s after the device went, "
+            f"back to idle {resumed:.1f} s after it returned"
+        )
+
+        # A reboot: the boot unit's ExecStart brings back the database's container first;
+        # slurmdbd, slurmctld and slurmd are units in the containers; records keep arriving.
+        def after_boot(_config, _outputs, boot_report):
+            as_user("bob", "srun", "-J", "acct-after-boot", "--gres=gpu:1", "true")
+            wait_for("the job after the reboot in sacct", lambda: finished({"acct-after-boot"}), 60)
+            boot_report.append("sacct after the reboot: " + ", ".join(r["JobName"] for r in sacct_rows(start)))
+
+        simulate_reboot(config, outputs(config), report, check=after_boot)
+
+        # Changed accounts: only the accounts command runs, and sacctmgr then shows the new
+        # config exactly; running it again changes nothing in the database.
+        changed_config = accounting_config(changed=True)
+        started = time.monotonic()
+        _, actions = up(state, commands(changed_config))
+        timings.append(f"apply changed accounts: {time.monotonic() - started:.1f} s")
+        assert changed(actions) == {f"{CLUSTER}-accounts-apply": "update"}, changed(actions)
+        assert associations() == expected_associations(changed_config)
+        assert default_accounts()["bob"] == "bio" and default_accounts()["carol"] == "bio"
+        qos = slurm("sacctmgr", "-nP", "show", "qos", "short", "format=name,priority,maxtrespu,maxwall").strip()
+        assert qos == "short|20|gres/gpu=1|1-00:00:00", qos
+        before = transactions()
+        run_again(state, f"{CLUSTER}-accounts-apply")
+        assert transactions() == before, "applying the same accounts again changed the database"
+        report.append(
+            "$ sacctmgr show assoc format=account,user,grptres,qos,defaultqos   (after the change)\n"
+            + slurm("sacctmgr", "show", "assoc", "format=account,user,grptres,qos%20,defaultqos")
+        )
+
+        # An account removed from the config while it has a job stays, and the apply says why.
+        job = submit("alice", "-J", "acct-alice-keeps", "-A", "physics", "--wrap", "sleep 300")
+        wait_for("alice's job to run", lambda: job_state(job)[0] == "RUNNING", 60)
+        without_physics = copy.deepcopy(changed_config)
+        accounts = without_physics["cluster"]["accounting"]["accounts"]
+        accounts[:] = [account for account in accounts if account["name"] != "physics"]
+        with pytest.raises(CommandFailedError, match=r"with jobs, so not removed: account physics \(jobs "):
+            up(State(dict(state.resources)), commands(without_physics))
+        assert associations() == expected_associations(changed_config), "a busy account was touched"
+        slurm("scancel", job)
+
+        # Destroy keeps a dump of the database and says where.
+        job_names = {r["JobName"] for r in sacct_rows(start)}
+        started = time.monotonic()
+        removal = destroy_state(state)
+        timings.append(f"destroy (with the dump): {time.monotonic() - started:.1f} s")
+        del removal
+        assert KEPT_DUMP.exists() and sh("stat", "-c", "%a", str(KEPT_DUMP)).stdout.strip() == "600"
+        assert [p for p in leftovers(CLUSTER) if "/var/cache/gpucluster/e2e/accounting" not in p] == []
+        assert {user["name"]: person_ids(user["name"]) for user in ACCOUNTING_USERS} == people_before
+        assert not Path("/var/lib/gpucluster-host/people").exists()
+
+        # A new cluster restores it: the earlier jobs are in sacct again.
+        restored = accounting_config(changed=True, restore=True)
+        started = time.monotonic()
+        up(restored_state, commands(restored))
+        timings.append(f"re-create with restore: {time.monotonic() - started:.1f} s")
+        again = {r["JobName"] for r in sacct_rows(start)}
+        assert job_names <= again, job_names - again
+        # New jobs are numbered after the restored ones: none hides an old record.
+        last = max(int(r["JobID"]) for r in sacct_rows(start) if r["JobName"] in job_names)
+        as_user("carol", "srun", "-J", "acct-carol-restored", "--gres=gpu:1", "true")
+        wait_for("carol's job in sacct", lambda: finished({"acct-carol-restored"}), 60)
+        rows = {r["JobName"]: r for r in sacct_rows(start)}
+        assert int(rows["acct-carol-restored"]["JobID"]) > last and job_names <= set(rows)
+        assert associations() == expected_associations(restored)
+        report.append(
+            "$ sacct -a -X   (a new cluster, restored from the kept dump)\n"
+            + slurm("sacct", "-a", "-X", "-S", start, "--format=JobID,JobName%22,User,Account,Elapsed,State")
+        )
+    finally:
+        for leftover in (restored_state, state):
+            try:
+                destroy_state(leftover)
+            except CommandFailedError as error:
+                print(f"destroy failed: {error}")
+        teardown()
+        remove_kept_accounting()
+
+    assert leftovers(CLUSTER) == []
+    assert {user["name"]: person_ids(user["name"]) for user in ACCOUNTING_USERS} == people_before
+    with capsys.disabled():
+        print("\n" + "\n".join(report))
+        print("\n".join(timings))

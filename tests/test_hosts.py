@@ -1,0 +1,433 @@
+"""Several hosts, one cluster: the `hosts` config, and the graph of the two-host example stack
+under mocks (SSH commands, their secrets and bootstrap edges, routes, one Slurm)."""
+
+import copy
+import json
+
+import pytest
+
+from components.config import MULTI_HOST_RULES, ClusterConfig
+from components.stack_config import ConfigError, parse_stack_config
+from components.transport import ENV_PREFIX
+from tests.harness.command_executor import State, StateEntry, drops_without_running, host_commands, plan, up
+from tests.harness.program_harness import run_program, stack_config
+
+LOCAL, REMOTE, RANDOM = "command:local:Command", "command:remote:Command", "random:index/randomBytes:RandomBytes"
+PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key-but-a-secret\n-----END OPENSSH PRIVATE KEY-----\n"
+SECRETS = {"gpu2SshKey": PRIVATE_KEY}
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def twohost() -> dict:
+    return copy.deepcopy(stack_config("twohost")["cluster"])
+
+
+def error_after(change) -> str:
+    cluster = twohost()
+    change(cluster)
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config({"cluster": cluster})
+    return str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_program(stack_config("twohost"), stack="twohost", secrets=SECRETS)
+
+
+def unwrap(value):
+    """An input as the engine sees it, secret wrappers removed."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return unwrap(value["value"])
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def commands_of(run, host_prefix: str) -> list:
+    return [r for r in run.resources if r.type in (LOCAL, REMOTE) and r.name.startswith(host_prefix)]
+
+
+# ---- config ----
+
+
+def test_two_host_stack_validates_and_assigns_gpus_per_host():
+    config = parse_stack_config(stack_config("twohost")).cluster
+    assert [h.name for h in config.cluster_hosts] == ["gpu1", "gpu2"]
+    assert config.hostlist == "c[000-003]"
+    # Each host has two GPUs and two nodes: each node gets one GPU of its own host.
+    assert config.gpu_assignment() == {
+        "c000": ["/dev/nvidia0"],
+        "c001": ["/dev/nvidia1"],
+        "c002": ["/dev/nvidia0"],
+        "c003": ["/dev/nvidia1"],
+    }
+    view = config.for_host(config.host_named("gpu2"))
+    assert [n.name for n in view.nodes] == ["c002", "c003"]
+    assert view.network.nat_bridge.address.exploded == "10.47.3.1/24"
+    assert view.web_app is None
+
+
+def test_single_host_stacks_are_one_local_host():
+    config = parse_stack_config(stack_config("e2e")).cluster
+    assert not config.multi_host
+    (host,) = config.cluster_hosts
+    assert (host.name, host.is_ssh, host.network) == ("local", False, config.network)
+    assert config.for_host(host) is config
+
+
+MULTI_HOST_CASES = [
+    (
+        lambda c: c["hosts"][1]["network"]["nat_bridge"].update(address="10.46.3.129/25"),
+        "cluster.hosts[1].network.nat_bridge.address: 10.46.3.128/25 overlaps hosts[0].network.nat_bridge.address "
+        "10.46.3.0/24; the container subnets of different hosts must be disjoint",
+    ),
+    (
+        lambda c: c["hosts"][1].update(name="gpu1"),
+        "cluster.hosts[].name: 'gpu1' is used more than once",
+    ),
+    (
+        lambda c: c["nodes"][2].update(host="gpu9"),
+        "cluster.nodes[2].host: 'gpu9' is not one of hosts[].name ['gpu1', 'gpu2']",
+    ),
+    (
+        lambda c: c["nodes"][3].pop("host"),
+        "cluster.nodes[3].host: required with several hosts (one of ['gpu1', 'gpu2'])",
+    ),
+    (
+        lambda c: c["nodes"][2].update(gpus=3),
+        "cluster.nodes[].gpus: the nodes on host 'gpu2' ask for 4 GPUs in all but hosts[1].gpu.devices declares 2",
+    ),
+    (
+        lambda c: c["nodes"][2].update(nat_address="10.46.3.20"),
+        "cluster.nodes[2].nat_address: 10.46.3.20 is not a usable address of the NAT bridge subnet 10.47.3.0/24 "
+        "of host 'gpu2'",
+    ),
+    (
+        lambda c: c.update(network=copy.deepcopy(c["hosts"][0]["network"])),
+        "cluster.network: not allowed with `hosts`; set it per host (hosts[].network)",
+    ),
+    (
+        lambda c: c["hosts"][1].pop("address"),
+        "cluster.hosts[1].address: required with several hosts",
+    ),
+    (
+        lambda c: c["hosts"][1]["connection"].update(host_key="ssh-ed25519 not a key"),
+        "cluster.hosts[1].connection.ssh.host_key: String should match pattern",
+    ),
+    (
+        lambda c: c["hosts"][0].update(retired=True),
+        "cluster.hosts[0].retired: only a host reached over SSH can be retired; 'gpu1' is this machine",
+    ),
+    (
+        lambda c: c["hosts"][1].update(connection={"kind": "local"}),
+        "cluster.hosts[1].connection: hosts[0] is already the local host; only one host can be local",
+    ),
+    (
+        lambda c: c.update(accounting={"nat_address": "10.46.3.20"}),
+        "cluster.accounting: not supported with `hosts` yet",
+    ),
+    (
+        lambda c: c["slurm"].update(controller={"placement": "host", "host": "gpu2"}),
+        "cluster.hosts[1].hostname: required, slurmctld runs on this host",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), MULTI_HOST_CASES)
+def test_multi_host_rule_message(change, message):
+    assert message in error_after(change)
+
+
+def test_hosts_and_a_single_host_section_do_not_mix():
+    cluster = copy.deepcopy(stack_config("e2e")["cluster"])
+    cluster["nodes"][0]["host"] = "gpu1"
+    with pytest.raises(ConfigError, match=r"nodes\[0\].host: 'gpu1' names a host, but this stack has no `hosts` list"):
+        parse_stack_config({"cluster": cluster})
+
+
+def test_multi_host_rules_include_every_single_host_rule():
+    from components.config import CLUSTER_RULES
+
+    assert set(CLUSTER_RULES) < set(MULTI_HOST_RULES)
+
+
+# ---- graph ----
+
+
+def test_ssh_host_commands_are_remote_with_secret_key_and_pinned_host_key(run):
+    remote = [r for r in run.of_type(REMOTE)]
+    local = [r for r in run.of_type(LOCAL)]
+    assert remote and local
+    assert all(r.name.startswith(("duo-gpu2-", "duo-c002-", "duo-c003-")) for r in remote), [r.name for r in remote]
+    assert all(not r.name.startswith(("duo-gpu2-", "duo-c002-", "duo-c003-")) for r in local)
+    pinned = twohost()["hosts"][1]["connection"]["host_key"]
+    for command in remote:
+        assert "connection" in command.secret_paths, f"{command.name}: the connection (with the key) is not secret"
+        connection = unwrap(command.inputs["connection"])
+        assert connection["privateKey"] == PRIVATE_KEY
+        assert connection["hostKey"] == pinned, f"{command.name} does not pin the host key"
+        assert (connection["host"], connection["user"], connection["port"]) == ("192.168.10.12", "root", 22)
+
+
+def test_every_command_of_an_ssh_host_waits_for_its_bootstrap(run):
+    bootstrap = {"duo-gpu2-ssh-ready", "duo-gpu2-sshd-accept-env"}
+    assert run.depends_on("duo-gpu2-sshd-accept-env", "duo-gpu2-ssh-ready")
+    for command in run.of_type(REMOTE):
+        if command.name in bootstrap:
+            continue
+        for step in bootstrap:
+            assert run.depends_on(command.name, step), f"{command.name} does not wait for {step}"
+    # The bootstrap has no parameters: sshd would drop them before the drop-in exists.
+    for name in bootstrap:
+        assert not run.by_name(name).inputs.get("environment")
+    assert "AcceptEnv GPUCLUSTER_*" in run.by_name("duo-gpu2-sshd-accept-env").inputs["create"]
+    # Waiting for sshd dials until it answers.
+    assert unwrap(run.by_name("duo-gpu2-ssh-ready").inputs["connection"])["dialErrorLimit"] == -1
+    # The local host's commands do not wait for another host's bootstrap.
+    assert not run.depends_on("duo-c000-lxc", "duo-gpu2-sshd-accept-env")
+
+
+def test_ssh_parameters_are_named_readable_environment_under_one_prefix(run):
+    for command in run.of_type(REMOTE):
+        environment = command.inputs.get("environment") or {}
+        assert all(key.startswith(ENV_PREFIX) for key in environment), command.name
+        assert "environment" not in command.secret_paths
+    lxc = run.by_name("duo-c002-lxc").inputs["environment"]
+    assert lxc["GPUCLUSTER_CONTAINER"] == "duo-c002"
+    assert "lxc.net.0.link = duobr0" in lxc["GPUCLUSTER_LXC_CONFIG"]
+    for command in run.of_type(LOCAL):
+        assert not any(key.startswith(ENV_PREFIX) for key in command.inputs.get("environment") or {})
+
+
+def test_no_secret_in_any_readable_input(run):
+    key = next(r for r in run.of_type(RANDOM))
+    assert key.inputs["length"] == 1024
+    for resource in run.resources:
+        readable = {k: v for k, v in resource.inputs.items() if k not in resource.secret_paths}
+        text = json.dumps(readable)
+        assert "PRIVATE KEY" not in text, f"{resource.name} shows the private key"
+        assert readable.get("stdin") in (None, "duo"), f"{resource.name} has a readable stdin"
+        assert set(resource.secret_paths) <= {"connection", "stdin"}, (resource.name, resource.secret_paths)
+    # The munge key travels by stdin to every host, as a secret; nothing else has a stdin.
+    with_stdin = sorted(r.name for r in run.resources if "stdin" in r.inputs)
+    assert with_stdin == ["duo-gpu1-munge-key", "duo-gpu2-munge-key", "duo-gpu2-sshd-accept-env"]
+    for name in with_stdin[:2]:
+        assert "stdin" in run.by_name(name).secret_paths
+    # The sshd drop-in's one parameter, the cluster's name, by stdin (readable).
+    assert run.by_name("duo-gpu2-sshd-accept-env").inputs["stdin"] == "duo"
+
+
+def test_no_edge_between_the_hosts_containers(run):
+    containers = [r.name for r in run.resources if r.type in (LOCAL, REMOTE) and r.name.endswith("-lxc")]
+    assert len(containers) == 5
+    for a in containers:
+        for b in containers:
+            assert a == b or not run.depends_on(a, b), f"{a} waits for {b}"
+
+
+@pytest.mark.parametrize(
+    ("resource", "dependency"),
+    [
+        ("duo-gpu2-bridges-nat", "duo-gpu2-host-preflight"),
+        ("duo-c002-lxc", "duo-gpu2-bridges-nat"),
+        ("duo-c002-lxc", "duo-gpu2-image-rootfs"),
+        ("duo-gpu2-routes", "duo-gpu2-bridges-nat"),
+        ("duo-gpu1-routes", "duo-gpu1-bridges-nat"),
+        ("duo-slurm-slurmctld", "duo-gpu1-routes"),
+        ("duo-slurm-slurmctld", "duo-gpu2-routes"),
+        ("duo-slurm-slurmctld", "duo-gpu1-munge-key"),
+        ("duo-c002-slurm-slurmd", "duo-gpu2-munge-key"),
+        ("duo-c002-slurm-slurmd", "duo-gpu2-slurm-client"),
+        ("duo-c002-slurm-slurmd", "duo-slurm-slurmctld"),
+        ("duo-health", "duo-c002-slurm-slurmd"),
+        ("duo-health", "duo-c000-slurm-slurmd"),
+    ],
+)
+def test_dependency_edge(run, resource, dependency):
+    assert run.depends_on(resource, dependency), f"{resource} does not wait for {dependency}"
+
+
+def test_one_slurm_with_partitions_spanning_hosts(run):
+    slurmctld = run.by_name("duo-slurm-slurmctld").inputs["environment"]
+    conf = slurmctld["SLURM_CONF_TEXT"]
+    assert [line.split()[0] for line in conf.splitlines() if line.startswith("NodeName=")] == [
+        f"NodeName=c00{i}" for i in range(4)
+    ]
+    assert "NodeAddr=10.47.3.2" in conf
+    assert "PartitionName=gpu Nodes=c[000-003]" in conf
+    assert "SlurmctldHost=c000(10.46.3.2)" in conf
+    # Every slurmd points at the one controller, whatever its host.
+    for node in ("c000", "c002"):
+        environment = {
+            k.removeprefix(ENV_PREFIX): v
+            for k, v in run.by_name(f"duo-{node}-slurm-slurmd").inputs["environment"].items()
+        }
+        assert environment["CONF_SERVER"] == "10.46.3.2"
+    # gpu2's client copy names its own host's munge socket; the controller's config, the cluster's.
+    client = run.by_name("duo-gpu2-slurm-client").inputs["environment"]["GPUCLUSTER_SLURM_CONF_TEXT"]
+    assert "AuthInfo=socket=/run/gpucluster-duo/munge.socket" in conf
+    assert client.replace("AuthInfo=socket=/run/gpucluster-duo/munge.socket", "") == conf.replace(
+        "AuthInfo=socket=/run/gpucluster-duo/munge.socket", ""
+    )
+
+
+def test_routes_lead_to_the_other_host_via_its_address(run):
+    gpu1 = run.by_name("duo-gpu1-routes").inputs["environment"]
+    gpu2 = run.by_name("duo-gpu2-routes").inputs["environment"]
+    assert gpu1["ROUTES"] == "10.47.3.0/24,192.168.10.12"
+    assert gpu2["GPUCLUSTER_ROUTES"] == "10.46.3.0/24,192.168.10.11"
+
+
+def test_retiring_a_dead_host_runs_nothing_then_drops_its_commands_without_running():
+    """Two updates, as the README says: `retired: true` alone, then the host and its nodes out.
+
+    The state holds the two-host stack. A remote command's delete would dial the dead host, so
+    none may run: the first update must leave every command "same" (nothing runs anywhere)
+    while the state learns retain_on_delete; the second deletes gpu2's commands, and the
+    engine (DeleteStep) drops each of them from the state without calling the provider.
+    """
+    live = host_commands(run_program(stack_config("twohost"), stack="twohost", secrets=SECRETS))
+    state = State({c.urn: StateEntry(c) for c in live})
+
+    retired = stack_config("twohost")
+    retired["cluster"]["hosts"][1]["retired"] = True
+    retired["cluster"]["hosts"][1]["install_packages"] = False  # changes gpu2's inputs only: ignored
+    commands = host_commands(run_program(retired, stack="twohost", secrets=SECRETS))
+    on_gpu2 = {c.urn for c in commands if c.connection}
+    assert on_gpu2 and all(c.retain_on_delete and {"create", "environment"} <= c.ignore_changes
+                           for c in commands if c.urn in on_gpu2)  # fmt: skip
+    assert not any(c.retain_on_delete for c in commands if c.urn not in on_gpu2)
+    timeline, actions = up(state, commands)  # runs no script: every step is "same"
+    assert set(actions.values()) == {"same"}, {n: a for n, a in actions.items() if a != "same"}
+    assert all(step.phase == "same" for step in timeline.steps)
+    assert all(state.resources[urn].command.retain_on_delete for urn in on_gpu2)
+
+    gone = stack_config("twohost")
+    gone["cluster"]["hosts"].pop(1)
+    gone["cluster"]["nodes"] = [n for n in gone["cluster"]["nodes"] if n["host"] == "gpu1"]
+    actions = plan(state, host_commands(run_program(gone, stack="twohost", secrets=SECRETS)))
+    deleted = {urn for urn, action in actions.items() if action == "delete"}
+    assert {urn.rsplit("::", 1)[1] for urn in deleted - on_gpu2} == {"duo-gpu1-routes"}  # runs on gpu1
+    assert {urn for urn in deleted if drops_without_running(state.resources[urn].command, deleted)} == on_gpu2
+
+
+def test_commands_of_a_host_the_program_makes_are_deleted_with_it(tmp_path):
+    """An SSH host whose machine is a resource of the stack (EC2): its commands carry
+    deleted_with, so deleting the machine does not dial it to delete each command."""
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import pulumi\n"
+        "from components.host.boot_unit import FILES\n"
+        "from components.stack_config import parse_stack_config\n"
+        "from components.transport import connect, host_command\n"
+        "from tests.harness.program_harness import stack_config\n"
+        "host = parse_stack_config(stack_config('twohost')).cluster.host_named('gpu2')\n"
+        "machine = pulumi.CustomResource('test:index:Machine', 'machine', {})\n"
+        "options = pulumi.ResourceOptions()\n"
+        "transport = connect('duo-gpu2', 'duo', host, options, private_key='k', deleted_with=machine)\n"
+        "host_command('duo-gpu2-x', create=FILES / 'munge_key_delete.sh', environment={}, transport=transport,\n"
+        "             opts=pulumi.ResourceOptions())\n"
+    )
+    registered = run_program({}, stack="twohost", main=program)
+    machine = registered.by_name("machine").urn
+    for name in ("duo-gpu2-ssh-ready", "duo-gpu2-sshd-accept-env", "duo-gpu2-x"):
+        assert registered.by_name(name).deleted_with == machine, name
+        assert not registered.by_name(name).retain_on_delete
+
+
+def test_node_shells_name_the_host(run):
+    assert run.outputs["node_shells"]["c002"] == "lxc-attach -n duo-c002  (on host gpu2)"
+
+
+def test_single_host_stack_has_no_remote_command_nor_random_key():
+    run = run_program(stack_config("e2e"), stack="e2e")
+    assert not run.of_type(REMOTE) and not run.of_type(RANDOM)
+    assert (
+        ClusterConfig.model_validate(stack_config("e2e")["cluster"]).munge_socket == "/run/gpucluster-e2e/munge.socket"
+    )
+
+
+def test_each_host_brings_back_its_own_part_with_its_routes(run):
+    from components.host.boot_unit import host_state
+
+    config = parse_stack_config(stack_config("twohost")).cluster
+    config = config.model_copy(
+        update={"hosts": [config.hosts[0], config.hosts[1].model_copy(update={"lxc_dir": "/var/lib/lxc-gpu2"})]}
+    )
+    gpu1, gpu2 = (host_state(config, host) for host in config.hosts)
+    assert gpu1["ROUTES"] == "10.47.3.0/24,192.168.10.12" and gpu2["ROUTES"] == "10.46.3.0/24,192.168.10.11"
+    assert gpu1["NODE_CONTAINERS"] == "duo-c000 duo-c001" and gpu2["NODE_CONTAINERS"] == "duo-c002 duo-c003"
+    assert gpu1["CONTROLLER_CONTAINER"] == "duo-c000" and gpu2["CONTROLLER_CONTAINER"] == ""
+    assert gpu1["WEB_CONTAINER"] == "duo-web" and gpu2["WEB_CONTAINER"] == "" and gpu2["FORWARDS"] == ""
+    assert gpu2["LXC_PATH"] == "/var/lib/lxc-gpu2" and "LXC_PATH" not in gpu1
+    # One boot unit per host, each with its host's description, over that host's transport.
+    gpu2_unit = run.by_name("duo-gpu2-boot-unit")
+    assert gpu2_unit.type == REMOTE
+    assert "ROUTES=10.46.3.0/24,192.168.10.11" in gpu2_unit.inputs["environment"]["GPUCLUSTER_HOST_STATE_TEXT"]
+    assert run.by_name("duo-gpu1-boot-unit").type == LOCAL
+
+
+def test_a_one_host_description_has_no_routes_nor_lxc_path():
+    from components.host.boot_unit import host_state
+
+    state = host_state(parse_stack_config(stack_config("e2e")).cluster)
+    assert "ROUTES" not in state and "LXC_PATH" not in state
+
+
+def test_a_host_with_its_own_lxc_path_passes_it_to_every_command():
+    config = stack_config("twohost")
+    config["cluster"]["hosts"][1]["lxc_dir"] = "/var/lib/lxc-gpu2"
+    run = run_program(config, stack="twohost", secrets=SECRETS)
+    for command in run.of_type(REMOTE):
+        environment = command.inputs.get("environment") or {}
+        if environment:
+            assert environment["GPUCLUSTER_LXC_PATH"] == "/var/lib/lxc-gpu2", command.name
+    assert all("LXC_PATH" not in (c.inputs.get("environment") or {}) for c in run.of_type(LOCAL))
+
+
+def test_the_harness_runs_remote_commands_with_their_connection_key_and_stdin(run, tmp_path):
+    from tests.harness.command_executor import host_commands
+    from tests.harness.ssh_executor import ssh_argv
+
+    commands = {c.name: c for c in host_commands(run)}
+    assert commands["duo-c000-lxc"].connection is None
+    lxc = commands["duo-c002-lxc"]
+    assert lxc.connection["privateKey"] == PRIVATE_KEY and lxc.interpreter == ()
+    assert lxc.dependencies >= {commands["duo-gpu2-sshd-accept-env"].urn}
+    assert commands["duo-gpu2-munge-key"].stdin and commands["duo-gpu1-munge-key"].stdin
+    argv = ssh_argv(lxc.connection, tmp_path, lxc.environment)
+    # Exactly the command's variables go as env requests, and only the pinned key is trusted.
+    assert sorted(a.removeprefix("SendEnv=") for a in argv if a.startswith("SendEnv=")) == sorted(lxc.environment)
+    assert "StrictHostKeyChecking=yes" in argv
+    assert (
+        tmp_path / "host-known_hosts"
+    ).read_text() == f"192.168.10.12 {twohost()['hosts'][1]['connection']['host_key']}\n"
+
+
+def test_stand_in_gpus_per_host_live_under_its_run_directory():
+    cluster = twohost()
+    cluster["hosts"][1].update(run_dir="/run/gpu2", gpu={"stand_in": {"count": 2}})
+    config = parse_stack_config({"cluster": cluster}).cluster
+    assert config.host_named("gpu2").gpu.devices == [
+        "/run/gpu2/gpucluster-duo-dev/nvidia0",
+        "/run/gpu2/gpucluster-duo-dev/nvidia1",
+    ]
+    assert config.gpu_assignment()["c003"] == ["/run/gpu2/gpucluster-duo-dev/nvidia1"]
+    cluster["hosts"][1]["gpu"]["devices"] = ["/dev/nvidia0"]
+    with pytest.raises(
+        ConfigError, match=r"hosts\[1\]\.gpu\.devices: cannot be set together with hosts\[1\]\.gpu\.stand_in"
+    ):
+        parse_stack_config({"cluster": cluster})
+    cluster["hosts"][1]["gpu"] = {"stand_in": {"count": 1}}
+    with pytest.raises(ConfigError, match=r"but hosts\[1\]\.gpu\.stand_in\.count declares 1; raise hosts\[1\]\.gpu"):
+        parse_stack_config({"cluster": cluster})
+
+
+def test_every_command_of_a_stack_on_one_ssh_host_is_remote():
+    from tests.harness.e2e_teardown import PLACEHOLDER_SECRETS, one_ssh_host_config
+
+    run = run_program(one_ssh_host_config(), stack="e2e", secrets=PLACEHOLDER_SECRETS)
+    assert run.of_type(REMOTE) and not run.of_type(LOCAL), [r.name for r in run.of_type(LOCAL)]
