@@ -49,6 +49,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root, when run as a script
 
 from components.lxc.node_image import IMAGE_PACKAGES  # noqa: E402
+from tests.harness import ssh_hosts  # noqa: E402
 from tests.harness.command_executor import (  # noqa: E402
     HostCommand,
     State,
@@ -59,6 +60,7 @@ from tests.harness.command_executor import (  # noqa: E402
     host_commands,
     up,
 )
+from tests.harness.e2e_teardown import run_here  # noqa: E402
 from tests.harness.program_harness import ROOT, run_program  # noqa: E402
 
 CLUSTER = "bench"
@@ -70,6 +72,16 @@ MAX_NODES = 64  # bounded: 64 containers at most, one /24 per bridge
 PHASES = ("host", "image", "containers", "controller", "slurmd", "health", "boot unit")
 OUT = ROOT / "docs" / "benchmark"
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+# The second host of the two-host comparison: a network namespace with its own sshd, bridges,
+# LXC path, state and run directories (tests/harness/ssh_hosts.py), reached over SSH.
+SECOND_HOST = ssh_hosts.SshHost("bh2", "10.62.0.2", 22, netns="bench-h2", site_address="10.62.0.1")
+SECOND_NAT, SECOND_CLUSTER = "10.63.3", "10.63.5"
+SECOND_DIRS = {
+    "state_dir": "/var/lib/gpucluster-bench-h2",
+    "run_dir": "/run/gpucluster-bench-h2-run",
+    "lxc_dir": "/var/lib/lxc-bench-h2",
+}
+SECRET = "benchSshKey"
 OWN_CGROUP = CPUACCT / "gpucluster-benchmark"
 
 
@@ -104,9 +116,41 @@ def commands_for(nodes: int) -> list[HostCommand]:
     return host_commands(run_program(bench_config(nodes), stack=STACK))
 
 
+def two_host_config(nodes: int, host_key: str) -> dict:
+    """The same cluster on two hosts: the first half of the nodes here, the rest on the second
+    host (over SSH), each host with its own bridges, subnets and stand-in GPU."""
+    config = bench_config(nodes)
+    cluster = config["cluster"]
+    shared = cluster.pop("host")["shared_dir"]
+    network, gpu = cluster.pop("network"), cluster.pop("gpu")
+    second_network = {
+        "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"{SECOND_NAT}.1/24"},
+        "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"{SECOND_CLUSTER}.0/24"},
+    }
+    connection = {
+        "kind": "ssh",
+        "address": SECOND_HOST.address,
+        "port": SECOND_HOST.port,
+        "host_key": host_key,
+        "private_key_secret": SECRET,
+    }
+    cluster["hosts"] = [
+        {"name": "h1", "address": SECOND_HOST.site_address, "shared_dir": shared, "network": network, "gpu": gpu},
+        {"name": "h2", "connection": connection, "address": SECOND_HOST.address, "shared_dir": shared,
+         "network": second_network, "gpu": gpu, **SECOND_DIRS},
+    ]  # fmt: skip
+    for i, node in enumerate(cluster["nodes"]):
+        node["host"] = "h1" if i < nodes // 2 else "h2"
+        if node["host"] == "h2":
+            node["nat_address"], node["cluster_address"] = f"{SECOND_NAT}.{10 + i}", f"{SECOND_CLUSTER}.{1 + i}"
+    return config
+
+
 def phase_of(name: str) -> str:
-    step = name.removeprefix(f"{CLUSTER}-")
-    if step.startswith(("host-", "bridges-", "slurm-munge-key", "slurm-client")):
+    step = name.removeprefix(f"{CLUSTER}-").removeprefix("h1-").removeprefix("h2-")
+    if step.startswith(("host-", "bridges-", "slurm-munge-key", "slurm-client", "munge-key", "client")):
+        return "host"
+    if step in ("routes", "ssh-ready", "sshd-accept-env"):
         return "host"
     if step.startswith("image-"):
         return "image"
@@ -165,11 +209,14 @@ def require_host() -> None:
 
 def preflight(largest: list[HostCommand], baseline_nodes: int) -> None:
     """The cluster's own preflight (read-only) for the largest size, and free baseline names."""
-    check = [c for c in largest if c.name == f"{CLUSTER}-host-preflight"]
+    # The preflight checks the stand-in GPUs it is given, so they are made for it, then removed.
+    check = [c for c in largest if c.name in (f"{CLUSTER}-host-stand-in-gpus", f"{CLUSTER}-host-preflight")]
     try:
         apply(check)
     except AssertionError as error:
         sys.exit(f"refusing to run: the cluster's preflight failed\n{error}")
+    finally:
+        destroy([c for c in check if c.name.endswith("-stand-in-gpus")])
     taken = [name for name in baseline_names(baseline_nodes) if Path("/var/lib/lxc", name).exists()]
     if taken:
         sys.exit(
@@ -260,6 +307,36 @@ def baseline(nodes: int) -> dict:
     return {"packages": packages, "cumulative": ended}
 
 
+def compare_hosts(nodes: int, counted: bool) -> list[dict]:
+    """1 host x `nodes` against 2 hosts x `nodes`/2, both with their node images kept. On this
+    one machine both hosts share its CPUs, so this measures what a second host costs (SSH,
+    routes, a second image and bridges), not the speed-up of a second machine."""
+    hosts = {SECOND_HOST.address: SECOND_HOST}
+    server = ssh_hosts.start(SECOND_HOST)
+    two = host_commands(
+        run_program(two_host_config(nodes, server["host_key"]), stack=STACK, secrets={SECRET: server["client_key"]})
+    )
+    try:
+        one = commands_for(nodes)
+        print(f"two hosts x {nodes // 2} nodes: building both hosts' node images (not measured) ...")
+        bring_up(nodes, two, counted)
+        print(f"one host x {nodes} nodes, the node image kept ...")
+        single = {"kind": "hosts", "label": f"1 host x {nodes} nodes", "hosts": 1, **bring_up(nodes, one, counted)}
+        print(f"two hosts x {nodes // 2} nodes, the node images kept ...")
+        double = {
+            "kind": "hosts",
+            "label": f"2 hosts x {nodes // 2} nodes",
+            "hosts": 2,
+            **bring_up(nodes, two, counted),
+        }
+        return [single, double]
+    finally:
+        destroy(run_here(two, hosts))
+        ssh_hosts.remove(SECOND_HOST)
+        for directory in SECOND_DIRS.values():
+            sh("rmdir", directory, check=False)
+
+
 def purge_kept_image() -> None:
     """Remove the node images kept for the bench cluster (purge-kept.sh, the documented way)."""
     if KEEP_DIR.exists():
@@ -329,6 +406,13 @@ def report(figures: dict) -> str:
                 f"    scale-out, {what}: {large['nodes']} nodes take {large['ready'] / small['ready']:.2f}x "
                 f"the time of {small['nodes']}"
             )
+    compared = {run["hosts"]: run for run in runs if run["kind"] == "hosts"}
+    if len(compared) == 2:
+        one, two = compared[1], compared[2]
+        lines.append(
+            f"{one['nodes']} nodes, node images kept: 1 host {one['ready']:.1f} s, 2 hosts "
+            f"(over SSH, sharing this machine's CPUs) {two['ready']:.1f} s: {two['ready'] / one['ready']:.2f}x"
+        )
     return "\n".join(lines)
 
 
@@ -412,6 +496,12 @@ def main() -> None:
         default=None,
         help="tutorial-style nodes to create (default: the largest size; 0: none)",
     )
+    parser.add_argument(
+        "--hosts-nodes",
+        type=int,
+        default=8,
+        help="compare 1 host x N nodes with 2 hosts x N/2 (default 8; 0: no comparison)",
+    )
     parser.add_argument("--no-first", action="store_true", help="measure only bring-ups with the kept image")
     parser.add_argument("--keep-image", action="store_true", help="leave the kept node image in place at the end")
     parser.add_argument(
@@ -432,6 +522,8 @@ def main() -> None:
     sizes = sorted(set(args.nodes))
     if sizes[0] < 1 or sizes[-1] > MAX_NODES:
         sys.exit(f"--nodes: 1 to {MAX_NODES}")
+    if args.hosts_nodes and not (2 <= args.hosts_nodes <= MAX_NODES and args.hosts_nodes % 2 == 0):
+        sys.exit(f"--hosts-nodes: an even number, 2 to {MAX_NODES}, or 0")
     baseline_nodes = sizes[-1] if args.baseline_nodes is None else args.baseline_nodes
     if not 0 <= baseline_nodes <= MAX_NODES:
         sys.exit(f"--baseline-nodes: 0 to {MAX_NODES}")
@@ -461,11 +553,15 @@ def main() -> None:
             figures["runs"].append(
                 {"kind": "re-up", "label": f"{n} nodes, image kept", **bring_up(n, commands[n], counted)}
             )
+        if args.hosts_nodes:
+            figures["runs"] += compare_hosts(args.hosts_nodes, counted)
         if baseline_nodes:
             print(f"tutorial-style baseline, {baseline_nodes} nodes ...")
             figures["baseline"] = baseline(baseline_nodes)
     finally:
         destroy(largest)
+        if args.hosts_nodes:
+            destroy(commands_for(args.hosts_nodes))
         for name in baseline_names(baseline_nodes):
             if Path("/var/lib/lxc", name).exists():
                 sh("lxc-destroy", "-n", name, "-f", check=False)

@@ -18,6 +18,8 @@ fi
 if [ "$KEEP_IMAGE" != true ]; then
   rm -rf "$KEPT_DIR"/node-image-*
   rmdir "$KEPT_DIR" 2>/dev/null || true
+  # Several hosts keep theirs in a folder per host, inside the cluster's.
+  [ "$(basename "$KEPT_DIR")" = "$CLUSTER" ] || rmdir "$(dirname "$KEPT_DIR")" 2>/dev/null || true
 fi
 rm -f "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")"
 rmdir "$CLUSTER_DIR/pending" 2>/dev/null || true
