@@ -416,6 +416,13 @@ def report(figures: dict) -> str:
     return "\n".join(lines)
 
 
+def _series(run: dict) -> str:
+    """The bar series of a run: one host with a kept image is a re-up, whatever its size."""
+    if run["kind"] == "hosts":
+        return "re-up" if run["hosts"] == 1 else "two-hosts"
+    return run["kind"]
+
+
 def plot(figures: dict, path: Path) -> None:
     try:
         import matplotlib
@@ -451,6 +458,8 @@ def plot(figures: dict, path: Path) -> None:
 
     sizes = sorted({run["nodes"] for run in runs})
     series = [(f"this program, {what}", kind) for kind, what in KINDS.items()]
+    if any(run["kind"] == "hosts" for run in runs):
+        series.append(("this program, 2 hosts (one over SSH), images kept", "two-hosts"))
     groups = len(series) + bool(base)
     width = 0.8 / groups
 
@@ -458,7 +467,7 @@ def plot(figures: dict, path: Path) -> None:
         return (i - (groups - 1) / 2) * width
 
     for i, (label, kind) in enumerate(series):
-        found = {run["nodes"]: run["ready"] for run in runs if run["kind"] == kind}
+        found = {run["nodes"]: run["ready"] for run in runs if _series(run) == kind}
         xs = [x + offset(i) for x, n in enumerate(sizes) if n in found]
         bars.bar(xs, [found[n] for n in sizes if n in found], width, label=label)
         for x, n in zip(xs, [n for n in sizes if n in found], strict=True):
