@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Remove what destroy deliberately kept: /var/cache/gpucluster/CLUSTER (the list of packages
-# a cluster installed and left installed, and the dump of its accounting database).
+# Remove what destroy deliberately kept: /var/cache/gpucluster/CLUSTER (the built node image,
+# node-image-KEY, the list of packages a cluster installed and left installed, and the dump
+# of its accounting database).
 # Usage: ./purge-kept.sh CLUSTER | --all
 # Packages themselves are never removed here: `apt-get remove` of them is the operator's call.
 set -euo pipefail
@@ -15,6 +16,7 @@ for target in "${targets[@]}"; do
   [ -e "$target" ] || { echo "nothing kept at $target"; continue; }
   find "$target" -name packages-left-installed -exec sh -c 'echo "packages left installed ($1): $(paste -sd" " "$1")"' sh {} \;
   find "$target" -maxdepth 3 -path '*/accounting/*' -exec echo "accounting database removed: {}" \;
+  find "$target" -maxdepth 2 -type d -name 'node-image-*' -exec sh -c 'echo "node image $1: $(du -sh "$1" | cut -f1)"' sh {} \;
   rm -rf "$target"
   echo "removed $target"
 done

@@ -178,8 +178,6 @@ class GpuCluster(pulumi.ComponentResource):
         # slurmctld maps the people of the accounts to uids where it runs.
         host_users = self.host_users[controller_host.name]
         controller_deps = [self.hosts[controller_host.name].packages, *host_users, *self.routes.values()]
-        if controller_node:
-            controller_deps.append(self.containers[controller_node.name])
         accounting = None
         if config.accounting:
             accounting = AccountingSetup(

@@ -237,6 +237,12 @@ class ImageConfig(StrictModel):
     extra_packages: list[PackageName] = Field(
         [], description="packages added to the image besides slurmd, munge, slurm-client, python3"
     )
+    keep: bool = Field(
+        True,
+        description="keep the built image when the cluster is destroyed, in /var/cache/gpucluster/<name>/ "
+        "(./purge-kept.sh removes it): the next up restores it instead of building it again; an image of "
+        "another release, package list or build script is never reused",
+    )
 
 
 class NodeConfig(StrictModel):
@@ -435,6 +441,10 @@ class WebAppConfig(StrictModel):
         return self
 
 
+# What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
+KEEP_DIR = "/var/cache/gpucluster"
+
+
 LOCAL_HOST = "local"
 
 # An SSH public key as OpenSSH prints it (`ssh-keyscan`, /etc/ssh/ssh_host_*_key.pub), comment dropped.
@@ -520,6 +530,14 @@ class ClusterIdentity:
     name: str
     cluster_dir: str
     munge_socket: str
+    host: str | None = None
+    """The host's name in a cluster of several hosts (its kept files have their own folder)."""
+
+    @property
+    def kept_dir(self) -> str:
+        """What destroy keeps of this cluster on purpose (purge-kept.sh removes it); per host
+        where several hosts may share a filesystem."""
+        return f"{KEEP_DIR}/{self.name}" + (f"/{self.host}" if self.host else "")
 
     def container_name(self, hostname: str) -> str:
         """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
@@ -709,7 +727,12 @@ class ClusterConfig(StrictModel):
     def host_identity(self, host: "ClusterHostConfig") -> ClusterIdentity:
         """The cluster as one host's commands name it: that host's cluster directory, and the
         munge socket of the nodes and the controller (the same path in every container)."""
-        return ClusterIdentity(name=self.name, cluster_dir=self.host_cluster_dir(host), munge_socket=self.munge_socket)
+        return ClusterIdentity(
+            name=self.name,
+            cluster_dir=self.host_cluster_dir(host),
+            munge_socket=self.munge_socket,
+            host=host.name if self.multi_host else None,
+        )
 
     def routes_of(self, host: "ClusterHostConfig") -> list[tuple[IPv4Network, IPv4Address]]:
         """(subnet, via) for each other host's NAT subnet: where a host routes the

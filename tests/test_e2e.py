@@ -44,7 +44,8 @@ REQUIRED_TOOLS = [
     "chromium",
 ]
 OUTSIDE_HOST_SIDE, OUTSIDE_NS_SIDE = "10.44.0.1", "10.44.0.2"
-KEPT_AFTER_DESTROY = {"packages-left-installed"}  # the only thing destroy leaves on purpose
+# What destroy leaves on purpose, in /var/cache/gpucluster/<cluster>/ (purge-kept.sh removes it).
+KEPT_AFTER_DESTROY = ("packages-left-installed", "node-image-")
 
 pytestmark = pytest.mark.e2e
 
@@ -113,9 +114,8 @@ def leftovers(cluster: str) -> list[str]:
     ):
         if Path(path).exists():
             found.append(f"path {path}")
-    # Destroy keeps exactly this under /var/cache/gpucluster/<cluster> (purge-kept.sh removes it).
     kept = Path(f"/var/cache/gpucluster/{cluster}")
-    found += [f"kept {p}" for p in kept.rglob("*") if p.name not in KEPT_AFTER_DESTROY]
+    found += [f"kept {p}" for p in kept.glob("*") if not p.name.startswith(KEPT_AFTER_DESTROY)]
     ps = sh("ps", "-eo", "args=").stdout
     found += [
         f"process {line}"
@@ -226,11 +226,18 @@ def slurmctld_pid(cluster: str, placement: str) -> str:
     return sh("lxc-attach", "-n", f"{cluster}-c000", "--", "pidof", "slurmctld").stdout
 
 
+def kept_image(commands) -> Path:
+    """Where destroy keeps the node image of these commands (components/lxc/node_image.py)."""
+    image = next(c for c in commands if c.name.endswith("-image-rootfs")).environment
+    return Path(image["KEPT_DIR"]) / f"node-image-{image['IMAGE_DIGEST']}"
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
-def test_cluster_up_check_reapply_destroy(placement, capsys):
+def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged):
     require_host()
     config = e2e_config(placement)
     cluster = config["cluster"]["name"]
+    kept_images_purged.add(cluster)
     run = run_program(config, stack=STACK)
     commands = host_commands(run)
     report: list[str] = []
@@ -238,11 +245,19 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
     # A previous run that was killed may have left anything behind: destroy is idempotent.
     teardown()
     before = host_snapshot()
+    kept = kept_image(commands)
+    # The image a destroy kept (the other placement's run): restored, not built again.
+    kept_rootfs = (kept / "rootfs").stat().st_ino if (kept / "gpucluster-image-ready").exists() else None
     try:
         make_outside_namespace()
         started = time.monotonic()
         first = apply(commands)
         bring_up = first.finished(f"{cluster}-health")
+        image_step = next(step for step in first.steps if step.name == f"{cluster}-image-rootfs")
+        if kept_rootfs:
+            assert Path(f"/var/lib/lxc/{cluster}-image/rootfs").stat().st_ino == kept_rootfs, "kept image not restored"
+            assert not kept.exists()
+        report.append(f"node image {'restored' if kept_rootfs else 'built'} in {image_step.seconds:.1f} s")
         # The program made the stand-in GPUs, only in the cluster's private device directory.
         assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
@@ -317,6 +332,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         removal = destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))
 
     assert leftovers(cluster) == []
+    assert (kept / "gpucluster-image-ready").exists(), f"destroy did not keep the built image in {kept}"
     after = host_snapshot()
     assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
 

@@ -70,6 +70,13 @@ def test_dependency_edge(run, resource, dependency):
     assert run.depends_on(resource, dependency), f"{resource} does not wait for {dependency}"
 
 
+def test_the_munge_key_and_host_client_do_not_wait_for_containers(run):
+    # Made while the containers boot: only slurmctld waits for its container.
+    for name in ("e2e-slurm-munge-key", "e2e-slurm-client"):
+        assert run.depends_on(name, "e2e-host-packages")
+        assert not any(run.depends_on(name, c.name) for c in run.of_type(COMMAND) if c.name.endswith("-lxc"))
+
+
 def test_containers_have_no_edges_between_them(run):
     containers = [r.name for r in run.of_type(COMMAND) if r.name.endswith("-lxc")]
     assert len(containers) == 5

@@ -69,6 +69,13 @@ lxc_owner() { cat "$(lxc_dir "$1")/gpucluster-owner" 2>/dev/null || true; }
 # made, says it is ours: `lxc_pending CLUSTER_DIR NAME`. Clones must also sit on our image.
 lxc_pending_marker() { printf '%s/pending/%s' "$1" "$2"; }
 lxc_pending() { [ -f "$(lxc_pending_marker "$1" "$2")" ] && [ -z "$(lxc_owner "$2")" ]; }
+
+# lxc_pending_begin CLUSTER_DIR NAME: write the pending marker. The directory stays while
+# containers are made (many at once): only the deletes remove it, when it is empty.
+lxc_pending_begin() {
+  mkdir -p "$1/pending"
+  touch "$(lxc_pending_marker "$1" "$2")"
+}
 lxc_on_image() { grep -qsE "^lxc\.rootfs\.path *= *overlay(fs)?:$(lxc_dir "$2")/rootfs:" "$(lxc_dir "$1")/config"; }
 
 # lxc_ours CLUSTER CLUSTER_DIR NAME [IMAGE]: the container is this cluster's: marked, or a
@@ -80,19 +87,21 @@ lxc_ours() {
   [ -z "$image" ] || [ ! -f "$(lxc_dir "$name")/config" ] || lxc_on_image "$name" "$image"
 }
 
-# lxc_mark CLUSTER CLUSTER_DIR NAME: the owner marker, then the pending marker goes.
+# lxc_mark CLUSTER CLUSTER_DIR NAME: the owner marker, then the pending marker goes (not its
+# directory: another create may be writing its marker there at this moment).
 lxc_mark() {
   echo "$1" > "$(lxc_dir "$3")/gpucluster-owner"
   rm -f "$(lxc_pending_marker "$2" "$3")"
-  rmdir "$2/pending" 2>/dev/null || true
 }
 lxc_running() { [ "$(lxc-info -n "$1" -sH 2>/dev/null)" = RUNNING ]; }
 
-# in_ct CONTAINER COMMAND...: run a command in a container with a clean environment.
+# in_ct CONTAINER COMMAND...: run a command in a container with a clean environment. Nodes
+# run systemd: systemctl skips the packages' SysV scripts (syncing them runs update-rc.d, a
+# perl script, seconds of CPU when many nodes enable a unit at once).
 in_ct() {
   local name=$1; shift
-  lxc-attach -n "$name" --clear-env \
-    -v PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -v LC_ALL=C -- "$@"
+  lxc-attach -n "$name" --clear-env -v LC_ALL=C -v SYSTEMCTL_SKIP_SYSV=1 \
+    -v PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -- "$@"
 }
 
 # ct_write_if_changed CONTAINER PATH MODE OWNER: stdin to PATH in the container;
@@ -108,30 +117,38 @@ ct_write_if_changed() {
     mv -f "$tmp" "$path"' sh "$path" "$mode" "$owner"
 }
 
+# systemd_ready CONTAINER: the container's boot has finished (running, or degraded). One
+# attach that waits for the end of the boot, not one every poll: with many containers booting
+# at once, polling attaches take CPU from their boots. Fails while systemd is not answering yet.
 systemd_ready() {
   local state
-  state=$(in_ct "$1" systemctl is-system-running 2>/dev/null) || true
+  state=$(in_ct "$1" timeout 60 systemctl is-system-running --wait 2>/dev/null) || true
   [ "$state" = running ] || [ "$state" = degraded ]
 }
 
-# ct_setup_munge CONTAINER: the cluster's key (munge:munge 0400), munged on the cluster's
-# socket (linked from the default path, so configless slurmd can fetch its config before it
-# has read AuthInfo), started before any Slurm daemon. Exit status 0 when munge restarted.
+# ct_setup_munge CONTAINER: the cluster's key (munge:munge 0400) and munged, started before
+# any Slurm daemon. munged keeps Debian's socket; the cluster's socket path (slurm.conf's
+# AuthInfo, the same path as on the host) is a link to it that systemd-tmpfiles makes at every
+# boot. No unit drop-in, so no daemon-reload: a reload costs every node a tenth of a second of
+# CPU, seconds when many nodes come up at once. Exit status 0 when munge restarted.
 ct_setup_munge() {
-  local name=$1 changed=1 socket_dir
+  local name=$1 changed=1
   require MUNGE_KEY_FILE MUNGE_SOCKET
   [ -s "$MUNGE_KEY_FILE" ] || die "munge key $MUNGE_KEY_FILE is missing (created by the munge-key resource)"
-  socket_dir=$(dirname "$MUNGE_SOCKET")
   # Piped, not redirected: lxc-attach would chmod a host file given as its stdin.
   cat "$MUNGE_KEY_FILE" | ct_write_if_changed "$name" /etc/munge/munge.key 0400 munge:munge && changed=0
-  printf '[Service]\nRuntimeDirectory=munge %s\nExecStart=\nExecStart=/usr/sbin/munged --socket=%s\nExecStartPost=/bin/ln -sfn %s /run/munge/munge.socket.2\n' \
-    "${socket_dir#/run/}" "$MUNGE_SOCKET" "$MUNGE_SOCKET" |
-    ct_write_if_changed "$name" /etc/systemd/system/munge.service.d/gpucluster.conf 0644 root:root && changed=0
-  if [ "$changed" = 0 ] || ! in_ct "$name" systemctl is-active --quiet munge; then
+  # The drop-in that moved munged's socket before: removed, and munged restarted without it.
+  if in_ct "$name" rm /etc/systemd/system/munge.service.d/gpucluster.conf 2>/dev/null; then
     in_ct "$name" systemctl daemon-reload
-    in_ct "$name" systemctl enable --quiet munge
+    changed=0
+  fi
+  printf 'd %s 0755 root root -\nL+ %s - - - - /run/munge/munge.socket.2\n' "$(dirname "$MUNGE_SOCKET")" "$MUNGE_SOCKET" |
+    ct_write_if_changed "$name" /etc/tmpfiles.d/gpucluster-munge.conf 0644 root:root || true
+  in_ct "$name" systemd-tmpfiles --create /etc/tmpfiles.d/gpucluster-munge.conf
+  if [ "$changed" = 0 ] || ! in_ct "$name" systemctl is-active --quiet munge; then
+    in_ct "$name" systemctl enable --quiet --no-reload munge
     in_ct "$name" systemctl restart munge
-    wait_until 30 "munge in $name" in_ct "$name" /bin/sh -c 'munge -n | unmunge'
+    wait_until 30 "munge in $name" in_ct "$name" /bin/sh -c 'munge -S "$1" -n | unmunge -S "$1"' sh "$MUNGE_SOCKET"
     return 0
   fi
   return 1

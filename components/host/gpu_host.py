@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, HostConfig, NetworkConfig, UserConfig
+from components.config import KEEP_DIR, ClusterIdentity, HostConfig, NetworkConfig, UserConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command
 
@@ -26,9 +26,6 @@ HOST_PACKAGES = [
     "curl",
     "procps",
 ]
-
-# What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
-KEEP_DIR = "/var/cache/gpucluster"
 
 
 class GpuHost(pulumi.ComponentResource):

@@ -1,5 +1,7 @@
 """NodeImage: the Debian rootfs every container is cloned from, built once per cluster."""
 
+import hashlib
+import json
 from pathlib import Path
 
 import pulumi
@@ -21,6 +23,11 @@ class NodeImage(pulumi.ComponentResource):
     static addresses and start no Slurm daemon until configured. Clones are overlay
     snapshots (`lxc-copy -s -B overlay`), so a node costs its boot, not an install.
     Changing the release or the packages replaces the image (and so every container).
+
+    With `image.keep` (the default), destroy moves the built image into the cluster's kept
+    directory (one image per cluster, named by `image_digest`) and the next create moves it
+    back instead of building it: a re-up costs the clones' boots, not an install. An image
+    of another release, package list or build script has another digest and is never reused.
     """
 
     container: pulumi.Output[str]
@@ -47,6 +54,9 @@ class NodeImage(pulumi.ComponentResource):
                 "IMAGE": container,
                 "RELEASE": image.release,
                 "PACKAGES": env_list(packages),
+                "IMAGE_DIGEST": image_digest(image),
+                "KEPT_DIR": cluster.kept_dir,
+                "KEEP_IMAGE": "true" if image.keep else "false",
             },
             triggers=image_fingerprint(image),
             # Same container name: the old image must go before the new one is built.
@@ -63,3 +73,10 @@ def image_packages(image: ImageConfig) -> list[str]:
 def image_fingerprint(image: ImageConfig) -> list[str]:
     """What the image is built from: a change replaces the image and every clone of it."""
     return [image.release, *image_packages(image)]
+
+
+def image_digest(image: ImageConfig) -> str:
+    """Names a built image by everything that shaped it: the release, the packages and the
+    build script. A kept image is restored only under the same digest."""
+    shaped_by = [image.release, *image_packages(image), (FILES / "image_create.sh").read_text()]
+    return hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:16]

@@ -33,7 +33,9 @@ class SlurmController(pulumi.ComponentResource):
     """slurmctld in a node container (as the tutorial does) or on the host.
 
     `slurm_conf` and `gres_conf` are the rendered texts (components/slurm/slurm_conf.py):
-    they describe the whole cluster, so the cluster renders them.
+    they describe the whole cluster, so the cluster renders them. `container` is the container
+    slurmctld runs in (placement `container`): slurmctld waits for it and is replaced with it;
+    the key and the host client need only the host.
 
     Builds:
       - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
@@ -97,7 +99,9 @@ class SlurmController(pulumi.ComponentResource):
         )
         # Order: database -> slurmdbd -> slurmctld (which registers its TRES with slurmdbd).
         self.accounting = None
-        before_slurmctld = [self.munge_key, self.client]
+        # The key and the host client need only the host (made while the containers boot);
+        # slurmctld in a container waits for it.
+        before_slurmctld = [self.munge_key, self.client, *([container] if container else [])]
         if accounting:
             self.accounting = AccountingDatabase(
                 f"{name}-accounting",

@@ -242,7 +242,9 @@ class _Job:
 def _run_jobs(jobs: list[_Job], timeline: Timeline) -> None:
     """Run every job once the jobs it waits for are done, all ready ones at once (unbounded
     parallelism); stop starting new ones at the first failure and raise it when the running
-    ones have ended."""
+    ones have ended. Interrupted (Ctrl-C, or SIGTERM in the tests), likewise: as the engine
+    does, nothing new starts and the running steps end before the interruption goes on (so
+    a teardown after it never races a create still running)."""
     pending = {job.key: job for job in jobs}
     done: set[str] = set()
     failures: list[BaseException] = []
@@ -266,16 +268,21 @@ def _run_jobs(jobs: list[_Job], timeline: Timeline) -> None:
                 lock.notify_all()
 
     with lock:
-        while True:
-            if not failures:
-                for key, job in list(pending.items()):
-                    if job.after <= done:
-                        del pending[key]
-                        running += 1
-                        threading.Thread(target=work, args=(job,), daemon=True).start()
-            if running == 0:
-                break
-            lock.wait()
+        try:
+            while True:
+                if not failures:
+                    for key, job in list(pending.items()):
+                        if job.after <= done:
+                            del pending[key]
+                            running += 1
+                            threading.Thread(target=work, args=(job,), daemon=True).start()
+                if running == 0:
+                    break
+                lock.wait()
+        except KeyboardInterrupt:
+            while running:
+                lock.wait()
+            raise
     if failures:
         raise failures[0]
     if pending:

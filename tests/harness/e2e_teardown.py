@@ -4,7 +4,7 @@ database dumps destroy would keep) and of its SSH variants (one host over SSH, t
 their stand-in SSH hosts, the outside namespace and the stand-in GPUs.
 
 Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
-`python tests/harness/e2e_teardown.py`.
+`python tests/harness/e2e_teardown.py`, which also purges the node image destroy kept.
 """
 
 import copy
@@ -280,3 +280,4 @@ def teardown() -> None:
 
 if __name__ == "__main__":
     teardown()
+    subprocess.run([str(Path(__file__).resolve().parents[2] / "purge-kept.sh"), STACK], check=False)

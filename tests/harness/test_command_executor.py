@@ -1,5 +1,8 @@
 """The end-to-end harness itself: it must order, run and fail commands as the engine would."""
 
+import os
+import signal
+import threading
 from dataclasses import replace
 
 import pytest
@@ -199,6 +202,17 @@ def test_parallelism_is_unbounded(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
     apply([command(f"n{i}", log, create=barrier.format(me=marks / f"n{i}", dir=marks)) for i in range(12)])
+
+
+def test_an_interrupted_update_lets_the_running_steps_end_and_starts_nothing_new(tmp_path):
+    log = tmp_path / "log"
+    slow = f'sleep 1; echo "create left" >> "{log}"'
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        apply(graph(log, left={"create": slow}))
+    # The interruption came while left ran: left ended before it went on, top never started.
+    assert "create left" in lines(log)
+    assert "create top" not in lines(log)
 
 
 def test_ignored_inputs_keep_their_state_and_retained_resources_leave_it_without_deleting(tmp_path):

@@ -39,6 +39,10 @@ ALLOWED_UPDATES: dict[str, str] = {
     "-notebook": "pod hardening (securityContext, no service-account token)",
     "-mnist": "pod hardening (securityContext, no service-account token)",
     "-web-app-deployment": "pod hardening (securityContext, no service-account token)",
+    "-image-rootfs": (
+        "destroy keeps the built image (IMAGE_DIGEST, KEPT_DIR, KEEP_IMAGE); the create finds its image "
+        "built and changes nothing"
+    ),
     "-web-container-lxc": "the app's container mounts the cluster snapshot read-only",
     "-web-service": "the app becomes a page with its API under /api/, its settings one JSON",
     "-slurm-munge-key": "a munge key already there is trusted only when root's alone",

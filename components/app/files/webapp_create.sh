@@ -31,7 +31,7 @@ WantedBy=multi-user.target
 UNIT
 if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet gpu-web-app; then
   in_ct "$CONTAINER" systemctl daemon-reload
-  in_ct "$CONTAINER" systemctl enable --quiet gpu-web-app
+  in_ct "$CONTAINER" systemctl enable --quiet --no-reload gpu-web-app
   in_ct "$CONTAINER" systemctl restart gpu-web-app
 fi
 if ! (wait_until 30 "the web app's /healthz" curl -fsS --max-time 2 "http://$APP_ADDRESS:$APP_PORT/healthz"); then

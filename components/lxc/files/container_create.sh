@@ -40,8 +40,7 @@ if ! lxc_exists "$CONTAINER"; then
   lxc_exists "$IMAGE" || die "node image $IMAGE is missing"
   # The pending marker first: an interruption before the owner marker leaves a clone that
   # the next run still recognizes as this cluster's (and makes again).
-  mkdir -p "$CLUSTER_DIR/pending"
-  touch "$(lxc_pending_marker "$CLUSTER_DIR" "$CONTAINER")"
+  lxc_pending_begin "$CLUSTER_DIR" "$CONTAINER"
   lxc-copy -n "$IMAGE" -N "$CONTAINER" -s -B overlay >&2
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER"
 fi

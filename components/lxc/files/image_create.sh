@@ -1,5 +1,6 @@
-# Build the node image once: a stopped Debian container that every node is cloned from.
-require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES
+# Build the node image once: a stopped Debian container that every node is cloned from; or
+# restore the one destroy kept, when it was built from the same definition (IMAGE_DIGEST).
+require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_IMAGE
 dir=$(lxc_dir "$IMAGE")
 if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE exists and is not this cluster's"
@@ -8,8 +9,15 @@ if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc-destroy -n "$IMAGE" -f >&2 || rm -rf "$dir"
 fi
 # The pending marker first: an interruption before the owner marker is not a foreign image.
-mkdir -p "$CLUSTER_DIR/pending"
-touch "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")"
+lxc_pending_begin "$CLUSTER_DIR" "$IMAGE"
+kept="$KEPT_DIR/node-image-$IMAGE_DIGEST"
+if [ "$KEEP_IMAGE" = true ] && [ -f "$kept/gpucluster-image-ready" ]; then
+  log "restoring the node image kept in $kept"
+  mkdir -p "$(dirname "$dir")"
+  mv "$kept" "$dir"
+  lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
+  exit 0
+fi
 # Remember whether the download cache was ours, so destroy removes only what it made.
 [ -d /var/cache/lxc/debian ] || touch "$CLUSTER_DIR/lxc-cache-created"
 packages=$(lines "$PACKAGES" | paste -sd, -)
@@ -30,4 +38,5 @@ rm -f "$rootfs/etc/munge/munge.key" \
   "$rootfs"/etc/systemd/system/multi-user.target.wants/{munge,slurmd,slurmctld}.service
 mkdir -p "$rootfs/etc/systemd/system/slurmd.service.d"
 printf '[Unit]\nConditionPathExists=\n' > "$rootfs/etc/systemd/system/slurmd.service.d/gpucluster.conf"
+printf '%s\n' "$IMAGE_DIGEST" > "$dir/gpucluster-image-digest"
 touch "$dir/gpucluster-image-ready"

@@ -1,8 +1,25 @@
-# Remove the node image, and the LXC download cache if this cluster created it.
-require CLUSTER CLUSTER_DIR IMAGE RELEASE
-if lxc_exists "$IMAGE" || [ -d "$(lxc_dir "$IMAGE")" ]; then
+# Remove the node image, and the LXC download cache if this cluster created it. With
+# KEEP_IMAGE, a built image goes to the kept directory instead (one per cluster: the last one
+# destroyed), named by the digest it was built under; ./purge-kept.sh removes it.
+require CLUSTER CLUSTER_DIR IMAGE RELEASE KEPT_DIR KEEP_IMAGE
+dir=$(lxc_dir "$IMAGE")
+if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE is not this cluster's; not removing it"
-  lxc-destroy -n "$IMAGE" -f >&2 || rm -rf "$(lxc_dir "$IMAGE")"
+  digest=$(cat "$dir/gpucluster-image-digest" 2>/dev/null || true)
+  if [ "$KEEP_IMAGE" = true ] && [ -n "$digest" ] && [ -f "$dir/gpucluster-image-ready" ]; then
+    rm -rf "$KEPT_DIR"/node-image-*
+    mkdir -p "$KEPT_DIR"
+    mv "$dir" "$KEPT_DIR/node-image-$digest"
+    log "node image kept in $KEPT_DIR/node-image-$digest (./purge-kept.sh $CLUSTER removes it)"
+  else
+    lxc-destroy -n "$IMAGE" -f >&2 || rm -rf "$dir"
+  fi
+fi
+if [ "$KEEP_IMAGE" != true ]; then
+  rm -rf "$KEPT_DIR"/node-image-*
+  rmdir "$KEPT_DIR" 2>/dev/null || true
+  # Several hosts keep theirs in a folder per host, inside the cluster's.
+  [ "$(basename "$KEPT_DIR")" = "$CLUSTER" ] || rmdir "$(dirname "$KEPT_DIR")" 2>/dev/null || true
 fi
 rm -f "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")"
 rmdir "$CLUSTER_DIR/pending" 2>/dev/null || true

@@ -16,7 +16,7 @@ if printf '[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nResta
   ct_write_if_changed "$CONTAINER" /etc/systemd/system/slurmctld.service.d/gpucluster.conf 0644 root:root; then
   in_ct "$CONTAINER" systemctl daemon-reload
 fi
-in_ct "$CONTAINER" systemctl enable --quiet slurmctld
+in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmctld
 if ! in_ct "$CONTAINER" systemctl is-active --quiet slurmctld; then
   in_ct "$CONTAINER" systemctl restart slurmctld
 elif [ "$changed" = 0 ] && [ "$old_restart_lines" != "$(slurm_conf_text | restart_lines)" ]; then

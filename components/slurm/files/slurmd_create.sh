@@ -20,7 +20,7 @@ if [ -n "${GPU_HEALTH_PROGRAM:-}" ]; then
 else
   in_ct "$CONTAINER" rm -f /usr/local/sbin/gpucluster-gpu-health /etc/gpucluster/gpu-health.conf
 fi
-in_ct "$CONTAINER" systemctl enable --quiet slurmd
+in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmd
 if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet slurmd; then
   in_ct "$CONTAINER" systemctl restart slurmd
   # The health gate checks every node that this update (re)started.

@@ -1,0 +1,588 @@
+"""Benchmark: bring-up of N nodes on this machine, by the program's own commands, against the
+tutorial's way of making nodes.
+
+Run as root (it creates containers, bridges and daemons, and removes them again):
+
+    venv/bin/pip install -r tests/requirements-benchmark.txt      # matplotlib, for the plot
+    venv/bin/python tests/benchmark_bringup.py                     # 4 and 16 nodes
+    venv/bin/python tests/benchmark_bringup.py --nodes 4 8 16 --baseline-nodes 4
+
+What it does, in one run:
+  1. Records the program's commands under mocks for a `bench` cluster of each size (one
+     stand-in GPU, made by the program, shared by the nodes; slurmctld in c000; no web app) and runs the cluster's
+     own preflight for the largest one: it refuses to start, changing nothing, when the
+     cluster's bridge names or subnets, or its container names, are taken by something else.
+  2. For every size: a bring-up with no kept node image (the image is built with
+     `lxc-create -t debian` from LXC's download cache), destroy (which keeps the image), a
+     bring-up that restores the kept image, destroy. Bring-ups run the harness the
+     end-to-end test uses (tests/harness/command_executor.py): dependency order, unbounded
+     parallelism, as `pulumi up` does.
+  3. The tutorial-style baseline: one `lxc-create -t debian -- -r bookworm --packages=...`
+     (the node image's packages) per node, one after the other, as the tutorial's
+     install_cuda_node loop does (its boot, SSH and Slurm setup are not counted, so the
+     baseline is a lower bound). Measured once for the largest baseline size; the time at n
+     nodes is when the n-th create ended. Each container is removed right after its create,
+     outside the timed part.
+  4. Prints per phase and total, the ratios, writes the figures as JSON and a plot (PNG), and
+     purges the kept image it made (unless --keep-image).
+
+Phases are spans of the resources' steps on the update's clock (0 = the first step starts):
+host (preflight, packages, shared dir, bridges, the munge key and the host's munged), image,
+containers, controller (slurmctld), slurmd registration, health gate (sinfo + srun on every
+node and a GPU job), boot unit. `ready` is when the health gate passed: every node answered srun.
+CPU seconds are counted in cgroups (v1 cpuacct): the benchmark's own (every script and tool
+the bring-up runs) and the cluster's containers, so other work on the host is left out.
+"""
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root, when run as a script
+
+from components.lxc.node_image import IMAGE_PACKAGES  # noqa: E402
+from tests.harness import ssh_hosts  # noqa: E402
+from tests.harness.command_executor import (  # noqa: E402
+    HostCommand,
+    State,
+    Timeline,
+    apply,
+    destroy,
+    destroy_state,
+    host_commands,
+    up,
+)
+from tests.harness.e2e_teardown import run_here  # noqa: E402
+from tests.harness.program_harness import ROOT, run_program  # noqa: E402
+
+CLUSTER = "bench"
+STACK = "bench"
+NAT_PREFIX, CLUSTER_PREFIX = "10.61.3", "10.61.5"
+KEEP_DIR = Path("/var/cache/gpucluster") / CLUSTER
+BASELINE_PREFIX = "benchtut-"
+MAX_NODES = 64  # bounded: 64 containers at most, one /24 per bridge
+PHASES = ("host", "image", "containers", "controller", "slurmd", "health", "boot unit")
+OUT = ROOT / "docs" / "benchmark"
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+# The second host of the two-host comparison: a network namespace with its own sshd, bridges,
+# LXC path, state and run directories (tests/harness/ssh_hosts.py), reached over SSH.
+SECOND_HOST = ssh_hosts.SshHost("bh2", "10.62.0.2", 22, netns="bench-h2", site_address="10.62.0.1")
+SECOND_NAT, SECOND_CLUSTER = "10.63.3", "10.63.5"
+SECOND_DIRS = {
+    "state_dir": "/var/lib/gpucluster-bench-h2",
+    "run_dir": "/run/gpucluster-bench-h2-run",
+    "lxc_dir": "/var/lib/lxc-bench-h2",
+}
+SECRET = "benchSshKey"
+OWN_CGROUP = CPUACCT / "gpucluster-benchmark"
+
+
+def bench_config(nodes: int) -> dict:
+    """A `bench` cluster of `nodes` nodes sharing one stand-in GPU, slurmctld in c000."""
+    return {
+        "cluster": {
+            "name": CLUSTER,
+            "host": {"shared_dir": f"/srv/gpucluster/{CLUSTER}/shared"},
+            "network": {
+                "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"{NAT_PREFIX}.1/24"},
+                "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"{CLUSTER_PREFIX}.0/24"},
+            },
+            "gpu": {"stand_in": {"count": 1}, "share_between_nodes": True},
+            "nodes": [
+                {
+                    "name": f"c{i:03d}",
+                    "nat_address": f"{NAT_PREFIX}.{10 + i}",
+                    "cluster_address": f"{CLUSTER_PREFIX}.{1 + i}",
+                }
+                for i in range(nodes)
+            ],
+            "slurm": {
+                "controller": {"placement": "container", "node": "c000"},
+                "partitions": [{"name": "bench", "default": True, "oversubscribe": "YES"}],
+            },
+        }
+    }
+
+
+def commands_for(nodes: int) -> list[HostCommand]:
+    return host_commands(run_program(bench_config(nodes), stack=STACK))
+
+
+def two_host_config(nodes: int, host_key: str) -> dict:
+    """The same cluster on two hosts: the first half of the nodes here, the rest on the second
+    host (over SSH), each host with its own bridges, subnets and stand-in GPU."""
+    config = bench_config(nodes)
+    cluster = config["cluster"]
+    shared = cluster.pop("host")["shared_dir"]
+    network, gpu = cluster.pop("network"), cluster.pop("gpu")
+    second_network = {
+        "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"{SECOND_NAT}.1/24"},
+        "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"{SECOND_CLUSTER}.0/24"},
+    }
+    connection = {
+        "kind": "ssh",
+        "address": SECOND_HOST.address,
+        "port": SECOND_HOST.port,
+        "host_key": host_key,
+        "private_key_secret": SECRET,
+    }
+    cluster["hosts"] = [
+        {"name": "h1", "address": SECOND_HOST.site_address, "shared_dir": shared, "network": network, "gpu": gpu},
+        {"name": "h2", "connection": connection, "address": SECOND_HOST.address, "shared_dir": shared,
+         "network": second_network, "gpu": gpu, **SECOND_DIRS},
+    ]  # fmt: skip
+    for i, node in enumerate(cluster["nodes"]):
+        node["host"] = "h1" if i < nodes // 2 else "h2"
+        if node["host"] == "h2":
+            node["nat_address"], node["cluster_address"] = f"{SECOND_NAT}.{10 + i}", f"{SECOND_CLUSTER}.{1 + i}"
+    return config
+
+
+def phase_of(name: str) -> str:
+    step = name.removeprefix(f"{CLUSTER}-").removeprefix("h1-").removeprefix("h2-")
+    if step.startswith(("host-", "bridges-", "slurm-munge-key", "slurm-client", "munge-key", "client")):
+        return "host"
+    if step in ("routes", "ssh-ready", "sshd-accept-env"):
+        return "host"
+    if step.startswith("image-"):
+        return "image"
+    if step.endswith("-slurm-slurmd"):
+        return "slurmd"
+    if step.endswith("-lxc"):
+        return "containers"
+    if step.startswith("slurm-"):
+        return "controller"
+    if step == "health":
+        return "health"
+    if step.startswith("boot-"):
+        return "boot unit"
+    raise ValueError(f"no phase for step {name}")
+
+
+def phases(timeline: Timeline) -> dict:
+    """Per phase: start and end (seconds after the first step started), and its span."""
+    origin = min(step.started for step in timeline.steps)
+    found: dict[str, dict] = {}
+    for step in timeline.steps:
+        start, end = step.started - origin, step.started + step.seconds - origin
+        phase = found.setdefault(phase_of(step.name), {"start": start, "end": end})
+        phase["start"], phase["end"] = min(phase["start"], start), max(phase["end"], end)
+    for phase in found.values():
+        phase["seconds"] = phase["end"] - phase["start"]
+    return {name: found[name] for name in PHASES if name in found}
+
+
+def steps_of(timeline: Timeline) -> list[dict]:
+    origin = min(step.started for step in timeline.steps)
+    return [
+        {
+            "name": step.name,
+            "phase": phase_of(step.name),
+            "start": round(step.started - origin, 3),
+            "seconds": round(step.seconds, 3),
+        }
+        for step in sorted(timeline.steps, key=lambda s: s.started)
+    ]
+
+
+def sh(*argv: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def require_host() -> None:
+    if os.geteuid() != 0:
+        sys.exit("the bring-up benchmark needs root (it creates bridges and containers)")
+    missing = [
+        tool for tool in ("lxc-create", "lxc-copy", "debootstrap", "srun", "slurmctld") if not shutil.which(tool)
+    ]
+    if missing:
+        sys.exit(f"missing tools {missing}: install tests/debian-packages.txt (bash .ci/run does)")
+
+
+def preflight(largest: list[HostCommand], baseline_nodes: int) -> None:
+    """The cluster's own preflight (read-only) for the largest size, and free baseline names."""
+    # The preflight checks the stand-in GPUs it is given, so they are made for it, then removed.
+    check = [c for c in largest if c.name in (f"{CLUSTER}-host-stand-in-gpus", f"{CLUSTER}-host-preflight")]
+    try:
+        apply(check)
+    except AssertionError as error:
+        sys.exit(f"refusing to run: the cluster's preflight failed\n{error}")
+    finally:
+        destroy([c for c in check if c.name.endswith("-stand-in-gpus")])
+    taken = [name for name in baseline_names(baseline_nodes) if Path("/var/lib/lxc", name).exists()]
+    if taken:
+        sys.exit(
+            f"refusing to run: LXC containers {taken} exist (the baseline's names); remove them or pick another host"
+        )
+
+
+def baseline_names(nodes: int) -> list[str]:
+    return [f"{BASELINE_PREFIX}c{i:03d}" for i in range(nodes)]
+
+
+def cpu_busy() -> float:
+    """Seconds of CPU the whole host has spent busy since boot (all processes, all cores)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def cgroup_seconds(path: Path) -> float:
+    return int((path / "cpuacct.usage").read_text()) / 1e9
+
+
+def enter_own_cgroup() -> bool:
+    """Run in a cpuacct cgroup of our own (cgroup v1), so the CPU of every script and tool the
+    bring-up runs, and of the host daemons it starts, is counted apart from other work on the
+    host; the containers count in their own LXC cgroups."""
+    if not (CPUACCT / "cpuacct.usage").exists():
+        return False
+    OWN_CGROUP.mkdir(exist_ok=True)
+    (OWN_CGROUP / "cgroup.procs").write_text(str(os.getpid()))
+    return True
+
+
+def leave_own_cgroup() -> None:
+    if not OWN_CGROUP.exists():
+        return
+    for pid in [os.getpid(), *(OWN_CGROUP / "cgroup.procs").read_text().split()]:
+        with contextlib.suppress(ProcessLookupError):
+            (CPUACCT / "cgroup.procs").write_text(str(pid))
+    OWN_CGROUP.rmdir()
+
+
+def own_cpu() -> float:
+    """CPU seconds of this bring-up so far: our cgroup, and the cluster's containers and their
+    LXC monitors (whose cgroups go when the containers stop: read before destroy)."""
+    groups = [OWN_CGROUP, *CPUACCT.glob(f"lxc.payload.{CLUSTER}-*"), *CPUACCT.glob(f"lxc.monitor.{CLUSTER}-*")]
+    return sum(cgroup_seconds(group) for group in groups if group.exists())
+
+
+def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
+    """Up, then destroy; the figures of the up and the destroy's time."""
+    state = State()
+    load = float(Path("/proc/loadavg").read_text().split()[0])
+    busy, own = cpu_busy(), own_cpu() if counted else 0.0
+    try:
+        timeline, _ = up(state, commands)
+        busy, own = cpu_busy() - busy, own_cpu() - own if counted else None
+    finally:
+        started = time.monotonic()
+        destroy_state(state)
+        destroyed = time.monotonic() - started
+    found = phases(timeline)
+    return {
+        "nodes": nodes,
+        "total": round(timeline.wall_seconds, 2),
+        "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
+        "phases": {name: {k: round(v, 2) for k, v in phase.items()} for name, phase in found.items()},
+        "destroy": round(destroyed, 2),
+        "cpu_seconds": round(own, 1) if own is not None else None,
+        "host_cpu_seconds": round(busy, 1),
+        "load_before": load,
+        "steps": steps_of(timeline),
+    }
+
+
+def baseline(nodes: int) -> dict:
+    """The tutorial's per-node install, one after the other; each container removed (untimed)."""
+    packages = ",".join(IMAGE_PACKAGES)
+    ended, elapsed = [], 0.0
+    for name in baseline_names(nodes):
+        started = time.monotonic()
+        try:
+            sh("lxc-create", "-n", name, "-t", "debian", "--", "-r", "bookworm", f"--packages={packages}", timeout=900)
+            elapsed += time.monotonic() - started
+            ended.append(round(elapsed, 2))
+            print(f"  tutorial-style lxc-create {name}: {ended[-1] - (ended[-2] if len(ended) > 1 else 0):.1f} s")
+        finally:
+            sh("lxc-destroy", "-n", name, "-f", check=False)
+    return {"packages": packages, "cumulative": ended}
+
+
+def compare_hosts(nodes: int, counted: bool) -> list[dict]:
+    """1 host x `nodes` against 2 hosts x `nodes`/2, both with their node images kept. On this
+    one machine both hosts share its CPUs, so this measures what a second host costs (SSH,
+    routes, a second image and bridges), not the speed-up of a second machine."""
+    hosts = {SECOND_HOST.address: SECOND_HOST}
+    server = ssh_hosts.start(SECOND_HOST)
+    two = host_commands(
+        run_program(two_host_config(nodes, server["host_key"]), stack=STACK, secrets={SECRET: server["client_key"]})
+    )
+    try:
+        one = commands_for(nodes)
+        print(f"two hosts x {nodes // 2} nodes: building both hosts' node images (not measured) ...")
+        bring_up(nodes, two, counted)
+        print(f"one host x {nodes} nodes, the node image kept ...")
+        single = {"kind": "hosts", "label": f"1 host x {nodes} nodes", "hosts": 1, **bring_up(nodes, one, counted)}
+        print(f"two hosts x {nodes // 2} nodes, the node images kept ...")
+        double = {
+            "kind": "hosts",
+            "label": f"2 hosts x {nodes // 2} nodes",
+            "hosts": 2,
+            **bring_up(nodes, two, counted),
+        }
+        return [single, double]
+    finally:
+        destroy(run_here(two, hosts))
+        ssh_hosts.remove(SECOND_HOST)
+        for directory in SECOND_DIRS.values():
+            sh("rmdir", directory, check=False)
+
+
+def purge_kept_image() -> None:
+    """Remove the node images kept for the bench cluster (purge-kept.sh, the documented way)."""
+    if KEEP_DIR.exists():
+        sh(str(ROOT / "purge-kept.sh"), CLUSTER)
+
+
+def machine() -> dict:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    memory = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": memory,
+        "os": release.get("PRETTY_NAME", "").strip('"'),
+        "kernel": platform.release(),
+        "lxc": sh("lxc-create", "--version", check=False).stdout.strip(),
+        "slurm": sh("slurmctld", "-V", check=False).stdout.strip(),
+    }
+
+
+KINDS = {"first": "node image built", "re-up": "node image kept by a destroy before"}
+
+
+def report(figures: dict) -> str:
+    runs, base = figures["runs"], figures.get("baseline")
+    lines = [
+        "phase spans in seconds (first start to last end of each phase's steps); ready: the health gate passed;",
+        "cpu s: CPU seconds of the bring-up's own processes and containers; host cpu: the whole host's, other work",
+        "included",
+        f"{'run':<24}{'nodes':>6}" + "".join(f"{p:>11}" for p in PHASES) + f"{'ready':>8}{'total':>8}{'cpu s':>8}"
+        f"{'host cpu':>9}",
+    ]
+    for run in runs:
+        cells = "".join(f"{run['phases'][p]['seconds']:>11.1f}" if p in run["phases"] else f"{'-':>11}" for p in PHASES)
+        cpu = run["cpu_seconds"] if run["cpu_seconds"] is not None else "-"
+        lines.append(
+            f"{run['label']:<24}{run['nodes']:>6}{cells}{run['ready']:>8.1f}{run['total']:>8.1f}{cpu:>8}"
+            f"{run['host_cpu_seconds']:>9.1f}"
+        )
+    lines.append("")
+    if base:
+        lines.append(
+            f"tutorial-style: one lxc-create -t debian --packages={base['packages']} per node, one after the "
+            "other (no boot, no Slurm):"
+        )
+        shown = {run["nodes"] for run in runs} | {len(base["cumulative"])}
+        lines += [f"  {n:>3} nodes: {s:.1f} s" for n, s in enumerate(base["cumulative"], start=1) if n in shown]
+    for kind, what in KINDS.items():
+        by_size = {run["nodes"]: run for run in runs if run["kind"] == kind}
+        for nodes, run in sorted(by_size.items()):
+            line = f"{nodes:>3} nodes, {what}: ready {run['ready']:.1f} s (destroy {run['destroy']:.1f} s)"
+            if base and nodes <= len(base["cumulative"]):
+                line += f"; tutorial-style takes {base['cumulative'][nodes - 1] / run['ready']:.1f}x as long"
+            lines.append(line)
+        sizes = sorted(by_size)
+        if len(sizes) > 1:
+            small, large = by_size[sizes[0]], by_size[sizes[-1]]
+            lines.append(
+                f"    scale-out, {what}: {large['nodes']} nodes take {large['ready'] / small['ready']:.2f}x "
+                f"the time of {small['nodes']}"
+            )
+    compared = {run["hosts"]: run for run in runs if run["kind"] == "hosts"}
+    if len(compared) == 2:
+        one, two = compared[1], compared[2]
+        lines.append(
+            f"{one['nodes']} nodes, node images kept: 1 host {one['ready']:.1f} s, 2 hosts "
+            f"(over SSH, sharing this machine's CPUs) {two['ready']:.1f} s: {two['ready'] / one['ready']:.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def _series(run: dict) -> str:
+    """The bar series of a run: one host with a kept image is a re-up, whatever its size."""
+    if run["kind"] == "hosts":
+        return "re-up" if run["hosts"] == 1 else "two-hosts"
+    return run["kind"]
+
+
+def plot(figures: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no plot: matplotlib is missing (venv/bin/pip install -r tests/requirements-benchmark.txt)")
+        return
+    runs, base = figures["runs"], figures.get("baseline")
+    colors = dict(zip(PHASES, plt.get_cmap("tab10").colors, strict=False))
+    fig, (gantt, bars) = plt.subplots(1, 2, figsize=(14, 5), gridspec_kw={"width_ratios": [3, 2]})
+
+    # One thin lane per phase inside each run's row: phases overlap (containers boot while the
+    # controller starts), so each keeps its own band.
+    lane = 0.8 / len(PHASES)
+    for row, run in enumerate(runs):
+        for index, phase in enumerate(PHASES):
+            span = run["phases"].get(phase)
+            if span:
+                y = row - 0.4 + lane * (index + 0.5)
+                label = phase if row == 0 else None
+                gantt.barh(
+                    y, max(span["seconds"], 0.05), left=span["start"], color=colors[phase], height=lane, label=label
+                )
+        gantt.text(run["ready"], row, f" ready {run['ready']:.1f} s", va="center", fontsize=8)
+    gantt.set_yticks(range(len(runs)), [run["label"] for run in runs], fontsize=8)
+    gantt.invert_yaxis()
+    gantt.set_xlabel("seconds since the update started")
+    gantt.set_title("bring-up phases (this program)")
+    gantt.legend(fontsize=7, loc="lower right")
+    gantt.set_xlim(0, max(run["total"] for run in runs) * 1.25)
+
+    sizes = sorted({run["nodes"] for run in runs})
+    series = [(f"this program, {what}", kind) for kind, what in KINDS.items()]
+    if any(run["kind"] == "hosts" for run in runs):
+        series.append(("this program, 2 hosts (one over SSH), images kept", "two-hosts"))
+    groups = len(series) + bool(base)
+    width = 0.8 / groups
+
+    def offset(i: int) -> float:
+        return (i - (groups - 1) / 2) * width
+
+    for i, (label, kind) in enumerate(series):
+        found = {run["nodes"]: run["ready"] for run in runs if _series(run) == kind}
+        xs = [x + offset(i) for x, n in enumerate(sizes) if n in found]
+        bars.bar(xs, [found[n] for n in sizes if n in found], width, label=label)
+        for x, n in zip(xs, [n for n in sizes if n in found], strict=True):
+            bars.text(x, found[n], f"{found[n]:.1f}", ha="center", va="bottom", fontsize=7)
+    if base:
+        i = len(series)
+        shown = [n for n in sizes if n <= len(base["cumulative"])]
+        xs = [x + offset(i) for x, n in enumerate(sizes) if n in shown]
+        seconds = [base["cumulative"][n - 1] for n in shown]
+        bars.bar(xs, seconds, width, label="tutorial-style lxc-create per node, sequential", color="tab:gray")
+        for x, value in zip(xs, seconds, strict=True):
+            bars.text(x, value, f"{value:.0f}", ha="center", va="bottom", fontsize=7)
+    bars.set_xticks(range(len(sizes)), [f"{n} nodes" for n in sizes])
+    bars.set_ylabel("seconds until every node serves (ready)")
+    bars.set_title("bring-up against the tutorial's per-node install")
+    bars.legend(fontsize=7)
+
+    host = figures["machine"]
+    fig.suptitle(
+        f"{figures['date']}: {host['cpus']} cores ({host['cpu']}), {host['memory_gib']} GiB, {host['os']}, "
+        f"LXC {host['lxc']}, {host['slurm']}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[4, 16], help="cluster sizes (default: 4 16)")
+    parser.add_argument(
+        "--baseline-nodes",
+        type=int,
+        default=None,
+        help="tutorial-style nodes to create (default: the largest size; 0: none)",
+    )
+    parser.add_argument(
+        "--hosts-nodes",
+        type=int,
+        default=8,
+        help="compare 1 host x N nodes with 2 hosts x N/2 (default 8; 0: no comparison)",
+    )
+    parser.add_argument("--no-first", action="store_true", help="measure only bring-ups with the kept image")
+    parser.add_argument("--keep-image", action="store_true", help="leave the kept node image in place at the end")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=OUT,
+        help=f"folder of bringup.json and bringup.png (default {OUT.relative_to(ROOT)})",
+    )
+    parser.add_argument("--plot-only", action="store_true", help="redraw the plot from the folder's bringup.json")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.plot_only:
+        figures = json.loads((args.out / "bringup.json").read_text())
+        print(report(figures))
+        plot(figures, args.out / "bringup.png")
+        return
+
+    sizes = sorted(set(args.nodes))
+    if sizes[0] < 1 or sizes[-1] > MAX_NODES:
+        sys.exit(f"--nodes: 1 to {MAX_NODES}")
+    if args.hosts_nodes and not (2 <= args.hosts_nodes <= MAX_NODES and args.hosts_nodes % 2 == 0):
+        sys.exit(f"--hosts-nodes: an even number, 2 to {MAX_NODES}, or 0")
+    baseline_nodes = sizes[-1] if args.baseline_nodes is None else args.baseline_nodes
+    if not 0 <= baseline_nodes <= MAX_NODES:
+        sys.exit(f"--baseline-nodes: 0 to {MAX_NODES}")
+    require_host()
+    commands = {n: commands_for(n) for n in sizes}
+    largest = commands[sizes[-1]]
+
+    figures: dict = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "command": " ".join(["tests/benchmark_bringup.py", *sys.argv[1:]]),
+        "runs": [],
+    }
+    counted = enter_own_cgroup()
+    try:
+        preflight(largest, baseline_nodes)
+        destroy(largest)  # whatever an interrupted run of this benchmark left (its own only)
+        for n in sizes:
+            if not args.no_first:
+                purge_kept_image()
+                print(f"bring-up, {n} nodes, the node image built ...")
+                run = bring_up(n, commands[n], counted)
+                figures["runs"].append({"kind": "first", "label": f"{n} nodes, image built", **run})
+            print(f"bring-up, {n} nodes, the node image kept by the destroy before ...")
+            if not any(KEEP_DIR.glob("node-image-*")):
+                bring_up(n, commands[n], counted)  # --no-first: build it, unmeasured
+            figures["runs"].append(
+                {"kind": "re-up", "label": f"{n} nodes, image kept", **bring_up(n, commands[n], counted)}
+            )
+        if args.hosts_nodes:
+            figures["runs"] += compare_hosts(args.hosts_nodes, counted)
+        if baseline_nodes:
+            print(f"tutorial-style baseline, {baseline_nodes} nodes ...")
+            figures["baseline"] = baseline(baseline_nodes)
+    finally:
+        destroy(largest)
+        if args.hosts_nodes:
+            destroy(commands_for(args.hosts_nodes))
+        for name in baseline_names(baseline_nodes):
+            if Path("/var/lib/lxc", name).exists():
+                sh("lxc-destroy", "-n", name, "-f", check=False)
+        if not args.keep_image:
+            purge_kept_image()
+        leave_own_cgroup()
+
+    (args.out / "bringup.json").write_text(json.dumps(figures, indent=1) + "\n")
+    print(report(figures))
+    plot(figures, args.out / "bringup.png")
+    print(f"wrote {args.out / 'bringup.json'} and {args.out / 'bringup.png'}")
+
+
+if __name__ == "__main__":
+    main()

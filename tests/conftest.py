@@ -1,0 +1,30 @@
+"""Fixtures shared by the end-to-end tests."""
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def kept_images_purged():
+    """The names of the clusters an end-to-end test made: destroy keeps their node image, so
+    the tests after it restore the image instead of building it; at the end of the session
+    their kept files are purged (./purge-kept.sh), and the host is as it was."""
+    clusters: set[str] = set()
+    yield clusters
+    for cluster in sorted(clusters):
+        subprocess.run([str(ROOT / "purge-kept.sh"), cluster], capture_output=True, check=False)
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # A run stopped with SIGTERM (a timeout, a kill) cleans up as after Ctrl-C: the tests'
+    # finally blocks and the fixtures' teardowns (the kept images' purge) still run.
+    signal.signal(signal.SIGTERM, _interrupted)

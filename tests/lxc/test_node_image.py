@@ -1,0 +1,103 @@
+"""The node image: what names a built image, the switch that keeps it across destroy, and the
+image scripts restoring, keeping and refusing a kept image on this machine."""
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components.config import ImageConfig
+from components.lxc import node_image
+from components.lxc.node_image import image_digest
+from tests.harness.command_executor import CommandFailedError, State, StateEntry, destroy_state, host_commands, up
+from tests.harness.program_harness import run_program, stack_config
+
+
+def image_command(image: dict | None = None):
+    config = stack_config("e2e")
+    if image is not None:
+        config["cluster"]["image"] = image
+    return next(c for c in host_commands(run_program(config, stack="e2e")) if c.name == "e2e-image-rootfs")
+
+
+def test_the_digest_names_what_shapes_the_image(monkeypatch, tmp_path):
+    base = image_digest(ImageConfig())
+    assert image_digest(ImageConfig()) == base
+    assert image_digest(ImageConfig(keep=False)) == base, "keeping or not does not shape the image"
+    assert image_digest(ImageConfig(extra_packages=["less"])) != base
+    # The build script shapes it too: an edited one never reuses an image the old one built.
+    (tmp_path / "image_create.sh").write_text((node_image.FILES / "image_create.sh").read_text() + "\n# edited\n")
+    monkeypatch.setattr(node_image, "FILES", tmp_path)
+    assert image_digest(ImageConfig()) != base
+
+
+def test_destroy_keeps_the_image_by_default_and_the_switch_is_no_trigger():
+    kept, not_kept = image_command(), image_command({"keep": False})
+    assert kept.environment["KEEP_IMAGE"] == "true"
+    assert kept.environment["KEPT_DIR"] == "/var/cache/gpucluster/e2e"
+    assert kept.environment["IMAGE_DIGEST"] == image_digest(ImageConfig())
+    assert not_kept.environment["KEEP_IMAGE"] == "false"
+    # Turning the switch changes what destroy does, not the image: no replacement.
+    assert not_kept.triggers == kept.triggers
+    assert image_command({"extra_packages": ["less"]}).environment["IMAGE_DIGEST"] != kept.environment["IMAGE_DIGEST"]
+
+
+@pytest.mark.e2e
+def test_the_image_scripts_restore_keep_and_never_reuse_a_stale_image(tmp_path):
+    """The real create and delete scripts with a built image staged in the kept directory (no
+    lxc-create needed to restore it): create moves it in, destroy moves it back, another
+    digest builds instead of restoring, and KEEP_IMAGE=false purges what was kept."""
+    assert os.geteuid() == 0, "needs root: the image lives in /var/lib/lxc"
+    name, image = "kimg", Path("/var/lib/lxc/kimg-image")
+    assert not image.exists(), f"{image} exists: not this test's"
+    kept_dir, digest = tmp_path / "kept", "0123456789abcdef"
+    environment = {
+        **image_command().environment,
+        "CLUSTER": name,
+        "CLUSTER_DIR": str(tmp_path / "state"),
+        "IMAGE": image.name,
+        "KEPT_DIR": str(kept_dir),
+        "IMAGE_DIGEST": digest,
+    }
+    command = dataclasses.replace(image_command(), environment=environment, dependencies=frozenset())
+    built = kept_dir / f"node-image-{digest}"
+    (built / "rootfs" / "etc").mkdir(parents=True)
+    (built / "rootfs" / "etc" / "built-by-test").write_text("yes\n")
+    (built / "config").write_text(f"lxc.uts.name = {image.name}\nlxc.rootfs.path = dir:{image}/rootfs\n")
+    (built / "gpucluster-owner").write_text(f"{name}\n")
+    (built / "gpucluster-image-digest").write_text(f"{digest}\n")
+    (built / "gpucluster-image-ready").touch()
+    inode = (built / "rootfs").stat().st_ino
+    state = State()
+    try:
+        up(state, [command])
+        assert (image / "rootfs" / "etc" / "built-by-test").exists()
+        assert (image / "rootfs").stat().st_ino == inode, "restored by a move, not a copy or a build"
+        assert not built.exists()
+        assert "restoring the node image" in state.resources[command.urn].stderr
+        assert not (tmp_path / "state" / "pending" / image.name).exists(), "pending marker left"
+
+        destroy_state(state)
+        assert not image.exists()
+        assert (built / "rootfs").stat().st_ino == inode, "destroy moved the image into the kept directory"
+
+        # Another definition (another digest): the kept image is not restored; a build starts
+        # (and fails here, on a release that does not exist) and the kept image stays as it was.
+        other = dataclasses.replace(
+            command, environment={**environment, "IMAGE_DIGEST": "fedcba9876543210", "RELEASE": "no-such-release"}
+        )
+        with pytest.raises(CommandFailedError) as failed:
+            up(State(), [other])
+        assert "restoring" not in str(failed.value)
+        assert (built / "rootfs").stat().st_ino == inode
+
+        # Keeping switched off: destroy purges what was kept.
+        off = dataclasses.replace(command, environment={**environment, "KEEP_IMAGE": "false"})
+        destroy_state(State({off.urn: StateEntry(off)}))
+        assert not kept_dir.exists()
+        assert not image.exists()
+    finally:
+        if image.exists():
+            shutil.rmtree(image)
