@@ -253,6 +253,10 @@ MARKUP = '<script>document.title="injected"</script><img src=x onerror="document
 
 
 class ElsewherePage(BaseHTTPRequestHandler):
+    # A connection Chromium opens ahead and never uses would hold this one-thread server (and
+    # its shutdown at teardown) until Chromium closes it: drop such a socket after 2 s.
+    timeout = 2
+
     def do_GET(self):
         data = b"<!doctype html><title>elsewhere</title><p>another site"
         self.send_response(200)
