@@ -115,7 +115,14 @@ def leftovers(cluster: str) -> list[str]:
         if Path(path).exists():
             found.append(f"path {path}")
     kept = Path(f"/var/cache/gpucluster/{cluster}")
-    found += [f"kept {p}" for p in kept.glob("*") if not p.name.startswith(KEPT_AFTER_DESTROY)]
+    for entry in kept.glob("*"):
+        if entry.name.startswith(KEPT_AFTER_DESTROY):
+            continue
+        # A cluster of several hosts keeps its images per host: <cluster>/<host>/node-image-*.
+        inside = list(entry.iterdir()) if entry.is_dir() else []
+        if inside and all(p.name.startswith(KEPT_AFTER_DESTROY) for p in inside):
+            continue
+        found.append(f"kept {entry}")
     ps = sh("ps", "-eo", "args=").stdout
     found += [
         f"process {line}"

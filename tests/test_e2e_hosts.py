@@ -128,8 +128,9 @@ def routes_survive_a_lost_route(config: dict, report: list[str]) -> None:
     ]  # fmt: skip
 
 
-def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
+def test_one_host_over_ssh_up_check_reapply_destroy(capsys, kept_images_purged):
     require_host()
+    kept_images_purged.add(CLUSTER)
     teardown()
     before = host_snapshot()
     report: list[str] = []
@@ -176,8 +177,9 @@ def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
         print(f"whole test {total:.0f} s")
 
 
-def test_two_hosts_one_slurm(capsys):
+def test_two_hosts_one_slurm(capsys, kept_images_purged):
     require_host()
+    kept_images_purged.add(CLUSTER)
     teardown()
     before = host_snapshot()
     report: list[str] = []
@@ -297,12 +299,13 @@ def test_two_hosts_one_slurm(capsys):
         print(f"whole test {total:.0f} s")
 
 
-def test_a_host_that_died_is_retired_without_dialing_it(capsys):
+def test_a_host_that_died_is_retired_without_dialing_it(capsys, kept_images_purged):
     """The second host's machine dies (its link down, its sshd gone). `retired: true` alone runs
     nothing anywhere; removing the host then drops its commands from the state without
     dialing it, while the first host converges (Slurm forgets the dead nodes, the route to
     them goes, the health gate passes). The dead machine is cleaned by hand (the teardown)."""
     require_host()
+    kept_images_purged.add(CLUSTER)
     teardown()
     before = host_snapshot()
     report: list[str] = []
