@@ -13,6 +13,7 @@ PID 1 not systemd). A broken user data fails this test: cloud-init's status is t
 
 import copy
 import json
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.e2e
 CONTAINER = "ec2boot-cloud1"
 BRIDGE, GATEWAY, ADDRESS = "ec2bootbr0", "10.64.0.1", "10.64.0.2"
 PACKAGES = [*IMAGE_PACKAGES, "cloud-init", "openssh-server"]
+DOWNLOAD_CACHE = Path("/var/cache/lxc/debian")
 RUN_THESE = ("cloud-cloud1-ssh-ready", "cloud-cloud1-sshd-accept-env", "cloud-cloud1-host-stand-in-gpus",
              "cloud-cloud1-host-preflight")  # fmt: skip
 
@@ -57,6 +59,8 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
     require_host()
     remove_stand_in_instance()
     before = host_snapshot()
+    # lxc-create fills LXC's download cache when it is empty: then it is removed at the end.
+    cache_was_there = DOWNLOAD_CACHE.exists()
     sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ops@site", "-f", str(tmp_path / "login"))
     login_public = (tmp_path / "login.pub").read_text().strip()
     run = run_program(boot_config(login_public), stack="ec2", secrets={"awsSshKey": (tmp_path / "login").read_text()})
@@ -119,6 +123,9 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
         if state.resources:
             destroy_state(state)
         remove_stand_in_instance()
+        if not cache_was_there:
+            shutil.rmtree(DOWNLOAD_CACHE, ignore_errors=True)
+            sh("rmdir", str(DOWNLOAD_CACHE.parent), check=False)
     assert host_snapshot() == before
     with capsys.disabled():
         print(f"\n== an EC2 host's first boot (stand-in: container {CONTAINER}, built in {built:.0f} s) ==")
