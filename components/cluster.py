@@ -81,6 +81,9 @@ class GpuCluster(pulumi.ComponentResource):
         self.platforms: dict[str, ContainerPlatform] = {}
         self.host_users: dict[str, list[pulumi.Resource]] = {}
         self.ec2_site, self.machines = self._ec2_site(name, config), {}
+        if self.ec2_site is not None:
+            types = [host.connection.instance_type for host in config.cluster_hosts if host.is_ec2]
+            self.cost = pulumi.Output.from_input(estimate(config.aws.region, types, config.aws.prices))
         for host in config.cluster_hosts:
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
@@ -349,9 +352,6 @@ class GpuCluster(pulumi.ComponentResource):
             cluster=config.name,
             routed_subnets=tuple(host.network.nat_bridge.subnet for host in ec2_hosts),
             web_ports=tuple(sorted({f.host_port for host in ec2_hosts for f in config.for_host(host).all_forwards})),
-        )
-        self.cost = pulumi.Output.from_input(
-            estimate(config.aws.region, [host.connection.instance_type for host in ec2_hosts], config.aws.prices)
         )
         return Ec2Site(f"{name}-aws", config.aws, spec, opts=pulumi.ResourceOptions(parent=self))
 

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from components.aws.config import AwsConfig, Ec2Connection
+from components.aws.prices import PRICES_DATE, hourly_price
 from components.config_types import (
     Hostname,
     InterfaceName,
@@ -1262,8 +1263,6 @@ def rule_aws(c: ClusterConfig) -> Iterator[str]:
     vpc_cidr = getattr(aws.vpc, "cidr", subnet)
     if not subnet.subnet_of(vpc_cidr):
         yield f"aws.vpc.subnet_cidr: {subnet} is not inside aws.vpc.cidr {vpc_cidr}"
-    from components.aws.prices import PRICES_DATE, hourly_price
-
     for i, host in ec2:
         if host.address is None:
             yield f"hosts[{i}].address: required for an EC2 host: the instance's fixed private address in {subnet}"
