@@ -4,7 +4,6 @@ import socket
 from pathlib import Path
 
 import pulumi
-import pulumi_random as random
 
 from components.app.web_app import WebApp
 from components.aws.instance import Ec2Host, InstanceSpec
@@ -28,7 +27,7 @@ from components.slurm.slurm_conf import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from components.transport import Machine, Transport, connect, env_list, host_command
+from components.transport import Machine, Transport, connect, env_list, generated_secret, host_command
 
 # The cluster-wide health check and the other hosts' Slurm clients are Slurm scripts; the
 # munge key's installation is the host's; routes are the network's.
@@ -71,7 +70,7 @@ class GpuCluster(pulumi.ComponentResource):
 
         # Several hosts share one munge key: generated once, kept only as an encrypted secret
         # in the state, installed on each host by stdin. One host makes its own on the host.
-        key = random.RandomBytes(f"{name}-munge-key", length=1024, opts=child) if multi else None
+        key = generated_secret(f"{name}-munge-key", length=1024, opts=child) if multi else None
         self.transports: dict[str, Transport] = {}
         self.hosts: dict[str, GpuHost] = {}
         self.bridges_of: dict[str, Bridges] = {}
@@ -138,7 +137,7 @@ class GpuCluster(pulumi.ComponentResource):
                     create=HOST_FILES / "munge_key_install_create.sh",
                     delete=HOST_FILES / "munge_key_delete.sh",
                     environment={"MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key"},
-                    stdin=pulumi.Output.secret(key.base64),
+                    stdin=key,
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_host.packages]),
                 )
             platform = ContainerPlatform(

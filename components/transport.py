@@ -210,3 +210,21 @@ def host_command(
         stdin=stdin,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=transport.ready)),
     )
+
+
+def generated_secret(name: str, *, length: int, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """`length` random bytes, base64, made once on the machine running `pulumi up` and kept only
+    as an encrypted secret in the state (the command's stdout, marked secret and never logged).
+
+    A local command rather than pulumi-random: its provider is bridged from Terraform and
+    cannot be built where only Go modules can be fetched, while pulumi-command runs wherever
+    the program does. The bytes never appear in an argument list or a log line.
+    """
+    made = local.Command(
+        name,
+        create=f"head -c {int(length)} /dev/urandom | base64 -w0",
+        interpreter=INTERPRETER,
+        logging=local.Logging.NONE,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["stdout"])),
+    )
+    return pulumi.Output.secret(made.stdout)

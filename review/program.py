@@ -12,6 +12,7 @@ that graph, the end-to-end test executes its commands, and the offline render
 import base64
 import hashlib
 import json
+import re
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,9 @@ def _ed25519_openssh(seed: bytes) -> dict[str, str]:
     return {"privateKeyOpenssh": private, "publicKeyOpenssh": public + "\n"}
 
 
+GENERATED_SECRET = re.compile(r"head -c (\d+) /dev/urandom \| base64 -w0")
+
+
 class _Mocks(pulumi.runtime.Mocks):
     """Resources echo their inputs as state; a command's stdout is empty, as in a preview."""
 
@@ -108,9 +112,11 @@ class _Mocks(pulumi.runtime.Mocks):
             state.setdefault("stdout", "")
             state.setdefault("stderr", "")
         seed = hashlib.shake_256(f"{pulumi.get_stack()}:{args.name}".encode())
-        if args.typ == "random:index/randomBytes:RandomBytes":
-            # Stable per stack and name, as the engine keeps a generated value in the state.
-            state["base64"] = base64.b64encode(seed.digest(int(args.inputs["length"]))).decode()
+        generated = GENERATED_SECRET.fullmatch(str(args.inputs.get("create", "")))
+        if args.typ == "command:local:Command" and generated:
+            # A generated secret (components/transport.py): stable per stack and name, as the
+            # engine keeps the command's stdout in the state.
+            state["stdout"] = base64.b64encode(seed.digest(int(generated.group(1)))).decode()
         if args.typ == "tls:index/privateKey:PrivateKey":
             # A real key (the boot test logs in with it pinned), stable per stack and name.
             state.update(_ed25519_openssh(seed.digest(32)))

@@ -12,7 +12,9 @@ from components.transport import ENV_PREFIX
 from tests.harness.command_executor import State, StateEntry, drops_without_running, host_commands, plan, up
 from tests.harness.program_harness import run_program, stack_config
 
-LOCAL, REMOTE, RANDOM = "command:local:Command", "command:remote:Command", "random:index/randomBytes:RandomBytes"
+LOCAL, REMOTE = "command:local:Command", "command:remote:Command"
+# The cluster's munge key, made where `pulumi up` runs (components/transport.py generated_secret).
+GENERATED_KEY = "head -c 1024 /dev/urandom | base64 -w0"
 PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key-but-a-secret\n-----END OPENSSH PRIVATE KEY-----\n"
 SECRETS = {"gpu2SshKey": PRIVATE_KEY}
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -203,8 +205,9 @@ def test_ssh_parameters_are_named_readable_environment_under_one_prefix(run):
 
 
 def test_no_secret_in_any_readable_input(run):
-    key = next(r for r in run.of_type(RANDOM))
-    assert key.inputs["length"] == 1024
+    key = run.by_name("duo-munge-key")
+    assert key.inputs["create"] == GENERATED_KEY
+    assert key.inputs["logging"] == "none", "the generated key must never reach the engine's log"
     for resource in run.resources:
         readable = {k: v for k, v in resource.inputs.items() if k not in resource.secret_paths}
         text = json.dumps(readable)
@@ -345,9 +348,10 @@ def test_node_shells_name_the_host(run):
     assert run.outputs["node_shells"]["c002"] == "lxc-attach -n duo-c002  (on host gpu2)"
 
 
-def test_single_host_stack_has_no_remote_command_nor_random_key():
+def test_single_host_stack_has_no_remote_command_nor_generated_key():
     run = run_program(stack_config("e2e"), stack="e2e")
-    assert not run.of_type(REMOTE) and not run.of_type(RANDOM)
+    generated = [r.name for r in run.of_type(LOCAL) if r.inputs.get("create") == GENERATED_KEY]
+    assert not run.of_type(REMOTE) and not generated
     assert (
         ClusterConfig.model_validate(stack_config("e2e")["cluster"]).munge_socket == "/run/gpucluster-e2e/munge.socket"
     )
@@ -433,4 +437,6 @@ def test_every_command_of_a_stack_on_one_ssh_host_is_remote():
     from tests.harness.e2e_teardown import PLACEHOLDER_SECRETS, one_ssh_host_config
 
     run = run_program(one_ssh_host_config(), stack="e2e", secrets=PLACEHOLDER_SECRETS)
-    assert run.of_type(REMOTE) and not run.of_type(LOCAL), [r.name for r in run.of_type(LOCAL)]
+    # The only local command makes the munge key where `pulumi up` runs; it touches no host.
+    local_commands = [r for r in run.of_type(LOCAL) if r.inputs.get("create") != GENERATED_KEY]
+    assert run.of_type(REMOTE) and not local_commands, [r.name for r in local_commands]

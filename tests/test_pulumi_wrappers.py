@@ -175,6 +175,7 @@ def test_offline_up_says_what_to_do_and_changes_nothing(tmp_path):
         f"      PULUMI_TARBALL=/path/to/{TARBALL} ./up.sh STACK\n"
         f"  - put pulumi v{PINNED} on PATH (found: none)\n"
         "  - point PULUMI_CLI_URL at a mirror of that file\n"
+        "  - with Go and a Go module proxy: tools/pulumi-cli.sh build\n"
         f"The file must have SHA-256 {PINNED_SHA256}.\n"
     )
     # It stops before the venv, the state or any pulumi command.
@@ -213,6 +214,66 @@ def test_the_wrapper_uses_the_cli_installed_in_the_project(tmp_path):
     [call] = project.calls()
     assert call["executable"] == str(cli / "pulumi") and call["argv"] == ["stack", "ls", "--json"]
     assert_wrapped(call, project)
+
+
+# ---- the CLI built from its Go modules, when the download is impossible ----
+
+STAND_IN_GO = """#!/usr/bin/env python3
+import os, sys
+with open({record!r}, "a") as out:
+    out.write(os.getcwd() + " " + " ".join(sys.argv[1:]) + "\\n")
+    if sys.argv[1:3] == ["mod", "tidy"]:
+        out.write(open("go.mod").read())
+args = sys.argv[1:]
+if args[:2] == ["mod", "download"]:
+    sys.exit(1)  # the module proxy does not serve the language host
+if args[0] == "build":
+    target = args[args.index("-o") + 1]
+    with open(target, "w") as out:
+        out.write(open({pulumi!r}).read())
+    os.chmod(target, 0o755)
+"""
+
+
+def with_stand_in_go(project: Project, tmp_path: Path) -> Path:
+    record = tmp_path / "go-calls.txt"
+    write_stand_in(tmp_path / "built-pulumi", project.record)
+    go = project.bin / "go"
+    go.write_text(STAND_IN_GO.format(record=str(record), pulumi=str(tmp_path / "built-pulumi")))
+    go.chmod(0o755)
+    return record
+
+
+def test_offline_the_cli_is_built_from_its_go_modules_once_into_the_kept_cache(tmp_path):
+    project = Project(tmp_path, stand_in_on_path=False)
+    go_calls = with_stand_in_go(project, tmp_path)
+    cache = tmp_path / "cli-cache"
+    done = project.run("./pulumi.sh stack ls", PULUMI_CLI_URL=UNREACHABLE, PULUMI_CLI_CACHE=str(cache))
+    assert done.returncode == 0, done.stderr
+    assert "the download is impossible from here: building the same version from its Go modules" in done.stderr
+    assert "the CLI is built without the Python language host" in done.stderr
+    [call] = project.calls()
+    assert call["executable"] == str(cache / f"v{PINNED}" / "pulumi")
+    calls = go_calls.read_text().splitlines()
+    assert any(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{PINNED}" in c for c in calls)
+    # The throwaway module requires the pinned CLI and repeats its non-local replace line.
+    assert f"require github.com/pulumi/pulumi/pkg/v3 v{PINNED}" in calls
+    assert any(c.startswith("replace github.com/atotto/clipboard => github.com/tgummerer/clipboard") for c in calls)
+    assert not list(cache.glob("*.new")) and sorted(p.name for p in cache.iterdir()) == [f"v{PINNED}"]
+    # Kept: the next call builds nothing.
+    go_calls.unlink()
+    assert project.run("./pulumi.sh stack ls", PULUMI_CLI_URL=UNREACHABLE, PULUMI_CLI_CACHE=str(cache)).returncode == 0
+    assert not go_calls.exists()
+    purged = project.run("tools/pulumi-cli.sh purge", PULUMI_CLI_CACHE=str(cache))
+    assert purged.returncode == 0 and not cache.exists()
+
+
+def test_offline_build_can_be_refused(tmp_path):
+    project = Project(tmp_path, stand_in_on_path=False)
+    go_calls = with_stand_in_go(project, tmp_path)
+    done = project.run("./up.sh local", PULUMI_CLI_URL=UNREACHABLE, PULUMI_CLI_BUILD="no")
+    assert done.returncode == 1 and "error: could not download the Pulumi CLI" in done.stderr
+    assert not go_calls.exists()
 
 
 # ---- the passphrase ----
