@@ -1,0 +1,110 @@
+"""End-to-end through the real Pulumi engine: `pulumi up`, a second `up` that must change
+nothing, changes of the README's change table, `refresh` and `destroy` of the `e2e` stack on
+this machine, with the engine's event log compared step by step with what tests/harness plans
+for the same change (the harness is the fast path of the other e2e tests; where the two
+differ, the engine is right and the harness is fixed).
+
+Needs the pinned CLI, its Python language host and the pulumi-command provider plugin
+(tests/harness/engine.py `ready()` says what is missing); marked `engine`, run with
+`./test.sh -m engine`.
+"""
+
+import copy
+import time
+
+import pytest
+
+from tests.harness.command_executor import State, StateEntry, host_commands, plan
+from tests.harness.e2e_teardown import STACK, e2e_config, teardown
+from tests.harness.engine import Engine, ready
+from tests.harness.program_harness import run_program
+from tests.test_e2e import check_cluster, host_snapshot, leftovers, make_outside_namespace, require_host, sh, slurm_env
+
+pytestmark = [pytest.mark.e2e, pytest.mark.engine]
+
+SLURM = slurm_env(STACK)
+
+
+def harness_actions(old_config: dict | None, new_config: dict) -> dict[str, str]:
+    """What tests/harness plans for going from `old_config` (applied) to `new_config`."""
+    old = host_commands(run_program(old_config, stack=STACK)) if old_config else []
+    new = host_commands(run_program(new_config, stack=STACK))
+    state = State({c.urn: StateEntry(c) for c in old})
+    new = [c.goal(state.resources[c.urn].command if c.urn in state.resources else None) for c in new]
+    names = {c.urn: c.name for c in old} | {c.urn: c.name for c in new}
+    return {names[urn]: action for urn, action in plan(state, new).items()}
+
+
+def changed(actions: dict[str, str]) -> dict[str, str]:
+    return {name: action for name, action in sorted(actions.items()) if action != "same"}
+
+
+def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged):
+    missing = ready()
+    assert missing is None, f"the real engine cannot run here: {missing}"
+    require_host()
+    kept_images_purged.add(STACK)
+    teardown()
+    before = host_snapshot()
+    engine = Engine(tmp_path, STACK)
+    engine.init()
+    rows: list[tuple[str, dict, dict]] = []
+    report: list[str] = []
+
+    def apply(what: str, old: dict | None, new: dict, *args: str) -> dict[str, str]:
+        engine.write_config(new)
+        started = time.monotonic()
+        update = engine.up(*args)
+        seconds = time.monotonic() - started
+        ran, planned = changed(update.actions()), changed(harness_actions(old, new))
+        rows.append((what, ran, planned))
+        report.append(f"## {what}: {seconds:.1f} s\n" + "\n".join(update.output.splitlines()[-12:]))
+        assert ran == planned, f"{what}: the engine did {ran}, the harness plans {planned}"
+        return update.actions()
+
+    config = e2e_config("container")
+    try:
+        make_outside_namespace()
+        actions = apply("bring-up", None, config)
+        assert set(actions.values()) == {"create"}
+        check_cluster(config, engine.outputs(), report)
+
+        actions = apply("second up, nothing changed", config, config, "--expect-no-changes")
+        assert set(actions.values()) == {"same"}
+
+        # Grow while a job runs on c001: the job survives.
+        job = sh("sbatch", "--parsable", "-w", "c001", "--chdir=/tmp", "--wrap", "sleep 300", env=SLURM).stdout.strip()
+        sh("bash", "-c", f"for i in $(seq 60); do squeue -h -j {job} -o %T | grep -q RUNNING && exit 0; sleep 1; done; exit 1", env=SLURM)
+        grown = e2e_config("container", grow=True)
+        apply("add a node while a job runs", config, grown)
+        assert sh("squeue", "-h", "-j", job, "-o", "%T", env=SLURM).stdout.strip() == "RUNNING", "the job died"
+        sh("scancel", job, env=SLURM)
+
+        # The web app's name: a replace row.
+        renamed = copy.deepcopy(grown)
+        renamed["cluster"]["web_app"]["name"] = "portal"
+        apply("web_app.name", grown, renamed)
+
+        # The image's packages: replace_with and delete-before-replace through the image.
+        rebuilt = copy.deepcopy(renamed)
+        rebuilt["cluster"]["image"] = {"extra_packages": ["less"]}
+        update_order = apply("image.extra_packages", renamed, rebuilt)
+        assert "replace" in update_order.values()
+        check_cluster(rebuilt, engine.outputs(), report)
+
+        refreshed = engine.refresh("--expect-no-changes")
+        report.append("## refresh\n" + "\n".join(refreshed.output.splitlines()[-6:]))
+
+        destroyed = engine.destroy()
+        assert set(destroyed.actions().values()) == {"delete"}
+        report.append("## destroy\n" + "\n".join(destroyed.output.splitlines()[-6:]))
+        assert leftovers(STACK) == []
+        assert host_snapshot() == before
+    finally:
+        engine.destroy(check=False)
+        teardown()
+        with capsys.disabled():
+            print("\n".join(report))
+            print("\nengine vs harness (changed resources):")
+            for what, ran, planned in rows:
+                print(f"- {what}: engine {ran or 'nothing'}; harness {'same' if ran == planned else planned}")
