@@ -9,8 +9,10 @@ Needs the pinned CLI, its Python language host and the pulumi-command provider p
 `./test.sh -m engine`.
 """
 
+import base64
 import copy
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,7 @@ from tests.harness.e2e_teardown import STACK, e2e_config, teardown
 from tests.harness.engine import Engine, ready
 from tests.harness.program_harness import run_program
 from tests.test_e2e import check_cluster, host_snapshot, leftovers, make_outside_namespace, require_host, sh, slurm_env
+from tests.test_e2e_changes import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
@@ -74,7 +77,7 @@ def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged
 
         # Grow while a job runs on c001: the job survives.
         job = sh("sbatch", "--parsable", "-w", "c001", "--chdir=/tmp", "--wrap", "sleep 300", env=SLURM).stdout.strip()
-        sh("bash", "-c", f"for i in $(seq 60); do squeue -h -j {job} -o %T | grep -q RUNNING && exit 0; sleep 1; done; exit 1", env=SLURM)
+        wait_for(f"squeue -h -j {job} -o %T | grep -q RUNNING")
         grown = e2e_config("container", grow=True)
         apply("add a node while a job runs", config, grown)
         assert sh("squeue", "-h", "-j", job, "-o", "%T", env=SLURM).stdout.strip() == "RUNNING", "the job died"
@@ -108,3 +111,110 @@ def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged
             print("\nengine vs harness (changed resources):")
             for what, ran, planned in rows:
                 print(f"- {what}: engine {ran or 'nothing'}; harness {'same' if ran == planned else planned}")
+
+
+def test_the_real_engine_runs_two_hosts_over_ssh_and_keeps_secrets_out_of_the_state(
+    tmp_path, capsys, kept_images_purged
+):
+    """The second host is a network namespace with its own sshd (tests/harness/ssh_hosts.py):
+    pulumi-command's own SSH client, host key check and environment handling. The private key
+    is set the way the README tells a user; the exported state holds none of the secrets."""
+    from tests.harness import ssh_hosts
+    from tests.harness.e2e_teardown import SECOND_HOST, SECRET, SHARED_DIR, teardown_ssh_stacks, two_host_config
+    from tests.test_e2e_hosts import second_host_leftovers
+
+    missing = ready()
+    assert missing is None, f"the real engine cannot run here: {missing}"
+    require_host()
+    kept_images_purged.add(STACK)
+    teardown()
+    before = host_snapshot()
+    engine = Engine(tmp_path, STACK)
+    engine.init()
+    report: list[str] = []
+    try:
+        server = ssh_hosts.start(SECOND_HOST)
+        config = two_host_config(server["host_key"])
+        Path(SHARED_DIR).mkdir(parents=True, exist_ok=True)
+        engine.write_config(config)
+        # As the README tells a user: the key from a file, never on a command line of its own.
+        engine.pulumi("config", "set", "--secret", "--stack", STACK, SECRET, "--", server["client_key"])
+        stack_file = engine.stack_file.read_text()
+        assert "encryptionsalt: " in stack_file and f"gpu-cluster:{SECRET}:\n    secure: " in stack_file
+        assert "PRIVATE KEY" not in stack_file
+
+        started = time.monotonic()
+        first = engine.up()
+        report.append(
+            f"## two hosts, bring-up: {time.monotonic() - started:.1f} s\n" + "\n".join(first.output.splitlines()[-8:])
+        )
+        assert set(first.actions().values()) == {"create"}
+        remote = [name for op, name in first.steps() if name.startswith("e2e-c002")]
+        assert remote, "no command of h2's nodes ran"
+        hostnames = sh("srun", "--chdir=/tmp", "-N4", "hostname", env=SLURM).stdout
+        report.append("$ srun -N4 hostname\n" + hostnames)
+        assert sorted(hostnames.split()) == ["c000", "c001", "c002", "c003"]
+
+        again = engine.up("--expect-no-changes")
+        assert set(again.actions().values()) == {"same"}
+
+        exported = engine.export()
+        munge_key = base64.b64encode(Path(f"/var/lib/gpucluster/{STACK}/munge.key").read_bytes()).decode()
+        key_body = "".join(line for line in server["client_key"].splitlines() if "PRIVATE KEY" not in line)
+        found = {
+            "munge key": munge_key[:40] in exported,
+            "SSH private key": key_body[:40] in exported or "PRIVATE KEY" in exported,
+        }
+        report.append("secrets found in `pulumi stack export`: " + ", ".join(f"{k}: {v}" for k, v in found.items()))
+        assert not any(found.values()), found
+        assert '"ciphertext"' in exported, "the state holds the secrets encrypted"
+
+        destroyed = engine.destroy()
+        assert set(destroyed.actions().values()) == {"delete"}
+        assert second_host_leftovers() == []
+    finally:
+        engine.destroy(check=False)
+        teardown_ssh_stacks()
+        teardown()
+        with capsys.disabled():
+            print("\n".join(report))
+    assert leftovers(STACK) == []
+    assert host_snapshot() == before
+
+
+# The release before the real engine ran this program: a state it wrote must upgrade in place.
+PREVIOUS_RELEASE = "fb772c7"
+# Replaces and deletes an upgrade from PREVIOUS_RELEASE is allowed, each justified in
+# docs/engine.md ("Upgrading from the previous release").
+UPGRADE_MAY = {}
+
+
+def test_a_state_written_by_the_previous_release_upgrades_without_replace_or_delete(
+    tmp_path, capsys, kept_images_purged
+):
+    missing = ready()
+    assert missing is None, f"the real engine cannot run here: {missing}"
+    require_host()
+    kept_images_purged.add(STACK)
+    teardown()
+    engine = Engine(tmp_path, STACK, revision=PREVIOUS_RELEASE)
+    engine.init()
+    config = e2e_config("container")
+    try:
+        make_outside_namespace()
+        engine.write_config(config)
+        engine.up()
+        engine.use_program()
+        engine.write_config(config)
+        preview = engine.preview("--diff")
+        steps = {name: op for op, name in preview.steps() if op not in ("same", "read")}
+        unexpected = {name: op for name, op in steps.items() if op != "update" and UPGRADE_MAY.get(name) != op}
+        with capsys.disabled():
+            print(
+                f"\nupgrade from {PREVIOUS_RELEASE}: "
+                + (", ".join(f"{n} {o}" for n, o in sorted(steps.items())) or "no change")
+            )
+        assert not unexpected, f"the upgrade would {unexpected}"
+    finally:
+        engine.destroy(check=False)
+        teardown()

@@ -62,7 +62,8 @@ def ready() -> str | None:
     )
     plugins = json.loads(listed.stdout or "[]")
     if not any(p["name"] == "command" and p["version"] == COMMAND_PLUGIN for p in plugins):
-        return f"no pulumi-command provider plugin v{COMMAND_PLUGIN} (`pulumi plugin install resource command {COMMAND_PLUGIN} --file BINARY`)"
+        install = f"pulumi plugin install resource command {COMMAND_PLUGIN} --file BINARY"
+        return f"no pulumi-command provider plugin v{COMMAND_PLUGIN} (`{install}`)"
     return None
 
 
@@ -98,16 +99,14 @@ class Update:
 
 
 class Engine:
-    def __init__(self, workdir: Path, stack: str):
+    def __init__(self, workdir: Path, stack: str, revision: str | None = None):
         self.stack = stack
         self.project = workdir / "project"
         self.state = workdir / "state"
         self.logs = workdir / "events"
         for path in (self.project, self.state, self.logs):
             path.mkdir(parents=True)
-        for name in PROJECT_FILES:
-            source = ROOT / name
-            (shutil.copytree if source.is_dir() else shutil.copy2)(source, self.project / name)
+        self.use_program(revision)
         (self.project / "venv").symlink_to(ROOT / "venv")
         folder = cli_dir()
         assert folder is not None, ready()
@@ -123,6 +122,29 @@ class Engine:
         }
         self.runs = 0
 
+    def use_program(self, revision: str | None = None) -> None:
+        """The program of the working tree, or of a git revision (an earlier release): its files
+        replace the project's, the stack files stay as the CLI left them."""
+        stacks = self.project / "stacks"
+        kept = {p.name: p.read_text() for p in stacks.glob("Pulumi.*.yaml")} if stacks.exists() else {}
+        for name in PROJECT_FILES:
+            target = self.project / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+        if revision is None:
+            for name in PROJECT_FILES:
+                source = ROOT / name
+                (shutil.copytree if source.is_dir() else shutil.copy2)(source, self.project / name)
+        else:
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", revision, *PROJECT_FILES], capture_output=True, check=True
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(self.project)], input=archive, check=True)
+        for name, text in kept.items():
+            (stacks / name).write_text(text)
+
     @property
     def stack_file(self) -> Path:
         return self.project / "stacks" / f"Pulumi.{self.stack}.yaml"
@@ -130,7 +152,9 @@ class Engine:
     def write_config(self, config: dict) -> None:
         """Replace the stack file's `gpu-cluster:*` values, keeping what the CLI wrote there."""
         document = yaml.safe_load(self.stack_file.read_text()) or {}
-        document["config"] = {k: v for k, v in (document.get("config") or {}).items() if not k.startswith("gpu-cluster:")}
+        document["config"] = {
+            k: v for k, v in (document.get("config") or {}).items() if not k.startswith("gpu-cluster:")
+        }
         document["config"].update({f"gpu-cluster:{key}": value for key, value in config.items()})
         self.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
 
