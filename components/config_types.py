@@ -100,3 +100,6 @@ SlurmTime = Annotated[
     AfterValidator(_check_slurm_time),
     Field(description="INFINITE, minutes[:seconds], hours:minutes:seconds or days-hours[:minutes[:seconds]]"),
 ]
+
+# Login names: what useradd and Slurm both accept (Slurm keeps names in lower case).
+UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]

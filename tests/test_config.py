@@ -6,7 +6,8 @@ import subprocess
 import pulumi
 import pytest
 
-from components.config import CLUSTER_RULES, ClusterConfig, slurm_hostlist
+from components.config import CLUSTER_RULES, ClusterConfig
+from components.slurm.config import slurm_hostlist
 from components.stack_config import ConfigError, parse_stack_config
 from tests.harness.program_harness import run_program, stack_config
 

@@ -1,0 +1,55 @@
+"""Typed config of the GPU web app in its own container."""
+
+from ipaddress import IPv4Address, IPv4Network
+
+from pydantic import Field, model_validator
+
+from components.config_types import Hostname, Port, SafePath, StrictBool, StrictInt, StrictModel
+from components.network.config import SOURCES_DESCRIPTION
+
+
+class WebAppConfig(StrictModel):
+    """The GPU web app: its own container, reached through a host port forward."""
+
+    name: Hostname = Field("web", description="container hostname")
+    nat_address: IPv4Address = Field(description="static address on the NAT bridge")
+    port: Port = Field(8080, description="the port the app listens on AND the forward's target port")
+    host_port: Port = Field(7000, description="host port forwarded to the app")
+    job_command: list[str] = Field(
+        ["nvidia-smi"],
+        min_length=1,
+        description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
+    )
+    max_concurrent_jobs: StrictInt = Field(2, ge=1, le=64, description="jobs running at once")
+    job_timeout_s: StrictInt = Field(
+        60, ge=1, le=3600, description="a job is killed (with its process group) after this"
+    )
+    max_connections: StrictInt = Field(
+        16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
+    )
+    run_allowed_cidrs: list[IPv4Network] = Field(
+        [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
+    )
+    gpus: list[SafePath] = Field(
+        [],
+        description="GPU devices (from gpu.devices) bound into the app's container; no node gets "
+        "them unless share_gpus is true. Empty: the app has no GPU (CPU fallback)",
+    )
+    share_gpus: StrictBool = Field(
+        False,
+        description="the app's GPUs may also be nodes' GPUs (said explicitly, never by default)",
+    )
+    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+    status_interval_s: StrictInt = Field(
+        5, ge=1, le=300, description="how often the cluster panel's snapshot is written"
+    )
+    host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
+
+    @model_validator(mode="after")
+    def _connections_above_jobs(self) -> "WebAppConfig":
+        if self.max_connections <= self.max_concurrent_jobs:
+            raise ValueError(
+                f"max_connections ({self.max_connections}) must be greater than max_concurrent_jobs "
+                f"({self.max_concurrent_jobs}), so a request beyond the job slots can still be told it is busy"
+            )
+        return self
