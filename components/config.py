@@ -18,11 +18,19 @@ from pydantic import Field, model_validator
 from components.app.config import WebAppConfig
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
-from components.config_types import Hostname, SafePath, StrictModel
-from components.host.config import HostConfig, LocalConnection, SshConnection, UserConfig
-from components.lxc.config import GpuConfig, ImageConfig, device_dir_of, stand_in_devices
+from components.config_types import Hostname, SafePath, StrictBool, StrictModel
+from components.host.config import (
+    HostConfig,
+    LocalConnection,
+    SshConnection,
+    UserConfig,
+    is_system_account,
+    same_machine_key,
+)
+from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
 from components.network.config import NetworkConfig, PortForwardConfig
 from components.slurm.config import (
+    SACCTMGR_KEYWORDS,
     SLURM_RESERVED_NODE_NAMES,
     SLURM_RESERVED_PARTITION_NAMES,
     AccountingConfig,
@@ -91,6 +99,24 @@ SYSTEM_DIRS = frozenset(
 KERNEL_AND_CONFIG_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/run", "/var/lib/lxc", "/var/cache/lxc")
 # The cluster's state (the munge key) lives only in root-owned, non-world-writable trees.
 STATE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/tmp", "/var/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+# Where anyone may write, or a user owns the place: never the cluster's runtime directory (a
+# socket planted there would answer for munge) nor its containers' (a planted container config
+# would run its hooks as root).
+USER_WRITABLE_TREES = (
+    "/tmp",
+    "/var/tmp",
+    "/dev/shm",
+    "/run/lock",
+    "/run/shm",
+    "/run/user",
+    "/var/lock",
+    "/var/crash",
+    "/home",
+)
+# The runtime and container directories: the system's own (the defaults) or one of the cluster's
+# that passes the state directory's checks; a runtime directory may also be below /run.
+RUN_DIR_FORBIDDEN_TREES = (*(t for t in STATE_FORBIDDEN_TREES if t != "/run"), *USER_WRITABLE_TREES)
+LXC_DIR_FORBIDDEN_TREES = (*STATE_FORBIDDEN_TREES, *USER_WRITABLE_TREES)
 # Driver files are bound read-only into containers: never secrets or per-host state.
 DRIVER_FILE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/root", "/home", "/var/lib", "/var/log", "/tmp")
 
@@ -127,7 +153,7 @@ class ClusterHostConfig(StrictModel):
     hostname: Hostname | None = Field(
         None, description="the machine's short hostname (`hostname -s`): needed where slurmctld runs on the host"
     )
-    retired: bool = Field(
+    retired: StrictBool = Field(
         False,
         description="the host is gone for good (SSH hosts only): first set this alone, and `pulumi up` "
         "runs nothing on it but marks its commands to be dropped from the state without running; "
@@ -137,7 +163,7 @@ class ClusterHostConfig(StrictModel):
     run_dir: SafePath = Field("/run", description="runtime directory (sockets, pid files) on this host")
     lxc_dir: SafePath = Field("/var/lib/lxc", description="LXC path (lxc-* -P) of this host's containers")
     shared_dir: SafePath = Field(description="directory bind-mounted into this host's nodes (per host)")
-    install_packages: bool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
     network: NetworkConfig
     gpu: GpuConfig = GpuConfig()
 
@@ -216,7 +242,8 @@ class ClusterConfig(StrictModel):
         def filled(gpu, run_dir):
             stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
             count = stand_in.get("count") if isinstance(stand_in, dict) else None
-            if type(count) is not int or not isinstance(run_dir, str):
+            # Out of range, the field check names it; the list is built only for a count in range.
+            if type(count) is not int or not 1 <= count <= STAND_IN_MAX or not isinstance(run_dir, str):
                 return gpu
             devices, control_devices = stand_in_devices(device_dir_of(run_dir, data["name"]), count)
             return {"devices": devices, "control_devices": control_devices, **gpu}
@@ -444,11 +471,16 @@ def _duplicates(values) -> list:
 
 
 def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
-    names = c.node_names + ([c.web_app.name] if c.web_app else []) + ([c.accounting.name] if c.accounting else [])
+    names = c.node_names + ([c.web_app.name] if c.web_app else [])
     for name in _duplicates(names):
         yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
     if "image" in names:
         yield "nodes[].name: 'image' is the node image's container; pick another name"
+    if c.accounting and c.accounting.name in names:
+        yield (
+            f"accounting.name: {c.accounting.name!r} is also a node or web_app name; the database container "
+            "needs a name of its own (node, web_app and accounting names must be unique)"
+        )
 
 
 def _hosts(c: ClusterConfig) -> Iterator[tuple[str, ClusterHostConfig, list[tuple[int, NodeConfig]]]]:
@@ -600,6 +632,10 @@ def rule_partitions(c: ClusterConfig) -> Iterator[str]:
     if len(defaults) != 1:
         yield f"slurm.partitions[].default: exactly one partition must be default, got {defaults}"
     for i, partition in enumerate(partitions):
+        if partition.nodes == []:
+            yield (
+                f"slurm.partitions[{i}].nodes: empty; list the partition's nodes, or leave nodes out to mean every node"
+            )
         for name in partition.nodes or []:
             if name not in c.node_names:
                 yield f"slurm.partitions[{i}].nodes: {name!r} is not one of nodes[].name"
@@ -671,15 +707,26 @@ def rule_hosts(c: ClusterConfig) -> Iterator[str]:
                     )
     for address in _duplicates([h.address for h in hosts if h.address]):
         yield f"hosts[].address: {address} is given to more than one host"
+    yield from _route_addresses(hosts)
     for (i, a), (j, b) in ((x, y) for x in enumerate(hosts) for y in enumerate(hosts) if x[0] < y[0]):
         same_machine = not a.is_ssh and not b.is_ssh
         if same_machine:
             yield f"hosts[{j}].connection: hosts[{i}] is already the local host; only one host can be local"
+        if not _same_place(a, b):
+            continue
         for field in ("state_dir", "run_dir", "lxc_dir"):
-            if _same_place(a, b) and getattr(a, field) == getattr(b, field):
+            if getattr(a, field) == getattr(b, field):
                 yield (
                     f"hosts[{j}].{field}: {getattr(b, field)} is also hosts[{i}].{field} on the same machine "
                     f"({a.name}, {b.name}); give each host its own"
+                )
+        taken = {a.network.nat_bridge.name, a.network.cluster_bridge.name}
+        for field in ("nat_bridge", "cluster_bridge"):
+            name = getattr(b.network, field).name
+            if name in taken:
+                yield (
+                    f"hosts[{j}].network.{field}.name: {name!r} is also a bridge of hosts[{i}] on the same machine "
+                    f"({a.name}, {b.name}); give each host its own bridges"
                 )
     controller = c.slurm.controller
     if controller.placement == "host" and controller.node is None and c.controller_host.hostname is None:
@@ -702,14 +749,34 @@ def _subnets(host: ClusterHostConfig) -> list[tuple[str, IPv4Network]]:
     ]
 
 
+def _route_addresses(hosts: list[ClusterHostConfig]) -> Iterator[str]:
+    """The address the other hosts route a host's containers through is a real one, outside
+    every container subnet (a route via an address inside the subnet it leads to is refused)."""
+    for i, host in enumerate(hosts):
+        address = host.address
+        if address is None:
+            continue
+        if address.is_loopback or address.is_unspecified or address.is_multicast or address.is_reserved:
+            yield (
+                f"hosts[{i}].address: {address} is a loopback, unspecified, multicast or reserved address; "
+                "give the address the other hosts reach this one at"
+            )
+            continue
+        for j, other in enumerate(hosts):
+            for field, net in _subnets(other):
+                if address in net:
+                    yield f"hosts[{i}].address: {address} is inside hosts[{j}].{field} {net}, a container subnet"
+
+
 def _same_place(a: ClusterHostConfig, b: ClusterHostConfig) -> bool:
-    """Two hosts reached at the same SSH address (and a local one) may be one machine; an EC2
-    instance is a machine of its own."""
+    """Two hosts reached at the same SSH address (and a local one) may be one machine: every
+    spelling of this machine (127.0.0.0/8, localhost) is the local host; an EC2 instance is a
+    machine of its own."""
     if a.is_ec2 or b.is_ec2:
         return False
     addr_a = a.connection.address if a.is_ssh else None
     addr_b = b.connection.address if b.is_ssh else None
-    return addr_a == addr_b or (addr_a or addr_b) in {"127.0.0.1", "localhost"}
+    return same_machine_key(addr_a) == same_machine_key(addr_b)
 
 
 def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
@@ -725,6 +792,8 @@ def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
     owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
     if c.web_app:
         owners.append(("web_app.name", c.web_app.name))
+    if c.accounting:
+        owners.append(("accounting.name", c.accounting.name))
     for field, name in owners:
         if name in INTERNAL_CONTAINER_NAMES:
             yield (
@@ -769,6 +838,7 @@ def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
             yield problem
         elif _related(shared, state):
             yield f"{at}shared_dir: {shared} overlaps {at}state_dir {state} (the munge key lives there)"
+        yield from _runtime_dir_problems(at, host)
         cuda = host.gpu.cuda_path
         if cuda:
             problem = _system_dir_problem(f"{gpu_at}cuda_path", cuda, KERNEL_AND_CONFIG_TREES)
@@ -776,6 +846,18 @@ def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
                 yield problem
             elif _related(cuda, state):
                 yield f"{gpu_at}cuda_path: {cuda} overlaps {at}state_dir {state} (the munge key lives there)"
+
+
+def _runtime_dir_problems(at: str, host: ClusterHostConfig) -> Iterator[str]:
+    """run_dir and lxc_dir: the system's own, or a directory only root can write to, apart
+    from the shared directory."""
+    for field, trees in (("run_dir", RUN_DIR_FORBIDDEN_TREES), ("lxc_dir", LXC_DIR_FORBIDDEN_TREES)):
+        path, default = getattr(host, field), ClusterHostConfig.model_fields[field].default
+        problem = None if path == default else _system_dir_problem(f"{at}{field}", path, trees)
+        if problem:
+            yield problem
+        elif _related(path, host.shared_dir):
+            yield f"{at}{field}: {path} overlaps {at}shared_dir {host.shared_dir}, which the nodes' users can write"
 
 
 def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
@@ -811,6 +893,13 @@ def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
 
 
 def rule_users(c: ClusterConfig) -> Iterator[str]:
+    for i, user in enumerate(c.users):
+        for field, name in (("name", user.name), ("group", user.group)):
+            if name is not None and is_system_account(name):
+                yield (
+                    f"users[{i}].{field}: {name!r} is a system account or group (Debian's base accounts, the "
+                    "daemons the cluster installs, systemd-*, _*), never a person's; pick another name"
+                )
     for name in _duplicates([u.name for u in c.users]):
         yield f"users[].name: {name!r} is listed more than once"
     for uid in _duplicates([u.uid for u in c.users]):
@@ -837,9 +926,18 @@ def rule_accounting(c: ClusterConfig) -> Iterator[str]:
         yield f"accounting.qos[].name: {name!r} is listed more than once"
     for name in _duplicates([a.name for a in accounting.accounts]):
         yield f"accounting.accounts[].name: {name!r} is listed more than once"
+    keywords = f"a word sacctmgr reads as a keyword ({', '.join(sorted(SACCTMGR_KEYWORDS))}); pick another name"
+    for i, name in enumerate(qos):
+        if name in SACCTMGR_KEYWORDS:
+            yield f"accounting.qos[{i}].name: {name!r} is {keywords}"
     for i, account in enumerate(accounting.accounts):
         if account.name == "root":
             yield f"accounting.accounts[{i}].name: 'root' is Slurm's own account; pick another name"
+        if account.name in SACCTMGR_KEYWORDS:
+            yield f"accounting.accounts[{i}].name: {account.name!r} is {keywords}"
+        for user in account.users:
+            if user in SACCTMGR_KEYWORDS:
+                yield f"accounting.accounts[{i}].users: {user!r} is {keywords}"
         for user in account.users:
             if user not in users:
                 yield f"accounting.accounts[{i}].users: {user!r} is not one of users[].name"

@@ -75,9 +75,10 @@ SafeGlob = Annotated[
 SLURM_MAX_SECONDS = 2**31 - 1 - 59
 
 
-def _check_slurm_time(value: str) -> str:
+def slurm_seconds(value: str) -> int | None:
+    """A Slurm time in seconds (None: INFINITE or UNLIMITED)."""
     if value in ("INFINITE", "UNLIMITED"):
-        return value
+        return None
     days, _, clock = value.rpartition("-")
     parts = [int(part) for part in clock.split(":")]
     if days:
@@ -86,8 +87,12 @@ def _check_slurm_time(value: str) -> str:
         hours, minutes, seconds = parts
     else:
         hours, (minutes, seconds) = 0, [*parts, 0][:2]
-    total = int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
-    if total > SLURM_MAX_SECONDS:
+    return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
+
+
+def _check_slurm_time(value: str) -> str:
+    total = slurm_seconds(value)
+    if total is not None and total > SLURM_MAX_SECONDS:
         raise ValueError(f"{value!r} is longer than Slurm can count ({SLURM_MAX_SECONDS} seconds)")
     return value
 

@@ -1,11 +1,16 @@
 """Typed config of the GPU web app in its own container."""
 
 from ipaddress import IPv4Address, IPv4Network
+from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from components.config_types import Hostname, Port, SafePath, StrictBool, StrictInt, StrictModel
 from components.network.config import SOURCES_DESCRIPTION
+
+# One argv element of a command: not empty, no control character (a newline would end the
+# command in the systemd unit and the JSON config line it is written to).
+CommandWord = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$", max_length=4096)]
 
 
 class WebAppConfig(StrictModel):
@@ -15,7 +20,7 @@ class WebAppConfig(StrictModel):
     nat_address: IPv4Address = Field(description="static address on the NAT bridge")
     port: Port = Field(8080, description="the port the app listens on AND the forward's target port")
     host_port: Port = Field(7000, description="host port forwarded to the app")
-    job_command: list[str] = Field(
+    job_command: list[CommandWord] = Field(
         ["nvidia-smi"],
         min_length=1,
         description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",

@@ -6,13 +6,16 @@ from pydantic import Field
 
 from components.config_types import PackageName, SafeGlob, SafePath, StrictBool, StrictModel
 
+# The most stand-in GPUs a host gets (the device list is built only for a count in range).
+STAND_IN_MAX = 64
+
 
 class StandInGpus(StrictModel):
     """Stand-in GPUs for a machine without one: the program makes them and removes them."""
 
     count: int = Field(
         ge=1,
-        le=64,
+        le=STAND_IN_MAX,
         strict=True,
         description="character devices with NVIDIA's major 195 made in the cluster's private "
         "device directory (/run/gpucluster-<name>-dev/nvidia0..count-1, plus nvidiactl); they "
@@ -66,7 +69,7 @@ class ImageConfig(StrictModel):
     extra_packages: list[PackageName] = Field(
         [], description="packages added to the image besides slurmd, munge, slurm-client, python3"
     )
-    keep: bool = Field(
+    keep: StrictBool = Field(
         True,
         description="keep the built image when the cluster is destroyed, in /var/cache/gpucluster/<name>/ "
         "(./purge-kept.sh removes it): the next up restores it instead of building it again; an image of "

@@ -1,17 +1,58 @@
 """Typed config of the host's networking: the two bridges and host port forwards."""
 
 from ipaddress import IPv4Interface, IPv4Network
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components.config_types import Hostname, InterfaceName, Port, StrictModel
+
+# Where a bridge's subnet may lie: the private ranges of RFC 1918 and the shared address space
+# of RFC 6598 (100.64.0.0/10). Anything else is someone's: a public network the nodes could no
+# longer reach, or loopback, link-local, multicast or reserved space the kernel treats apart.
+PRIVATE_NETWORKS = tuple(IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+
+# Interface names a bridge may not take: `all` and `default` are the kernel's per-interface
+# sysctl directories (net.ipv4.conf.all, .default), `lo` the loopback, `bonding_masters` a file
+# in /sys/class/net, and lxcbr0, virbr0, docker0 the bridges LXC, libvirt and Docker make.
+RESERVED_INTERFACE_NAMES = frozenset({"all", "default", "lo", "bonding_masters", "lxcbr0", "virbr0", "docker0"})
+
+
+def _check_bridge_name(name: str) -> str:
+    if name in RESERVED_INTERFACE_NAMES:
+        raise ValueError(
+            f"{name!r} is a name the kernel or another program reserves "
+            f"({', '.join(sorted(RESERVED_INTERFACE_NAMES))}); pick another"
+        )
+    return name
+
+
+def _check_private(subnet: IPv4Network) -> None:
+    if not any(subnet.subnet_of(private) for private in PRIVATE_NETWORKS):
+        raise ValueError(
+            f"{subnet} is not a private network; use one inside "
+            f"{', '.join(map(str, PRIVATE_NETWORKS))} (RFC 1918, RFC 6598)"
+        )
+
+
+def _private_interface(address: IPv4Interface) -> IPv4Interface:
+    _check_private(address.network)
+    return address
+
+
+def _private_network(subnet: IPv4Network) -> IPv4Network:
+    _check_private(subnet)
+    return subnet
+
+
+BridgeName = Annotated[InterfaceName, AfterValidator(_check_bridge_name)]
 
 
 class NatBridgeConfig(StrictModel):
     """Bridge with an address on the host: veth links, NAT to the outside, host <-> nodes."""
 
-    name: InterfaceName = Field(description="bridge interface name")
-    address: IPv4Interface = Field(
+    name: BridgeName = Field(description="bridge interface name")
+    address: Annotated[IPv4Interface, AfterValidator(_private_interface)] = Field(
         description="the bridge's address with prefix (gateway of the nodes), e.g. 10.10.3.1/24"
     )
 
@@ -23,8 +64,10 @@ class NatBridgeConfig(StrictModel):
 class ClusterBridgeConfig(StrictModel):
     """Bridge without a host address: lower device of the nodes' macvlan links."""
 
-    name: InterfaceName = Field(description="bridge interface name")
-    subnet: IPv4Network = Field(description="subnet of the nodes' macvlan addresses")
+    name: BridgeName = Field(description="bridge interface name")
+    subnet: Annotated[IPv4Network, AfterValidator(_private_network)] = Field(
+        description="subnet of the nodes' macvlan addresses"
+    )
 
 
 class NetworkConfig(StrictModel):

@@ -7,9 +7,9 @@ from ipaddress import IPv4Address
 from itertools import pairwise
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
-from components.config_types import Hostname, SlurmTime, StrictBool, StrictInt, StrictModel, UserName
+from components.config_types import Hostname, SlurmTime, StrictBool, StrictInt, StrictModel, UserName, slurm_seconds
 
 # Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
 # instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
@@ -80,11 +80,17 @@ class ControllerConfig(StrictModel):
     )
 
 
+def _check_time_limit(value: str) -> str:
+    if slurm_seconds(value) == 0:
+        raise ValueError(f"{value!r} is no time at all: no job could run; give a limit, or INFINITE")
+    return value
+
+
 class PartitionConfig(StrictModel):
     name: Hostname = Field(description="partition name")
     nodes: list[Hostname] | None = Field(None, description="node names (default: all nodes)")
     default: StrictBool = Field(False, description="the default partition (exactly one)")
-    max_time: SlurmTime = Field("INFINITE", description="MaxTime")
+    max_time: Annotated[SlurmTime, AfterValidator(_check_time_limit)] = Field("INFINITE", description="MaxTime")
     oversubscribe: Literal["NO", "YES", "FORCE", "EXCLUSIVE"] = Field(
         "NO", description="OverSubscribe (replaces the tutorial's removed Shared=)"
     )
@@ -93,7 +99,9 @@ class PartitionConfig(StrictModel):
 class HealthCheckConfig(StrictModel):
     """Slurm's HealthCheckProgram on every node: a node whose GPUs fail the check drains itself."""
 
-    interval_s: int = Field(60, ge=5, le=86400, description="HealthCheckInterval: seconds between checks on every node")
+    interval_s: StrictInt = Field(
+        60, ge=5, le=86400, description="HealthCheckInterval: seconds between checks on every node"
+    )
 
 
 class SlurmConfig(StrictModel):
@@ -107,6 +115,10 @@ class SlurmConfig(StrictModel):
     )
 
 
+# Words sacctmgr reads as keywords where `add account|qos|user NAME` expects a name (any case):
+# `sacctmgr add account set` adds nothing ("Need name of account to add").
+SACCTMGR_KEYWORDS = frozenset({"set", "where"})
+
 # Slurm account and QOS names: lower case (Slurm stores them so), no separators sacctmgr parses.
 SlurmName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,29}$")]
 
@@ -115,18 +127,20 @@ class QosConfig(StrictModel):
     """A Slurm QOS (sacctmgr add qos)."""
 
     name: SlurmName = Field(description="QOS name")
-    priority: int = Field(0, ge=0, le=1000000, description="Priority")
-    max_gpus_per_user: int | None = Field(
+    priority: StrictInt = Field(0, ge=0, le=1000000, description="Priority")
+    max_gpus_per_user: StrictInt | None = Field(
         None, ge=0, le=100000, description="MaxTRESPerUser=gres/gpu=N (none: unlimited)"
     )
-    max_wall_minutes: int | None = Field(None, ge=1, le=5256000, description="MaxWall in minutes (none: unlimited)")
+    max_wall_minutes: StrictInt | None = Field(
+        None, ge=1, le=5256000, description="MaxWall in minutes (none: unlimited)"
+    )
 
 
 class AccountConfig(StrictModel):
     """A Slurm account of the cluster, its users and its GPU limit."""
 
     name: SlurmName = Field(description="account name")
-    gpus: int | None = Field(
+    gpus: StrictInt | None = Field(
         None, ge=0, le=100000, description="GrpTRES=gres/gpu=N: GPUs the account's running jobs may hold at once"
     )
     users: list[UserName] = Field(
@@ -145,11 +159,11 @@ class AccountingConfig(StrictModel):
     nat_address: IPv4Address = Field(description="static address of the database container on the NAT bridge")
     accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
     qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
-    keep_dump: bool = Field(
+    keep_dump: StrictBool = Field(
         True,
         description="destroy keeps a dump of the accounting database in /var/cache/gpucluster/<cluster>/accounting/",
     )
-    restore: bool = Field(
+    restore: StrictBool = Field(
         False,
         description="a new, empty database is loaded from the kept dump when there is one",
     )
