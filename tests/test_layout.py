@@ -104,3 +104,19 @@ def test_component_areas_import_each_other_one_way():
     for area in sorted(edges):
         visit(area, [area])
     assert not cycles, cycles
+
+
+def test_config_models_are_imported_from_the_module_that_defines_them():
+    """components/config.py composes the areas' models; a model is imported from its own area."""
+    tree = ast.parse((COMPONENTS / "config.py").read_text())
+    defined = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if hasattr(t, "id")}
+    wrong = []
+    for path in [
+        *ROOT.glob("*.py"),
+        *(p for d in ("components", "tests", "review", "tools") for p in ROOT.glob(f"{d}/**/*.py")),
+    ]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "components.config":
+                wrong += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name not in defined]
+    assert not wrong, wrong
