@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from components.app.config import WebAppConfig
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
-from components.config_types import Hostname, SafePath, StrictBool, StrictModel
+from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
 from components.host.config import (
     HostConfig,
     LocalConnection,
@@ -147,7 +147,7 @@ class ClusterHostConfig(StrictModel):
         discriminator="kind",
         description="{kind: local} (default), {kind: ssh, ...}, or {kind: ec2, ...} (an instance the program makes)",
     )
-    address: IPv4Address | None = Field(
+    address: Address | None = Field(
         None, description="address the other hosts reach this host at: their route to its container subnets"
     )
     hostname: Hostname | None = Field(

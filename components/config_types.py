@@ -6,9 +6,10 @@ slurm.conf, iptables comments) are constrained here, so no config value can smug
 newline, a space or a shell metacharacter into them.
 """
 
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
 
 
 class StrictModel(BaseModel):
@@ -22,6 +23,18 @@ class StrictModel(BaseModel):
 # Patterns below use [0-9] and [a-z], never \d or \w, which also match non-ASCII digits/letters.
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]
+
+
+def written_as_text(value):
+    """Addresses and networks are text: a number (`address: 10`) is a typo, not 0.0.0.10."""
+    if isinstance(value, (int, float)):
+        raise ValueError(f"{value!r} is a number; write the address as text, e.g. 10.0.0.2 or 10.0.0.0/24")
+    return value
+
+
+Address = Annotated[IPv4Address, BeforeValidator(written_as_text)]
+Network = Annotated[IPv4Network, BeforeValidator(written_as_text)]
+Interface = Annotated[IPv4Interface, BeforeValidator(written_as_text)]
 
 
 # RFC 1123 label in lower case: valid as a hostname, an LXC container name and a Slurm

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import typing
 from collections.abc import Iterator
-from ipaddress import IPv4Network
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 import pulumi
 import pytest
@@ -16,6 +16,7 @@ from pydantic import BaseModel, Strict
 
 import review.program
 from components.config import CLUSTER_RULES, ClusterConfig
+from components.config_types import written_as_text
 from components.slurm.config import slurm_hostlist
 from components.stack_config import ConfigError, parse_stack_config
 from review.program import ProgramRun
@@ -779,6 +780,48 @@ def test_every_number_and_flag_of_the_cluster_config_is_strict():
             field_strict = any(isinstance(m, Strict) and m.strict for m in field.metadata)
             lax += [f"{model.__name__}.{name}: {kind}" for kind in _lax_numbers(field.annotation, field_strict)]
     assert not lax, f"not strict: {lax}"
+
+
+def _untyped_addresses(annotation, as_text: bool) -> Iterator[str]:
+    """The IPv4 address, network or interface types in an annotation that take a number."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        base, *metadata = typing.get_args(annotation)
+        text = as_text or any(getattr(m, "func", None) is written_as_text for m in metadata)
+        yield from _untyped_addresses(base, text)
+    elif annotation in (IPv4Address, IPv4Network, IPv4Interface) and not as_text:
+        yield annotation.__name__
+    elif origin is not None:
+        for arg in typing.get_args(annotation):
+            yield from _untyped_addresses(arg, as_text)
+
+
+def test_every_address_of_the_cluster_config_is_written_as_text():
+    numeric = []
+    for model in _models(ClusterConfig, set()):
+        if model.__module__.startswith("components.aws"):
+            continue  # the EC2 part's own config
+        for name, field in model.model_fields.items():
+            as_text = any(getattr(m, "func", None) is written_as_text for m in field.metadata)
+            numeric += [f"{model.__name__}.{name}: {kind}" for kind in _untyped_addresses(field.annotation, as_text)]
+    assert not numeric, f"a number passes as an address: {numeric}"
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("nodes.0.nat_address", 170525442),
+        ("nodes.1.cluster_address", 10),
+        ("web_app.nat_address", 3.0),
+        ("network.cluster_bridge.subnet", 170525440),
+        ("network.nat_bridge.address", 170525441),
+        ("web_app.allowed_sources.0", 167772160),
+    ],
+)
+def test_an_address_is_not_a_number(path, value):
+    change = _all(_set("web_app.allowed_sources", ["10.0.0.0/8"]), _set(path, value))
+    field = re.sub(r"\.(\d+)", r"[\1]", path)
+    assert f"cluster.{field}: {value!r} is a number; write the address as text" in error_after(change)
 
 
 STRICT_CASES = [

@@ -1,11 +1,10 @@
 """Typed config of the GPU web app in its own container."""
 
-from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated
 
 from pydantic import Field, StringConstraints, model_validator
 
-from components.config_types import Hostname, Port, SafePath, StrictBool, StrictInt, StrictModel
+from components.config_types import Address, Hostname, Network, Port, SafePath, StrictBool, StrictInt, StrictModel
 from components.network.config import SOURCES_DESCRIPTION
 
 # One argv element of a command: not empty, no control character (a newline would end the
@@ -17,7 +16,7 @@ class WebAppConfig(StrictModel):
     """The GPU web app: its own container, reached through a host port forward."""
 
     name: Hostname = Field("web", description="container hostname")
-    nat_address: IPv4Address = Field(description="static address on the NAT bridge")
+    nat_address: Address = Field(description="static address on the NAT bridge")
     port: Port = Field(8080, description="the port the app listens on AND the forward's target port")
     host_port: Port = Field(7000, description="host port forwarded to the app")
     job_command: list[CommandWord] = Field(
@@ -32,7 +31,7 @@ class WebAppConfig(StrictModel):
     max_connections: StrictInt = Field(
         16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
     )
-    run_allowed_cidrs: list[IPv4Network] = Field(
+    run_allowed_cidrs: list[Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
     )
     gpus: list[SafePath] = Field(
@@ -44,7 +43,7 @@ class WebAppConfig(StrictModel):
         False,
         description="the app's GPUs may also be nodes' GPUs (said explicitly, never by default)",
     )
-    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+    allowed_sources: list[Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
     status_interval_s: StrictInt = Field(
         5, ge=1, le=300, description="how often the cluster panel's snapshot is written"
     )

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from components.config_types import Hostname, InterfaceName, Port, StrictModel
+from components.config_types import Hostname, Interface, InterfaceName, Network, Port, StrictModel
 
 # Where a bridge's subnet may lie: the private ranges of RFC 1918 and the shared address space
 # of RFC 6598 (100.64.0.0/10). Anything else is someone's: a public network the nodes could no
@@ -52,7 +52,7 @@ class NatBridgeConfig(StrictModel):
     """Bridge with an address on the host: veth links, NAT to the outside, host <-> nodes."""
 
     name: BridgeName = Field(description="bridge interface name")
-    address: Annotated[IPv4Interface, AfterValidator(_private_interface)] = Field(
+    address: Annotated[Interface, AfterValidator(_private_interface)] = Field(
         description="the bridge's address with prefix (gateway of the nodes), e.g. 10.10.3.1/24"
     )
 
@@ -65,7 +65,7 @@ class ClusterBridgeConfig(StrictModel):
     """Bridge without a host address: lower device of the nodes' macvlan links."""
 
     name: BridgeName = Field(description="bridge interface name")
-    subnet: Annotated[IPv4Network, AfterValidator(_private_network)] = Field(
+    subnet: Annotated[Network, AfterValidator(_private_network)] = Field(
         description="subnet of the nodes' macvlan addresses"
     )
 
@@ -87,7 +87,7 @@ class PortForwardConfig(StrictModel):
     host_port: Port = Field(description="port on the host")
     target: Hostname = Field(description="node name, or the web app's container name")
     port: Port = Field(description="port in the target container")
-    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+    allowed_sources: list[Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
 
     @property
     def source_list(self) -> str:

@@ -3,13 +3,21 @@ accounting (accounts, QOS), with Slurm's reserved words and its hostlist form.""
 
 import re
 from collections.abc import Iterable
-from ipaddress import IPv4Address
 from itertools import pairwise
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from components.config_types import Hostname, SlurmTime, StrictBool, StrictInt, StrictModel, UserName, slurm_seconds
+from components.config_types import (
+    Address,
+    Hostname,
+    SlurmTime,
+    StrictBool,
+    StrictInt,
+    StrictModel,
+    UserName,
+    slurm_seconds,
+)
 
 # Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
 # instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
@@ -52,8 +60,8 @@ class NodeConfig(StrictModel):
     """One Slurm compute node, one LXC container."""
 
     name: Hostname = Field(description="hostname, container name suffix and Slurm NodeName")
-    nat_address: IPv4Address = Field(description="static address on the NAT bridge")
-    cluster_address: IPv4Address = Field(description="static address on the cluster bridge")
+    nat_address: Address = Field(description="static address on the NAT bridge")
+    cluster_address: Address = Field(description="static address on the cluster bridge")
     gpus: StrictInt = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
     cpus: StrictInt = Field(
         1,
@@ -156,7 +164,7 @@ class AccountingConfig(StrictModel):
     """Job accounting: MariaDB and slurmdbd in a container of their own, accounts and limits."""
 
     name: Hostname = Field("db", description="the database container's hostname (container <cluster>-<name>)")
-    nat_address: IPv4Address = Field(description="static address of the database container on the NAT bridge")
+    nat_address: Address = Field(description="static address of the database container on the NAT bridge")
     accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
     qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
     keep_dump: StrictBool = Field(
