@@ -875,6 +875,10 @@ def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
                 yield f"{field}: {pattern} is inside {trees[0]}, whose files never go into a container"
 
 
+# A GPU's device node: nvidia0, nvidia1... (nvidiactl, nvidia-uvm, nvidia-modeset are the driver's).
+GPU_DEVICE_NAME = re.compile(r"^nvidia[0-9]+$")
+
+
 def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
     for h, host in enumerate(c.cluster_hosts):
         _, gpu_at = _host_fields(c, h)
@@ -890,6 +894,11 @@ def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
                 )
             elif not name.startswith("nvidia"):
                 yield f"{field}: {path} is not an NVIDIA device node (its name must start with 'nvidia')"
+            elif field.split(".")[-1].startswith("devices[") and not GPU_DEVICE_NAME.match(name):
+                yield (
+                    f"{field}: {path} is not a GPU (a GPU is nvidia<N>; {name} is a driver control device, "
+                    "which goes under control_devices)"
+                )
 
 
 def rule_users(c: ClusterConfig) -> Iterator[str]:

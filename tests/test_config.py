@@ -1157,3 +1157,16 @@ def test_a_missing_stack_secret_stops_the_program_before_any_resource(monkeypatc
     message = str(caught.value)
     assert "cluster.hosts[1].connection.private_key_secret: the stack has no secret 'gpu2SshKey'" in message
     assert "`./pulumi.sh config set --secret gpu2SshKey --stack twohost < PRIVATE_KEY_FILE`" in message
+
+
+@pytest.mark.parametrize("port", [1, 80, 443, 1023])
+def test_the_web_app_listens_on_a_port_an_unprivileged_user_can_bind(port):
+    assert "cluster.web_app.port: Input should be greater than or equal to 1024" in error_after(
+        _set("web_app.port", port)
+    )
+
+
+@pytest.mark.parametrize("name", ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia0a"])
+def test_a_driver_control_device_is_not_a_gpu(name):
+    change = _all(_set("gpu.devices", ["/dev/nvidia0", f"/dev/{name}"]), _set("gpu.share_between_nodes", True))
+    assert f"cluster.gpu.devices[1]: /dev/{name} is not a GPU (a GPU is nvidia<N>" in error_after(change)

@@ -2,7 +2,7 @@
 
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, Strict, StringConstraints, model_validator
 
 from components.config_types import Address, Hostname, Network, Port, SafePath, StrictBool, StrictInt, StrictModel
 from components.network.config import SOURCES_DESCRIPTION
@@ -12,12 +12,16 @@ from components.network.config import SOURCES_DESCRIPTION
 CommandWord = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$", max_length=4096)]
 
 
+# The app runs as an unprivileged (dynamic) user, which cannot bind a port below 1024.
+UnprivilegedPort = Annotated[int, Strict(), Field(ge=1024, le=65535, description="TCP port, 1024-65535")]
+
+
 class WebAppConfig(StrictModel):
     """The GPU web app: its own container, reached through a host port forward."""
 
     name: Hostname = Field("web", description="container hostname")
     nat_address: Address = Field(description="static address on the NAT bridge")
-    port: Port = Field(8080, description="the port the app listens on AND the forward's target port")
+    port: UnprivilegedPort = Field(8080, description="the port the app listens on AND the forward's target port")
     host_port: Port = Field(7000, description="host port forwarded to the app")
     job_command: list[CommandWord] = Field(
         ["nvidia-smi"],
