@@ -1,40 +1,43 @@
 """Typed config of the local GPU Slurm cluster, read from the stack's `gpu-cluster:cluster` key.
 
-Field rules (types, ranges, patterns) live on the fields; rules that relate several fields
-are small named functions in CLUSTER_RULES, all run together so one `pulumi up` reports
-every problem at once, each naming the field and what it accepts.
+Each area's models live beside its components (components/<area>/config.py); this module
+composes them into a host (ClusterHostConfig) and the cluster (ClusterConfig). Field rules
+(types, ranges, patterns) live on the fields; rules that relate several fields are small
+named functions in CLUSTER_RULES, all run together so one `pulumi up` reports every problem
+at once, each naming the field and what it accepts.
 """
 
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from itertools import pairwise
-from typing import Annotated, Literal
+from ipaddress import IPv4Address, IPv4Network
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
+from components.app.config import WebAppConfig
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
-from components.config_types import (
-    Hostname,
-    InterfaceName,
-    PackageName,
-    Port,
-    SafeGlob,
-    SafePath,
-    SlurmTime,
-    StrictBool,
-    StrictInt,
-    StrictModel,
+from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
+from components.host.config import (
+    HostConfig,
+    LocalConnection,
+    SshConnection,
+    UserConfig,
+    is_system_account,
+    same_machine_key,
 )
-
-# Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
-# instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
-# `SlurmctldHost=localhost` is replaced by the host's own name.
-SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
-SLURM_RESERVED_PARTITION_NAMES = frozenset({"default"})
+from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
+from components.network.config import NetworkConfig, PortForwardConfig
+from components.slurm.config import (
+    SACCTMGR_KEYWORDS,
+    SLURM_RESERVED_NODE_NAMES,
+    SLURM_RESERVED_PARTITION_NAMES,
+    AccountingConfig,
+    NodeConfig,
+    SlurmConfig,
+    slurm_hostlist,
+)
 
 # Containers the program names itself (`<cluster>-<name>`): no node or web app may take them.
 INTERNAL_CONTAINER_NAMES = frozenset({"image"})
@@ -96,6 +99,24 @@ SYSTEM_DIRS = frozenset(
 KERNEL_AND_CONFIG_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/run", "/var/lib/lxc", "/var/cache/lxc")
 # The cluster's state (the munge key) lives only in root-owned, non-world-writable trees.
 STATE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/tmp", "/var/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+# Where anyone may write, or a user owns the place: never the cluster's runtime directory (a
+# socket planted there would answer for munge) nor its containers' (a planted container config
+# would run its hooks as root).
+USER_WRITABLE_TREES = (
+    "/tmp",
+    "/var/tmp",
+    "/dev/shm",
+    "/run/lock",
+    "/run/shm",
+    "/run/user",
+    "/var/lock",
+    "/var/crash",
+    "/home",
+)
+# The runtime and container directories: the system's own (the defaults) or one of the cluster's
+# that passes the state directory's checks; a runtime directory may also be below /run.
+RUN_DIR_FORBIDDEN_TREES = (*(t for t in STATE_FORBIDDEN_TREES if t != "/run"), *USER_WRITABLE_TREES)
+LXC_DIR_FORBIDDEN_TREES = (*STATE_FORBIDDEN_TREES, *USER_WRITABLE_TREES)
 # Driver files are bound read-only into containers: never secrets or per-host state.
 DRIVER_FILE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/root", "/home", "/var/lib", "/var/log", "/tmp")
 
@@ -110,379 +131,11 @@ def _related(path: str, other: str) -> bool:
     return is_within(path, other) or is_within(other, path)
 
 
-_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)
-
-
-def slurm_hostlist(names: Iterable[str]) -> str:
-    """Names in Slurm's hostlist form, e.g. `c[000-003],gpu7`.
-
-    Only a trailing number is bracketed: Slurm 22.05 cannot parse a bracket followed by more
-    text (`c[1-2]a`), which a general hostlist library writes for names like c1a, c2a.
-    """
-    groups: dict[tuple[str, int], list[int]] = {}
-    for name in names:
-        prefix, digits = _TRAILING_NUMBER.match(name).groups()
-        groups.setdefault((prefix, len(digits)), []).append(int(digits) if digits else -1)
-    parts = []
-    for (prefix, width), numbers in groups.items():
-        if width == 0:
-            parts.append(prefix)
-            continue
-        numbers = sorted(set(numbers))
-        runs, start = [], numbers[0]
-        for previous, number in pairwise(numbers):
-            if number != previous + 1:
-                runs.append((start, previous))
-                start = number
-        runs.append((start, numbers[-1]))
-        text = ",".join(f"{a:0{width}d}" + (f"-{b:0{width}d}" if b != a else "") for a, b in runs)
-        parts.append(f"{prefix}[{text}]" if len(numbers) > 1 else f"{prefix}{text}")
-    return ",".join(parts)
-
-
-class HostConfig(StrictModel):
-    """The machine the cluster is built on."""
-
-    state_dir: SafePath = Field(
-        "/var/lib/gpucluster",
-        description="where per-cluster state lives (munge key, rendered configs, markers)",
-    )
-    shared_dir: SafePath = Field(
-        description="host directory bind-mounted at the same path in every node and the web "
-        "app, so a job script written there once runs anywhere",
-    )
-    install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
-
-
-class NatBridgeConfig(StrictModel):
-    """Bridge with an address on the host: veth links, NAT to the outside, host <-> nodes."""
-
-    name: InterfaceName = Field(description="bridge interface name")
-    address: IPv4Interface = Field(
-        description="the bridge's address with prefix (gateway of the nodes), e.g. 10.10.3.1/24"
-    )
-
-    @property
-    def subnet(self) -> IPv4Network:
-        return self.address.network
-
-
-class ClusterBridgeConfig(StrictModel):
-    """Bridge without a host address: lower device of the nodes' macvlan links."""
-
-    name: InterfaceName = Field(description="bridge interface name")
-    subnet: IPv4Network = Field(description="subnet of the nodes' macvlan addresses")
-
-
-class NetworkConfig(StrictModel):
-    nat_bridge: NatBridgeConfig
-    cluster_bridge: ClusterBridgeConfig
-
-
-class StandInGpus(StrictModel):
-    """Stand-in GPUs for a machine without one: the program makes them and removes them."""
-
-    count: int = Field(
-        ge=1,
-        le=64,
-        strict=True,
-        description="character devices with NVIDIA's major 195 made in the cluster's private "
-        "device directory (/run/gpucluster-<name>-dev/nvidia0..count-1, plus nvidiactl); they "
-        "become gpu.devices and gpu.control_devices. Refused on a host with an NVIDIA driver",
-    )
-
-
-class GpuConfig(StrictModel):
-    """GPU device nodes of the host, passed through to containers."""
-
-    devices: list[SafePath] = Field(
-        ["/dev/nvidia0"],
-        description="one character device per GPU (major 195); gres.conf lists them by the "
-        "same name inside the containers (/dev/<basename>)",
-    )
-    control_devices: list[SafePath] = Field(
-        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"],
-        description="driver control devices bound into every container when present; the devices "
-        "cgroup allows exactly these and the container's own GPUs, by their numbers on the host",
-    )
-    stand_in: StandInGpus | None = Field(
-        None,
-        description="make stand-in devices instead of using real GPUs (leave devices and "
-        "control_devices unset: they are the stand-ins)",
-    )
-    share_between_nodes: StrictBool = Field(
-        False,
-        description="let several nodes use the same GPU (the tutorial shares one GPU between "
-        "four nodes); off, each GPU belongs to one node",
-    )
-    cuda_path: SafePath | None = Field(
-        "/usr/local/cuda",
-        description="CUDA toolkit on the host, bound read-only at the same path when present",
-    )
-    driver_files: list[SafeGlob] = Field(
-        [
-            "/usr/lib/x86_64-linux-gnu/libcuda.so*",
-            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so*",
-            "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so*",
-            "/usr/bin/nvidia-smi",
-        ],
-        description="driver user-space files (glob patterns) bound read-only when present; "
-        "they must match the host's kernel module, so they are never copied",
-    )
-
-
-class ImageConfig(StrictModel):
-    """The node image every container is cloned from (built once, no per-node downloads)."""
-
-    release: Literal["bookworm"] = Field("bookworm", description="Debian release")
-    extra_packages: list[PackageName] = Field(
-        [], description="packages added to the image besides slurmd, munge, slurm-client, python3"
-    )
-    keep: bool = Field(
-        True,
-        description="keep the built image when the cluster is destroyed, in /var/cache/gpucluster/<name>/ "
-        "(./purge-kept.sh removes it): the next up restores it instead of building it again; an image of "
-        "another release, package list or build script is never reused",
-    )
-
-
-class NodeConfig(StrictModel):
-    """One Slurm compute node, one LXC container."""
-
-    name: Hostname = Field(description="hostname, container name suffix and Slurm NodeName")
-    nat_address: IPv4Address = Field(description="static address on the NAT bridge")
-    cluster_address: IPv4Address = Field(description="static address on the cluster bridge")
-    gpus: StrictInt = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
-    cpus: StrictInt = Field(
-        1,
-        ge=1,
-        le=1024,
-        description="CPUs of the node: Slurm's CPUs= and the container's cpuset (host CPUs 0..cpus-1); "
-        "the preflight checks the host has them",
-    )
-    host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
-
-
-class ControllerConfig(StrictModel):
-    """Where slurmctld runs."""
-
-    placement: Literal["container", "host"] = Field(
-        "container",
-        description="'container': in one of the nodes, as the tutorial does; 'host': on the host",
-    )
-    node: Hostname | None = Field(
-        None, description="node that runs slurmctld when placement is 'container' (default: first)"
-    )
-    host: Hostname | None = Field(
-        None, description="hosts[].name of the host that runs slurmctld when placement is 'host' (default: first)"
-    )
-
-
-class PartitionConfig(StrictModel):
-    name: Hostname = Field(description="partition name")
-    nodes: list[Hostname] | None = Field(None, description="node names (default: all nodes)")
-    default: StrictBool = Field(False, description="the default partition (exactly one)")
-    max_time: SlurmTime = Field("INFINITE", description="MaxTime")
-    oversubscribe: Literal["NO", "YES", "FORCE", "EXCLUSIVE"] = Field(
-        "NO", description="OverSubscribe (replaces the tutorial's removed Shared=)"
-    )
-
-
-class HealthCheckConfig(StrictModel):
-    """Slurm's HealthCheckProgram on every node: a node whose GPUs fail the check drains itself."""
-
-    interval_s: int = Field(60, ge=5, le=86400, description="HealthCheckInterval: seconds between checks on every node")
-
-
-class SlurmConfig(StrictModel):
-    controller: ControllerConfig = ControllerConfig()
-    partitions: list[PartitionConfig] = Field([PartitionConfig(name="gpu", default=True)], min_length=1)
-    health_check: HealthCheckConfig | None = Field(
-        None,
-        description="GPU health check: device nodes present with their major:minor and not refused, "
-        "nvidia-smi's GPU count where it exists, Slurm's GRES count; a failing node is drained "
-        "with Reason='gpu-health: ...' and resumed when the check passes again",
-    )
-
-
-# Login names: what useradd and Slurm both accept (Slurm keeps names in lower case).
-UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
-# Slurm account and QOS names: lower case (Slurm stores them so), no separators sacctmgr parses.
-SlurmName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,29}$")]
-# Ids of people, never of system accounts (below 1000) or nobody (65534).
-PersonId = Annotated[int, Field(ge=1000, le=60000)]
-
-
-class UserConfig(StrictModel):
-    """A person: the same name, uid and gid on the host and in every container of the cluster."""
-
-    name: UserName = Field(description="login name")
-    uid: PersonId = Field(description="user id, 1000-60000")
-    gid: PersonId = Field(description="primary group id, 1000-60000")
-    group: UserName | None = Field(None, description="primary group name (default: the user's name)")
-
-    @property
-    def group_name(self) -> str:
-        return self.group or self.name
-
-    @property
-    def spec(self) -> str:
-        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib.sh)."""
-        return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
-
-
-class QosConfig(StrictModel):
-    """A Slurm QOS (sacctmgr add qos)."""
-
-    name: SlurmName = Field(description="QOS name")
-    priority: int = Field(0, ge=0, le=1000000, description="Priority")
-    max_gpus_per_user: int | None = Field(
-        None, ge=0, le=100000, description="MaxTRESPerUser=gres/gpu=N (none: unlimited)"
-    )
-    max_wall_minutes: int | None = Field(None, ge=1, le=5256000, description="MaxWall in minutes (none: unlimited)")
-
-
-class AccountConfig(StrictModel):
-    """A Slurm account of the cluster, its users and its GPU limit."""
-
-    name: SlurmName = Field(description="account name")
-    gpus: int | None = Field(
-        None, ge=0, le=100000, description="GrpTRES=gres/gpu=N: GPUs the account's running jobs may hold at once"
-    )
-    users: list[UserName] = Field(
-        [], description="members (names from users[]); a user's first account is their default"
-    )
-    qos: list[SlurmName] = Field(
-        [], description="QOS the account may use (names from accounting.qos[]); none: Slurm's 'normal'"
-    )
-    default_qos: SlurmName | None = Field(None, description="DefaultQOS, one of qos")
-
-
-class AccountingConfig(StrictModel):
-    """Job accounting: MariaDB and slurmdbd in a container of their own, accounts and limits."""
-
-    name: Hostname = Field("db", description="the database container's hostname (container <cluster>-<name>)")
-    nat_address: IPv4Address = Field(description="static address of the database container on the NAT bridge")
-    accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
-    qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
-    keep_dump: bool = Field(
-        True,
-        description="destroy keeps a dump of the accounting database in /var/cache/gpucluster/<cluster>/accounting/",
-    )
-    restore: bool = Field(
-        False,
-        description="a new, empty database is loaded from the kept dump when there is one",
-    )
-
-
-SOURCES_DESCRIPTION = (
-    "source networks (CIDR) allowed to connect through the host port; empty: any. The host "
-    "itself always reaches the forward"
-)
-
-
-class PortForwardConfig(StrictModel):
-    """A host port DNATed to a port of a container."""
-
-    host_port: Port = Field(description="port on the host")
-    target: Hostname = Field(description="node name, or the web app's container name")
-    port: Port = Field(description="port in the target container")
-    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
-
-    @property
-    def source_list(self) -> str:
-        """Allowed source networks as the scripts take them: '+'-separated, empty for any."""
-        return "+".join(str(network) for network in self.allowed_sources)
-
-
-class WebAppConfig(StrictModel):
-    """The GPU web app: its own container, reached through a host port forward."""
-
-    name: Hostname = Field("web", description="container hostname")
-    nat_address: IPv4Address = Field(description="static address on the NAT bridge")
-    port: Port = Field(8080, description="the port the app listens on AND the forward's target port")
-    host_port: Port = Field(7000, description="host port forwarded to the app")
-    job_command: list[str] = Field(
-        ["nvidia-smi"],
-        min_length=1,
-        description="GPU job the page's Run button (POST /api/run) runs (argv); a labelled CPU fallback when missing",
-    )
-    max_concurrent_jobs: StrictInt = Field(2, ge=1, le=64, description="jobs running at once")
-    job_timeout_s: StrictInt = Field(
-        60, ge=1, le=3600, description="a job is killed (with its process group) after this"
-    )
-    max_connections: StrictInt = Field(
-        16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
-    )
-    run_allowed_cidrs: list[IPv4Network] = Field(
-        [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
-    )
-    gpus: list[SafePath] = Field(
-        [],
-        description="GPU devices (from gpu.devices) bound into the app's container; no node gets "
-        "them unless share_gpus is true. Empty: the app has no GPU (CPU fallback)",
-    )
-    share_gpus: StrictBool = Field(
-        False,
-        description="the app's GPUs may also be nodes' GPUs (said explicitly, never by default)",
-    )
-    allowed_sources: list[IPv4Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
-    status_interval_s: StrictInt = Field(
-        5, ge=1, le=300, description="how often the cluster panel's snapshot is written"
-    )
-    host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
-
-    @model_validator(mode="after")
-    def _connections_above_jobs(self) -> "WebAppConfig":
-        if self.max_connections <= self.max_concurrent_jobs:
-            raise ValueError(
-                f"max_connections ({self.max_connections}) must be greater than max_concurrent_jobs "
-                f"({self.max_concurrent_jobs}), so a request beyond the job slots can still be told it is busy"
-            )
-        return self
-
-
 # What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
 KEEP_DIR = "/var/cache/gpucluster"
 
-
+# The name of the one host of a stack without `hosts`.
 LOCAL_HOST = "local"
-
-# An SSH public key as OpenSSH prints it (`ssh-keyscan`, /etc/ssh/ssh_host_*_key.pub), comment dropped.
-HOST_KEY_PATTERN = r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}$"
-
-
-class LocalConnection(StrictModel):
-    """Commands run on the machine that runs `pulumi up`."""
-
-    kind: Literal["local"] = "local"
-
-
-class SshEndpoint(StrictModel):
-    """An SSH server, its host key pinned: a host presenting another key is refused."""
-
-    address: str = Field(
-        pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$", description="IPv4 address or DNS name of the SSH server"
-    )
-    port: Port = Field(22, description="SSH port")
-    user: str = Field("root", pattern=r"^[a-z_][a-z0-9_-]{0,31}$", description="login user (root: scripts need it)")
-    host_key: str = Field(
-        pattern=HOST_KEY_PATTERN,
-        description="the server's public host key, e.g. the first two fields of /etc/ssh/ssh_host_ed25519_key.pub",
-    )
-
-
-class SshConnection(SshEndpoint):
-    """Commands run over SSH (pulumi-command remote.Command)."""
-
-    kind: Literal["ssh"]
-    private_key_secret: str = Field(
-        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
-        description="name of the stack's secret config key holding the private key "
-        "(`pulumi config set --secret NAME < key`); it never appears in the stack file",
-    )
-    bastion: SshEndpoint | None = Field(None, description="jump host (same private key) when the host is not reachable")
-    dial_error_limit: int = Field(10, ge=-1, le=1000, description="failed dials before giving up (-1: forever)")
 
 
 class ClusterHostConfig(StrictModel):
@@ -494,13 +147,13 @@ class ClusterHostConfig(StrictModel):
         discriminator="kind",
         description="{kind: local} (default), {kind: ssh, ...}, or {kind: ec2, ...} (an instance the program makes)",
     )
-    address: IPv4Address | None = Field(
+    address: Address | None = Field(
         None, description="address the other hosts reach this host at: their route to its container subnets"
     )
     hostname: Hostname | None = Field(
         None, description="the machine's short hostname (`hostname -s`): needed where slurmctld runs on the host"
     )
-    retired: bool = Field(
+    retired: StrictBool = Field(
         False,
         description="the host is gone for good (SSH hosts only): first set this alone, and `pulumi up` "
         "runs nothing on it but marks its commands to be dropped from the state without running; "
@@ -510,7 +163,7 @@ class ClusterHostConfig(StrictModel):
     run_dir: SafePath = Field("/run", description="runtime directory (sockets, pid files) on this host")
     lxc_dir: SafePath = Field("/var/lib/lxc", description="LXC path (lxc-* -P) of this host's containers")
     shared_dir: SafePath = Field(description="directory bind-mounted into this host's nodes (per host)")
-    install_packages: bool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
     network: NetworkConfig
     gpu: GpuConfig = GpuConfig()
 
@@ -589,7 +242,8 @@ class ClusterConfig(StrictModel):
         def filled(gpu, run_dir):
             stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
             count = stand_in.get("count") if isinstance(stand_in, dict) else None
-            if type(count) is not int or not isinstance(run_dir, str):
+            # Out of range, the field check names it; the list is built only for a count in range.
+            if type(count) is not int or not 1 <= count <= STAND_IN_MAX or not isinstance(run_dir, str):
                 return gpu
             devices, control_devices = stand_in_devices(device_dir_of(run_dir, data["name"]), count)
             return {"devices": devices, "control_devices": control_devices, **gpu}
@@ -809,15 +463,6 @@ class ClusterConfig(StrictModel):
         return assignment
 
 
-def device_dir_of(run_dir: str, cluster: str) -> str:
-    return f"{run_dir}/gpucluster-{cluster}-dev"
-
-
-def stand_in_devices(device_dir: str, count: int) -> tuple[list[str], list[str]]:
-    """The stand-in GPUs' paths (gpu.devices) and their control device (gpu.control_devices)."""
-    return [f"{device_dir}/nvidia{i}" for i in range(count)], [f"{device_dir}/nvidiactl"]
-
-
 # ---- cross-field rules: each yields messages naming the field and what it accepts ----
 
 
@@ -826,11 +471,16 @@ def _duplicates(values) -> list:
 
 
 def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
-    names = c.node_names + ([c.web_app.name] if c.web_app else []) + ([c.accounting.name] if c.accounting else [])
+    names = c.node_names + ([c.web_app.name] if c.web_app else [])
     for name in _duplicates(names):
         yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
     if "image" in names:
         yield "nodes[].name: 'image' is the node image's container; pick another name"
+    if c.accounting and c.accounting.name in names:
+        yield (
+            f"accounting.name: {c.accounting.name!r} is also a node or web_app name; the database container "
+            "needs a name of its own (node, web_app and accounting names must be unique)"
+        )
 
 
 def _hosts(c: ClusterConfig) -> Iterator[tuple[str, ClusterHostConfig, list[tuple[int, NodeConfig]]]]:
@@ -982,6 +632,10 @@ def rule_partitions(c: ClusterConfig) -> Iterator[str]:
     if len(defaults) != 1:
         yield f"slurm.partitions[].default: exactly one partition must be default, got {defaults}"
     for i, partition in enumerate(partitions):
+        if partition.nodes == []:
+            yield (
+                f"slurm.partitions[{i}].nodes: empty; list the partition's nodes, or leave nodes out to mean every node"
+            )
         for name in partition.nodes or []:
             if name not in c.node_names:
                 yield f"slurm.partitions[{i}].nodes: {name!r} is not one of nodes[].name"
@@ -1053,15 +707,26 @@ def rule_hosts(c: ClusterConfig) -> Iterator[str]:
                     )
     for address in _duplicates([h.address for h in hosts if h.address]):
         yield f"hosts[].address: {address} is given to more than one host"
+    yield from _route_addresses(hosts)
     for (i, a), (j, b) in ((x, y) for x in enumerate(hosts) for y in enumerate(hosts) if x[0] < y[0]):
         same_machine = not a.is_ssh and not b.is_ssh
         if same_machine:
             yield f"hosts[{j}].connection: hosts[{i}] is already the local host; only one host can be local"
+        if not _same_place(a, b):
+            continue
         for field in ("state_dir", "run_dir", "lxc_dir"):
-            if _same_place(a, b) and getattr(a, field) == getattr(b, field):
+            if getattr(a, field) == getattr(b, field):
                 yield (
                     f"hosts[{j}].{field}: {getattr(b, field)} is also hosts[{i}].{field} on the same machine "
                     f"({a.name}, {b.name}); give each host its own"
+                )
+        taken = {a.network.nat_bridge.name, a.network.cluster_bridge.name}
+        for field in ("nat_bridge", "cluster_bridge"):
+            name = getattr(b.network, field).name
+            if name in taken:
+                yield (
+                    f"hosts[{j}].network.{field}.name: {name!r} is also a bridge of hosts[{i}] on the same machine "
+                    f"({a.name}, {b.name}); give each host its own bridges"
                 )
     controller = c.slurm.controller
     if controller.placement == "host" and controller.node is None and c.controller_host.hostname is None:
@@ -1084,14 +749,34 @@ def _subnets(host: ClusterHostConfig) -> list[tuple[str, IPv4Network]]:
     ]
 
 
+def _route_addresses(hosts: list[ClusterHostConfig]) -> Iterator[str]:
+    """The address the other hosts route a host's containers through is a real one, outside
+    every container subnet (a route via an address inside the subnet it leads to is refused)."""
+    for i, host in enumerate(hosts):
+        address = host.address
+        if address is None:
+            continue
+        if address.is_loopback or address.is_unspecified or address.is_multicast or address.is_reserved:
+            yield (
+                f"hosts[{i}].address: {address} is a loopback, unspecified, multicast or reserved address; "
+                "give the address the other hosts reach this one at"
+            )
+            continue
+        for j, other in enumerate(hosts):
+            for field, net in _subnets(other):
+                if address in net:
+                    yield f"hosts[{i}].address: {address} is inside hosts[{j}].{field} {net}, a container subnet"
+
+
 def _same_place(a: ClusterHostConfig, b: ClusterHostConfig) -> bool:
-    """Two hosts reached at the same SSH address (and a local one) may be one machine; an EC2
-    instance is a machine of its own."""
+    """Two hosts reached at the same SSH address (and a local one) may be one machine: every
+    spelling of this machine (127.0.0.0/8, localhost) is the local host; an EC2 instance is a
+    machine of its own."""
     if a.is_ec2 or b.is_ec2:
         return False
     addr_a = a.connection.address if a.is_ssh else None
     addr_b = b.connection.address if b.is_ssh else None
-    return addr_a == addr_b or (addr_a or addr_b) in {"127.0.0.1", "localhost"}
+    return same_machine_key(addr_a) == same_machine_key(addr_b)
 
 
 def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
@@ -1107,6 +792,8 @@ def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
     owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
     if c.web_app:
         owners.append(("web_app.name", c.web_app.name))
+    if c.accounting:
+        owners.append(("accounting.name", c.accounting.name))
     for field, name in owners:
         if name in INTERNAL_CONTAINER_NAMES:
             yield (
@@ -1151,6 +838,7 @@ def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
             yield problem
         elif _related(shared, state):
             yield f"{at}shared_dir: {shared} overlaps {at}state_dir {state} (the munge key lives there)"
+        yield from _runtime_dir_problems(at, host)
         cuda = host.gpu.cuda_path
         if cuda:
             problem = _system_dir_problem(f"{gpu_at}cuda_path", cuda, KERNEL_AND_CONFIG_TREES)
@@ -1158,6 +846,18 @@ def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
                 yield problem
             elif _related(cuda, state):
                 yield f"{gpu_at}cuda_path: {cuda} overlaps {at}state_dir {state} (the munge key lives there)"
+
+
+def _runtime_dir_problems(at: str, host: ClusterHostConfig) -> Iterator[str]:
+    """run_dir and lxc_dir: the system's own, or a directory only root can write to, apart
+    from the shared directory."""
+    for field, trees in (("run_dir", RUN_DIR_FORBIDDEN_TREES), ("lxc_dir", LXC_DIR_FORBIDDEN_TREES)):
+        path, default = getattr(host, field), ClusterHostConfig.model_fields[field].default
+        problem = None if path == default else _system_dir_problem(f"{at}{field}", path, trees)
+        if problem:
+            yield problem
+        elif _related(path, host.shared_dir):
+            yield f"{at}{field}: {path} overlaps {at}shared_dir {host.shared_dir}, which the nodes' users can write"
 
 
 def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
@@ -1175,6 +875,10 @@ def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
                 yield f"{field}: {pattern} is inside {trees[0]}, whose files never go into a container"
 
 
+# A GPU's device node: nvidia0, nvidia1... (nvidiactl, nvidia-uvm, nvidia-modeset are the driver's).
+GPU_DEVICE_NAME = re.compile(r"^nvidia[0-9]+$")
+
+
 def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
     for h, host in enumerate(c.cluster_hosts):
         _, gpu_at = _host_fields(c, h)
@@ -1190,9 +894,21 @@ def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
                 )
             elif not name.startswith("nvidia"):
                 yield f"{field}: {path} is not an NVIDIA device node (its name must start with 'nvidia')"
+            elif field.split(".")[-1].startswith("devices[") and not GPU_DEVICE_NAME.match(name):
+                yield (
+                    f"{field}: {path} is not a GPU (a GPU is nvidia<N>; {name} is a driver control device, "
+                    "which goes under control_devices)"
+                )
 
 
 def rule_users(c: ClusterConfig) -> Iterator[str]:
+    for i, user in enumerate(c.users):
+        for field, name in (("name", user.name), ("group", user.group)):
+            if name is not None and is_system_account(name):
+                yield (
+                    f"users[{i}].{field}: {name!r} is a system account or group (Debian's base accounts, the "
+                    "daemons the cluster installs, systemd-*, _*), never a person's; pick another name"
+                )
     for name in _duplicates([u.name for u in c.users]):
         yield f"users[].name: {name!r} is listed more than once"
     for uid in _duplicates([u.uid for u in c.users]):
@@ -1219,9 +935,18 @@ def rule_accounting(c: ClusterConfig) -> Iterator[str]:
         yield f"accounting.qos[].name: {name!r} is listed more than once"
     for name in _duplicates([a.name for a in accounting.accounts]):
         yield f"accounting.accounts[].name: {name!r} is listed more than once"
+    keywords = f"a word sacctmgr reads as a keyword ({', '.join(sorted(SACCTMGR_KEYWORDS))}); pick another name"
+    for i, name in enumerate(qos):
+        if name in SACCTMGR_KEYWORDS:
+            yield f"accounting.qos[{i}].name: {name!r} is {keywords}"
     for i, account in enumerate(accounting.accounts):
         if account.name == "root":
             yield f"accounting.accounts[{i}].name: 'root' is Slurm's own account; pick another name"
+        if account.name in SACCTMGR_KEYWORDS:
+            yield f"accounting.accounts[{i}].name: {account.name!r} is {keywords}"
+        for user in account.users:
+            if user in SACCTMGR_KEYWORDS:
+                yield f"accounting.accounts[{i}].users: {user!r} is {keywords}"
         for user in account.users:
             if user not in users:
                 yield f"accounting.accounts[{i}].users: {user!r} is not one of users[].name"

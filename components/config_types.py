@@ -6,9 +6,10 @@ slurm.conf, iptables comments) are constrained here, so no config value can smug
 newline, a space or a shell metacharacter into them.
 """
 
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
 
 
 class StrictModel(BaseModel):
@@ -22,6 +23,18 @@ class StrictModel(BaseModel):
 # Patterns below use [0-9] and [a-z], never \d or \w, which also match non-ASCII digits/letters.
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]
+
+
+def written_as_text(value):
+    """Addresses and networks are text: a number (`address: 10`) is a typo, not 0.0.0.10."""
+    if isinstance(value, (int, float)):
+        raise ValueError(f"{value!r} is a number; write the address as text, e.g. 10.0.0.2 or 10.0.0.0/24")
+    return value
+
+
+Address = Annotated[IPv4Address, BeforeValidator(written_as_text)]
+Network = Annotated[IPv4Network, BeforeValidator(written_as_text)]
+Interface = Annotated[IPv4Interface, BeforeValidator(written_as_text)]
 
 
 # RFC 1123 label in lower case: valid as a hostname, an LXC container name and a Slurm
@@ -75,9 +88,10 @@ SafeGlob = Annotated[
 SLURM_MAX_SECONDS = 2**31 - 1 - 59
 
 
-def _check_slurm_time(value: str) -> str:
+def slurm_seconds(value: str) -> int | None:
+    """A Slurm time in seconds (None: INFINITE or UNLIMITED)."""
     if value in ("INFINITE", "UNLIMITED"):
-        return value
+        return None
     days, _, clock = value.rpartition("-")
     parts = [int(part) for part in clock.split(":")]
     if days:
@@ -86,8 +100,12 @@ def _check_slurm_time(value: str) -> str:
         hours, minutes, seconds = parts
     else:
         hours, (minutes, seconds) = 0, [*parts, 0][:2]
-    total = int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
-    if total > SLURM_MAX_SECONDS:
+    return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + seconds
+
+
+def _check_slurm_time(value: str) -> str:
+    total = slurm_seconds(value)
+    if total is not None and total > SLURM_MAX_SECONDS:
         raise ValueError(f"{value!r} is longer than Slurm can count ({SLURM_MAX_SECONDS} seconds)")
     return value
 
@@ -100,3 +118,6 @@ SlurmTime = Annotated[
     AfterValidator(_check_slurm_time),
     Field(description="INFINITE, minutes[:seconds], hours:minutes:seconds or days-hours[:minutes[:seconds]]"),
 ]
+
+# Login names: what useradd and Slurm both accept (Slurm keeps names in lower case).
+UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]

@@ -65,8 +65,30 @@ def parse_stack_config(raw: Mapping[str, Any]) -> StackConfig:
         raise ConfigError(f"invalid stack config ({NAMESPACE}):\n{_format(error)}") from None
 
 
+def named_secrets(stack: StackConfig) -> list[tuple[str, str]]:
+    """(field, secret name) of every stack secret the config names (the hosts' private keys)."""
+    hosts = (stack.cluster.hosts or []) if stack.cluster else []
+    return [
+        (f"cluster.hosts[{i}].connection.private_key_secret", host.connection.private_key_secret)
+        for i, host in enumerate(hosts)
+        if host.is_ssh
+    ]
+
+
+def missing_secrets(stack: StackConfig, keys: set[str]) -> str | None:
+    """The error for the secrets the config names that the stack does not hold, if any."""
+    lines = [
+        f"  - {field}: the stack has no secret {name!r}; set it with "
+        f"`./pulumi.sh config set --secret {name} --stack {pulumi.get_stack()} < PRIVATE_KEY_FILE`"
+        for field, name in named_secrets(stack)
+        if f"{NAMESPACE}:{name}" not in keys
+    ]
+    return f"missing stack secrets ({NAMESPACE}):\n" + "\n".join(lines) if lines else None
+
+
 def load_stack_config() -> StackConfig:
-    """Read every `gpu-cluster:*` key of the current stack, so unknown keys are caught too."""
+    """Read every `gpu-cluster:*` key of the current stack, so unknown keys are caught too, and
+    check that every secret it names is there, before any resource is registered."""
     prefix = f"{NAMESPACE}:"
     keys = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.config.get_config_env())
     config = pulumi.Config(NAMESPACE)
@@ -76,4 +98,8 @@ def load_stack_config() -> StackConfig:
         for key in sorted(keys)
         if key.startswith(prefix) and not pulumi.runtime.config.is_config_secret(key)
     }
-    return parse_stack_config(raw)
+    stack = parse_stack_config(raw)
+    problem = missing_secrets(stack, keys)
+    if problem:
+        raise ConfigError(problem)
+    return stack

@@ -1,14 +1,26 @@
 """The typed `gpu-cluster:cluster` config: stack files, derived views, and every rule's message."""
 
+import base64
 import copy
+import json
+import re
 import subprocess
+import sys
+import typing
+from collections.abc import Iterator
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 import pulumi
 import pytest
+from pydantic import BaseModel, Strict
 
-from components.config import CLUSTER_RULES, ClusterConfig, slurm_hostlist
+import review.program
+from components.config import CLUSTER_RULES, ClusterConfig
+from components.config_types import written_as_text
+from components.slurm.config import slurm_hostlist
 from components.stack_config import ConfigError, parse_stack_config
-from tests.harness.program_harness import run_program, stack_config
+from review.program import ProgramRun
+from tests.harness.program_harness import ROOT, run_program, stack_config
 
 
 def local_cluster() -> dict:
@@ -132,7 +144,7 @@ PEOPLE = [{"name": "alice", "uid": 2001, "gid": 2001}, {"name": "bob", "uid": 20
 def _accounting(**fields):
     """People and an accounting section (one account, physics, for alice), with `fields` set."""
     section = {"nat_address": "10.42.3.20", "accounts": [{"name": "physics", "gpus": 1, "users": ["alice"]}]}
-    return _all(_set("users", PEOPLE), _set("accounting", {**section, **fields}))
+    return _all(_set("users", copy.deepcopy(PEOPLE)), _set("accounting", {**section, **fields}))
 
 
 RULE_CASES = [
@@ -430,7 +442,7 @@ RULE_CASES = [
     (
         "rule_unique_node_names",
         _accounting(name="c002"),
-        "cluster.nodes[].name: 'c002' is used more than once (node, web_app and accounting names must be unique)",
+        "cluster.accounting.name: 'c002' is also a node or web_app name; the database container needs a name",
     ),
     (
         "rule_nat_addresses_in_subnet",
@@ -714,3 +726,447 @@ def test_slurm_hostlist(names, expected, tmp_path):
         check=True,
     )
     assert sorted(done.stdout.split()) == sorted(names)
+
+
+# ---- values Slurm, sshd, the kernel or useradd would break on: refused with the field named ----
+
+
+def twohost() -> dict:
+    return copy.deepcopy(stack_config("twohost")["cluster"])
+
+
+def twohost_error_after(change) -> str:
+    cluster = twohost()
+    change(cluster)
+    return error_of(cluster)
+
+
+def _models(model: type[BaseModel], seen: set) -> Iterator[type[BaseModel]]:
+    """Every model reachable from `model` through its fields."""
+    if model in seen:
+        return
+    seen.add(model)
+    yield model
+    for field in model.model_fields.values():
+        for kind in _types(field.annotation):
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                yield from _models(kind, seen)
+
+
+def _types(annotation) -> Iterator:
+    yield annotation
+    for arg in typing.get_args(annotation):
+        yield from _types(arg)
+
+
+def _lax_numbers(annotation, field_strict: bool) -> Iterator[str]:
+    """The int or bool types in an annotation that are not strict (plain, or in a union)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        base, *metadata = typing.get_args(annotation)
+        strict = field_strict or any(isinstance(m, Strict) and m.strict for m in metadata)
+        yield from _lax_numbers(base, strict)
+    elif annotation in (int, bool) and not field_strict:
+        yield annotation.__name__
+    elif origin is not None:
+        for arg in typing.get_args(annotation):
+            yield from _lax_numbers(arg, field_strict)
+
+
+def test_every_number_and_flag_of_the_cluster_config_is_strict():
+    lax = []
+    for model in _models(ClusterConfig, set()):
+        for name, field in model.model_fields.items():
+            field_strict = any(isinstance(m, Strict) and m.strict for m in field.metadata)
+            lax += [f"{model.__name__}.{name}: {kind}" for kind in _lax_numbers(field.annotation, field_strict)]
+    assert not lax, f"not strict: {lax}"
+
+
+def _untyped_addresses(annotation, as_text: bool) -> Iterator[str]:
+    """The IPv4 address, network or interface types in an annotation that take a number."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        base, *metadata = typing.get_args(annotation)
+        text = as_text or any(getattr(m, "func", None) is written_as_text for m in metadata)
+        yield from _untyped_addresses(base, text)
+    elif annotation in (IPv4Address, IPv4Network, IPv4Interface) and not as_text:
+        yield annotation.__name__
+    elif origin is not None:
+        for arg in typing.get_args(annotation):
+            yield from _untyped_addresses(arg, as_text)
+
+
+def test_every_address_of_the_cluster_config_is_written_as_text():
+    numeric = []
+    for model in _models(ClusterConfig, set()):
+        if model.__module__.startswith("components.aws"):
+            continue  # the EC2 part's own config
+        for name, field in model.model_fields.items():
+            as_text = any(getattr(m, "func", None) is written_as_text for m in field.metadata)
+            numeric += [f"{model.__name__}.{name}: {kind}" for kind in _untyped_addresses(field.annotation, as_text)]
+    assert not numeric, f"a number passes as an address: {numeric}"
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("nodes.0.nat_address", 170525442),
+        ("nodes.1.cluster_address", 10),
+        ("web_app.nat_address", 3.0),
+        ("network.cluster_bridge.subnet", 170525440),
+        ("network.nat_bridge.address", 170525441),
+        ("web_app.allowed_sources.0", 167772160),
+    ],
+)
+def test_an_address_is_not_a_number(path, value):
+    change = _all(_set("web_app.allowed_sources", ["10.0.0.0/8"]), _set(path, value))
+    field = re.sub(r"\.(\d+)", r"[\1]", path)
+    assert f"cluster.{field}: {value!r} is a number; write the address as text" in error_after(change)
+
+
+STRICT_CASES = [
+    (twohost_error_after, "hosts.1.retired", "hosts[1].retired", ["yes", "true", 1]),
+    (twohost_error_after, "hosts.0.install_packages", "hosts[0].install_packages", ["no", 0, "false"]),
+    (
+        twohost_error_after,
+        "hosts.1.connection.dial_error_limit",
+        "hosts[1].connection.ssh.dial_error_limit",
+        ["5", 5.0],
+    ),
+    (error_after, "users.0.uid", "users[0].uid", ["2101", 2101.0, True]),
+    (error_after, "users.1.gid", "users[1].gid", ["2002", 2002.0]),
+    (error_after, "accounting.keep_dump", "accounting.keep_dump", ["yes", 1, "on"]),
+    (error_after, "accounting.restore", "accounting.restore", ["no", 0]),
+    (error_after, "accounting.accounts.0.gpus", "accounting.accounts[0].gpus", ["1", 1.0, True]),
+    (error_after, "image", "image.keep", [{"keep": "yes"}, {"keep": 1}]),
+    (error_after, "slurm.health_check", "slurm.health_check.interval_s", [{"interval_s": "60"}, {"interval_s": 60.0}]),
+    (error_after, "accounting.qos", "accounting.qos[0].priority", [[{"name": "high", "priority": "5"}]]),
+    (error_after, "accounting.qos", "accounting.qos[0].max_wall_minutes", [[{"name": "q", "max_wall_minutes": 60.0}]]),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "path", "field", "value"),
+    [(error, path, field, value) for error, path, field, values in STRICT_CASES for value in values],
+)
+def test_numbers_and_flags_are_taken_as_written(error, path, field, value):
+    change = _set(path, value)
+    if path.startswith(("users", "accounting")):
+        change = _all(_accounting(), change)
+    message = error(change)
+    assert re.search(rf"cluster\.{re.escape(field)}: Input should be a valid (integer|boolean)", message), message
+
+
+@pytest.mark.parametrize(
+    "name", ["root", "daemon", "bin", "sys", "nobody", "_apt", "_chrony", "systemd-network", "systemd-x", "slurm"]
+)
+@pytest.mark.parametrize("field", ["name", "group"])
+def test_a_system_account_is_never_a_person(field, name):
+    message = error_after(_all(_accounting(), _set(f"users.1.{field}", name)))
+    assert f"cluster.users[1].{field}: {name!r} is a system account or group" in message
+
+
+@pytest.mark.parametrize("name", ["munge", "mysql", "messagebus", "sshd", "sudo", "users", "nogroup", "www-data"])
+def test_daemon_accounts_and_system_groups_are_never_a_person(name):
+    assert f"cluster.users[0].name: {name!r} is a system account" in error_after(
+        _set("users", [PEOPLE[0] | {"name": name}])
+    )
+
+
+@pytest.mark.parametrize("word", ["set", "where"])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda w: _accounting(qos=[{"name": w}]), "accounting.qos[0].name"),
+        (lambda w: _accounting(accounts=[{"name": w}]), "accounting.accounts[0].name"),
+        (
+            lambda w: _all(
+                _accounting(accounts=[{"name": "physics", "users": [w]}]),
+                _set("users", [*PEOPLE, {"name": w, "uid": 2003, "gid": 2003}]),
+            ),
+            "accounting.accounts[0].users",
+        ),
+    ],
+)
+def test_sacctmgr_keywords_are_not_names(word, change, field):
+    assert f"cluster.{field}: {word!r} is a word sacctmgr reads as a keyword" in error_after(change(word))
+
+
+@pytest.mark.parametrize("name", ["c000", "c001", "c003", "web"])
+def test_the_database_container_has_a_name_of_its_own(name):
+    assert f"cluster.accounting.name: {name!r} is also a node or web_app name" in error_after(_accounting(name=name))
+
+
+def test_the_database_container_is_not_the_node_image():
+    message = error_after(_accounting(name="image"))
+    assert "cluster.accounting.name: 'image' would be the container gpu-image" in message
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["8.8.8.1/24", "1.2.3.1/24", "127.0.0.1/8", "169.254.1.1/16", "224.0.0.1/24", "240.0.0.1/8", "11.0.0.1/8"],
+)
+def test_a_nat_bridge_subnet_is_private(address):
+    message = error_after(_set("network.nat_bridge.address", address))
+    assert f"cluster.network.nat_bridge.address: {address.split('/')[0]}" not in message  # named as a subnet
+    assert "cluster.network.nat_bridge.address: " in message and "is not a private network" in message
+
+
+@pytest.mark.parametrize(
+    "subnet", ["8.8.8.0/24", "127.0.0.0/8", "169.254.0.0/16", "239.0.0.0/8", "0.0.0.0/0", "10.0.0.0/7", "100.0.0.0/9"]
+)
+def test_a_cluster_bridge_subnet_is_private(subnet):
+    message = error_after(_set("network.cluster_bridge.subnet", subnet))
+    assert f"cluster.network.cluster_bridge.subnet: {subnet} is not a private network" in message
+
+
+@pytest.mark.parametrize("subnet", ["172.16.5.0/24", "192.168.77.0/24", "100.64.5.0/24", "10.99.0.0/16"])
+def test_private_and_shared_subnets_are_accepted(subnet):
+    cluster = local_cluster()
+    net = IPv4Network(subnet)
+    cluster["network"]["cluster_bridge"]["subnet"] = subnet
+    for i, node in enumerate(cluster["nodes"]):
+        node["cluster_address"] = str(net.network_address + i + 1)
+    assert ClusterConfig.model_validate(cluster).network.cluster_bridge.subnet == net
+
+
+@pytest.mark.parametrize("name", ["all", "default", "lo", "bonding_masters", "lxcbr0", "virbr0", "docker0"])
+@pytest.mark.parametrize("bridge", ["nat_bridge", "cluster_bridge"])
+def test_a_bridge_does_not_take_a_reserved_interface_name(bridge, name):
+    message = error_after(_set(f"network.{bridge}.name", name))
+    assert f"cluster.network.{bridge}.name: {name!r} is a name the kernel or another program reserves" in message
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.5.5.5", "0.0.0.0", "224.0.0.5", "255.255.255.255"])
+def test_a_host_address_is_one_the_others_can_route_through(address):
+    message = twohost_error_after(_set("hosts.1.address", address))
+    assert f"cluster.hosts[1].address: {address} is a loopback, unspecified, multicast or reserved address" in message
+
+
+@pytest.mark.parametrize(
+    ("address", "subnet"),
+    [
+        ("10.46.3.7", "hosts[0].network.nat_bridge.address 10.46.3.0/24"),
+        ("10.46.5.200", "hosts[0].network.cluster_bridge.subnet 10.46.5.0/24"),
+        ("10.47.3.1", "hosts[1].network.nat_bridge.address 10.47.3.0/24"),
+        ("10.47.5.9", "hosts[1].network.cluster_bridge.subnet 10.47.5.0/24"),
+    ],
+)
+def test_a_host_address_is_outside_every_container_subnet(address, subnet):
+    message = twohost_error_after(_set("hosts.1.address", address))
+    assert f"cluster.hosts[1].address: {address} is inside {subnet}, a container subnet" in message
+
+
+@pytest.mark.parametrize("spelling", ["127.0.0.1", "127.0.0.2", "localhost", "LOCALHOST", "gpu.localhost"])
+def test_this_machine_under_any_spelling_is_the_local_host(spelling):
+    message = twohost_error_after(_set("hosts.1.connection.address", spelling))
+    for field in ("state_dir", "run_dir", "lxc_dir"):
+        assert f"cluster.hosts[1].{field}: " in message and "on the same machine (gpu1, gpu2)" in message
+    assert "cluster.hosts[1].network.nat_bridge.name: 'duobr0' is also a bridge of hosts[0]" in message
+
+
+def test_two_ssh_hosts_at_one_name_in_another_case_are_one_machine():
+    def change(cluster):
+        cluster["hosts"][0]["connection"] = {**cluster["hosts"][1]["connection"], "address": "Gpu2.Example.Org"}
+        cluster["hosts"][1]["connection"]["address"] = "gpu2.example.org"
+
+    assert "cluster.hosts[1].state_dir: /var/lib/gpucluster is also hosts[0].state_dir" in twohost_error_after(change)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["127.000.000.001", "127.1", "2130706433", "0x7f000001", "0x7f.1", "a.1", "gpu2-", "a..b", "gpu2.", "1e3"],
+)
+def test_an_ssh_address_is_an_ipv4_address_or_a_dns_name(address):
+    message = twohost_error_after(_set("hosts.1.connection.address", address))
+    assert "cluster.hosts[1].connection.ssh.address: " in message
+    assert "neither an IPv4 address in dotted decimal" in message or "should match pattern" in message
+
+
+RUN_DIRS = ["/tmp", "/tmp/run", "/dev/shm", "/dev/shm/r", "/var/tmp/r", "/run/lock/r", "/run/user/1000", "/home/a/r"]
+LXC_DIRS = ["/tmp/lxc", "/dev/shm/lxc", "/var/tmp/lxc", "/home/alice/lxc", "/var/lib/lxc/sub", "/var/cache/lxc/x"]
+SYSTEM = ["/", "/etc", "/usr", "/var", "/var/lib", "/srv", "/etc/lxc", "/proc/x", "/usr/local/lxc"]
+
+
+@pytest.mark.parametrize(
+    ("field", "path"),
+    [("run_dir", p) for p in RUN_DIRS + SYSTEM + ["/var/lib/lxc"]]
+    + [("lxc_dir", p) for p in LXC_DIRS + SYSTEM + ["/run", "/run/lxc"]],
+)
+def test_runtime_and_container_directories_are_checked_like_the_state_directory(field, path):
+    message = twohost_error_after(_set(f"hosts.1.{field}", path))
+    assert re.search(rf"cluster\.hosts\[1\]\.{field}: {re.escape(path)} is (a system directory|inside /)", message)
+
+
+@pytest.mark.parametrize("field", ["run_dir", "lxc_dir"])
+@pytest.mark.parametrize("path", ["/srv/gpucluster/duo/shared/x", "/srv/gpucluster/duo", "/srv/gpucluster/duo/shared"])
+def test_runtime_and_container_directories_are_apart_from_the_shared_directory(field, path):
+    message = twohost_error_after(_set(f"hosts.0.{field}", path))
+    assert f"cluster.hosts[0].{field}: {path} overlaps hosts[0].shared_dir /srv/gpucluster/duo/shared" in message
+
+
+@pytest.mark.parametrize("path", ["run", "./run", "/srv/../tmp", "/srv//x", "/srv/./x"])
+@pytest.mark.parametrize("field", ["run_dir", "lxc_dir"])
+def test_runtime_and_container_directories_are_normalised_absolute_paths(field, path):
+    message = twohost_error_after(_set(f"hosts.1.{field}", path))
+    assert re.search(rf"cluster\.hosts\[1\]\.{field}: .*(absolute|normalised|should match)", message), message
+
+
+def test_own_runtime_and_container_directories_are_accepted():
+    cluster = twohost()
+    cluster["hosts"][1].update(run_dir="/run/gpu2", lxc_dir="/var/lib/lxc-gpu2", state_dir="/srv/gpu2-state")
+    config = ClusterConfig.model_validate(cluster)
+    assert (config.hosts[1].run_dir, config.hosts[1].lxc_dir) == ("/run/gpu2", "/var/lib/lxc-gpu2")
+
+
+HOST_KEYS = {
+    "ssh-ed25519": "AAAAC3NzaC1lZDI1NTE5AAAAIOC7H2wEZQq/CRsda3+U4IIpegCovId32C67xItBQGer",
+    "ecdsa-sha2-nistp256": "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBNPyUQwvxg17blnpRZRIM7VRcmjHpAakJQ2DT"
+    "/Y9VQqFdVHOL93es/pRunzwsbXhhDCFTZmJD+jq7ACDcf6Mgo4=",
+    "ecdsa-sha2-nistp384": "AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBG60g3eN/3euz57b4NevHN4uF8hiCvDyWnMDv"
+    "2rKwqmHWc9Aie8d9Q0LEG4qMd3YW2ZZcCNsTnWA2tBe7hOTmjRA57Aki0Nx5dKYrVUCoE1M3hLSVYoEU9ebu3dK6fbp5w==",
+    "ecdsa-sha2-nistp521": "AAAAE2VjZHNhLXNoYTItbmlzdHA1MjEAAAAIbmlzdHA1MjEAAACFBADpOy9Yt2Z5wA0axwJAhsbZA/NFRyuJZ7cY"
+    "Sf1oOQ+JPzxuNZ/OJQPqDlB0yHj1r8hhOr+maxh0PuFGy8qL/A3owwB14oLOxp9pkFOhxfU0WDBQrdSNgJpxRrK9fkRngP6a1aaJuC5PLaVfVYM6ro"
+    "63WnpCxKyDWT1RCD91neSM9Qf1tw==",
+    "ssh-rsa": "AAAAB3NzaC1yc2EAAAADAQABAAABAQCoGEhfcwc4pEzXtxjxgPJYGXEpn9LyxR9DK5pXaX0d9RHEIOm3Hd52HizLqZfdO9SLp5e75p"
+    "YmLNVi/dxaf1EIn0X7oKXIe9JN6gGcCVLuHuJsw95cVgfq09uqHKQAPRe4C1ZZ31Cm2lnePmKNKVHWLVzY44Wkiksq7+Bgt43fHe0d8T2ed1XifkXrFM"
+    "cpX8Md97sNiY3il+OvxEVHXSgGPIbqS2lPgdRqwcRQEqDSK/icVbhjd6Iu9p+AZp9lQ4oM5KwhmsYBhcoL0vUct+4BURYUD3yU7XVLhsjlHzxZGoQVP8"
+    "J0ZmqxrIbFPoUfOhxWeRUvuvN/jf+JDTv5zKuR",
+}
+
+
+def _blob(*fields: bytes) -> str:
+    return base64.b64encode(b"".join(len(f).to_bytes(4, "big") + f for f in fields)).decode()
+
+
+@pytest.mark.parametrize(("kind", "data"), HOST_KEYS.items())
+def test_host_keys_of_every_type_are_accepted(kind, data):
+    cluster = twohost()
+    cluster["hosts"][1]["connection"]["host_key"] = f"{kind} {data}"
+    assert ClusterConfig.model_validate(cluster).hosts[1].connection.host_key == f"{kind} {data}"
+
+
+@pytest.mark.parametrize(
+    ("kind", "data"),
+    [(kind, data) for kind in HOST_KEYS for other, data in HOST_KEYS.items() if other != kind]
+    + [
+        ("ssh-ed25519", base64.b64encode(b"not a key at all, just text!").decode()),
+        ("ssh-ed25519", HOST_KEYS["ssh-ed25519"][:40]),
+        ("ssh-ed25519", _blob(b"ssh-ed25519", b"\x01" * 31)),
+        ("ssh-ed25519", _blob(b"ssh-ed25519", b"\x01" * 32, b"trailing")),
+        ("ssh-rsa", _blob(b"ssh-rsa", b"\x01\x00\x01", b"\x00" + b"\xff" * 96)),  # 768 bits
+        ("ssh-rsa", _blob(b"ssh-rsa", b"\x01\x00\x01")),
+        ("ecdsa-sha2-nistp256", _blob(b"ecdsa-sha2-nistp256", b"nistp384", b"\x04" + b"\x01" * 64)),
+        ("ecdsa-sha2-nistp256", _blob(b"ecdsa-sha2-nistp256", b"nistp256", b"\x02" + b"\x01" * 32)),
+    ],
+)
+def test_a_host_key_holds_a_key_of_its_type(kind, data):
+    message = twohost_error_after(_set("hosts.1.connection.host_key", f"{kind} {data}"))
+    assert "cluster.hosts[1].connection.ssh.host_key: the key data" in message, message
+
+
+@pytest.mark.parametrize("max_time", ["0", "00", "0:0", "0:00:00", "0-0", "0-0:0:0", "0-00:00"])
+def test_a_partition_time_limit_of_zero_is_refused(max_time):
+    message = error_after(_set("slurm.partitions.0.max_time", max_time))
+    assert f"cluster.slurm.partitions[0].max_time: {max_time!r} is no time at all" in message
+
+
+@pytest.mark.parametrize("max_time", ["1", "0:1", "0-1", "INFINITE", "UNLIMITED"])
+def test_a_partition_time_limit_above_zero_is_accepted(max_time):
+    cluster = local_cluster()
+    cluster["slurm"]["partitions"][0]["max_time"] = max_time
+    assert ClusterConfig.model_validate(cluster).slurm.partitions[0].max_time == max_time
+
+
+def test_an_empty_partition_node_list_is_refused_not_read_as_every_node():
+    message = error_after(_set("slurm.partitions.0.nodes", []))
+    assert "cluster.slurm.partitions[0].nodes: empty; list the partition's nodes, or leave nodes out" in message
+
+
+@pytest.mark.parametrize("word", ["", "a\nb", "nvidia-smi\n", "\x00", "x\ry", "\t", "a\x7f"])
+def test_a_job_command_word_is_not_empty_and_has_no_control_character(word):
+    message = error_after(_set("web_app.job_command", ["nvidia-smi", word]))
+    assert "cluster.web_app.job_command[1]: String should match pattern" in message
+
+
+# A config the model refuses is refused before any work in proportion to a value: validated in a
+# child process that cannot map more than 1 GiB, each must fail with its field named.
+HUGE_CASES = [
+    ("local", "gpu", {"stand_in": {"count": 10**9}}, "gpu.stand_in.count: Input should be less than or equal to 64"),
+    ("local", "gpu", {"stand_in": {"count": 10**18}}, "gpu.stand_in.count: Input should be less than or equal to 64"),
+    ("twohost", "hosts.1.gpu", {"stand_in": {"count": 10**9}}, "hosts[1].gpu.stand_in.count: Input should be less"),
+    ("local", "nodes.0.gpus", 10**9, "nodes[0].gpus: Input should be less than or equal to 16"),
+    ("local", "nodes.0.cpus", 10**12, "nodes[0].cpus: Input should be less than or equal to 1024"),
+    ("local", "web_app.max_connections", 10**9, "web_app.max_connections: Input should be less than or equal to 256"),
+    ("local", "web_app.host_port", 10**9, "web_app.host_port: Input should be less than or equal to 65535"),
+    ("local", "slurm.partitions.0.nodes", ["c[0-99999999]"], "slurm.partitions[0].nodes[0]: String should match"),
+    ("local", "slurm.partitions.0.max_time", "9999999999-0", "max_time: '9999999999-0' is longer than Slurm can count"),
+    (
+        "twohost",
+        "hosts.1.connection.dial_error_limit",
+        10**9,
+        "connection.ssh.dial_error_limit: Input should be less than or equal",
+    ),
+]
+
+HUGE_SCRIPT = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from components.stack_config import ConfigError, parse_stack_config
+for cluster in json.load(sys.stdin):
+    try:
+        parse_stack_config({"cluster": cluster})
+        print("ACCEPTED")
+    except ConfigError as error:
+        print(json.dumps(str(error)))
+"""
+
+
+def test_huge_values_are_refused_before_any_work_in_proportion_to_them():
+    clusters = []
+    for stack, path, value, _ in HUGE_CASES:
+        cluster = copy.deepcopy(stack_config(stack)["cluster"])
+        _set(path, value)(cluster)
+        clusters.append(cluster)
+    done = subprocess.run(
+        [sys.executable, "-c", HUGE_SCRIPT],
+        input=json.dumps(clusters),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    messages = [json.loads(line) for line in done.stdout.splitlines()]
+    for (_, _, _, expected), message in zip(HUGE_CASES, messages, strict=True):
+        assert expected in message, message
+
+
+def test_a_missing_stack_secret_stops_the_program_before_any_resource(monkeypatch):
+    runs = []
+
+    def recording_run():
+        runs.append(ProgramRun())
+        return runs[-1]
+
+    monkeypatch.setattr(review.program, "ProgramRun", recording_run)
+    with pytest.raises(ConfigError) as caught:
+        run_program(stack_config("twohost"), stack="twohost", secrets={})
+    assert runs and runs[0].resources == []
+    message = str(caught.value)
+    assert "cluster.hosts[1].connection.private_key_secret: the stack has no secret 'gpu2SshKey'" in message
+    assert "`./pulumi.sh config set --secret gpu2SshKey --stack twohost < PRIVATE_KEY_FILE`" in message
+
+
+@pytest.mark.parametrize("port", [1, 80, 443, 1023])
+def test_the_web_app_listens_on_a_port_an_unprivileged_user_can_bind(port):
+    assert "cluster.web_app.port: Input should be greater than or equal to 1024" in error_after(
+        _set("web_app.port", port)
+    )
+
+
+@pytest.mark.parametrize("name", ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia0a"])
+def test_a_driver_control_device_is_not_a_gpu(name):
+    change = _all(_set("gpu.devices", ["/dev/nvidia0", f"/dev/{name}"]), _set("gpu.share_between_nodes", True))
+    assert f"cluster.gpu.devices[1]: /dev/{name} is not a GPU (a GPU is nvidia<N>" in error_after(change)

@@ -28,11 +28,11 @@ from components.config import (
     INTERNAL_CONTAINER_NAMES,
     KERNEL_AND_CONFIG_TREES,
     SLURM_PORTS,
-    SLURM_RESERVED_NODE_NAMES,
     SYSTEM_DIRS,
     ClusterConfig,
 )
 from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
+from components.slurm.config import SLURM_RESERVED_NODE_NAMES
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
 from components.stack_config import ConfigError, parse_stack_config
 from tests.lxc.test_lxc_conf import lxc_loads

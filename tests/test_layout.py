@@ -1,6 +1,7 @@
 """The layout the README describes: folders follow type tokens, one transport module creates
 host commands, and components receive the slice of config they model."""
 
+import ast
 import importlib
 import inspect
 import re
@@ -60,3 +61,62 @@ def test_components_receive_a_slice_of_the_cluster_config():
                 if ClusterConfig in annotations or "ClusterConfig" in annotations:
                     takers.append(cls.__name__)
     assert takers == ["GpuCluster"]
+
+
+def area_imports() -> dict[str, set[str]]:
+    """Each component area (a folder of components/) -> the other areas its modules import."""
+    edges: dict[str, set[str]] = {}
+    for path in COMPONENTS.glob("*/*.py"):
+        if "files" in path.parts:
+            continue
+        area = path.parent.name
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        edges.setdefault(area, set()).update(
+            parts[1] for parts in (name.split(".") for name in imported) if len(parts) > 2 and parts[0] == "components"
+        )
+        edges[area].discard(area)
+    return edges
+
+
+def test_lxc_and_slurm_do_not_import_each_other():
+    edges = area_imports()
+    assert "slurm" not in edges["lxc"], "components/lxc imports components/slurm"
+    assert not ("lxc" in edges["slurm"] and "slurm" in edges["lxc"])
+
+
+def test_component_areas_import_each_other_one_way():
+    """No cycle between areas: what two areas share lives in a module outside both."""
+    edges = area_imports()
+    cycles = []
+
+    def visit(area: str, path: list[str]) -> None:
+        for other in sorted(edges.get(area, ())):
+            if other in path:
+                cycles.append(" -> ".join([*path[path.index(other) :], other]))
+            else:
+                visit(other, [*path, other])
+
+    for area in sorted(edges):
+        visit(area, [area])
+    assert not cycles, cycles
+
+
+def test_config_models_are_imported_from_the_module_that_defines_them():
+    """components/config.py composes the areas' models; a model is imported from its own area."""
+    tree = ast.parse((COMPONENTS / "config.py").read_text())
+    defined = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if hasattr(t, "id")}
+    wrong = []
+    for path in [
+        *ROOT.glob("*.py"),
+        *(p for d in ("components", "tests", "review", "tools") for p in ROOT.glob(f"{d}/**/*.py")),
+    ]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "components.config":
+                wrong += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name not in defined]
+    assert not wrong, wrong

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import KEEP_DIR, ClusterIdentity, HostConfig, NetworkConfig, UserConfig
+from components.config import KEEP_DIR, ClusterIdentity
+from components.host.config import HostConfig, UserConfig
+from components.network.config import NetworkConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command
 

@@ -5,9 +5,12 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, GpuConfig, ImageConfig, NetworkConfig, UserConfig
+from components.config import ClusterIdentity
+from components.host.config import UserConfig
+from components.lxc.config import GpuConfig, ImageConfig
 from components.lxc.lxc_conf import ContainerSpec, container_devices, render_lxc_config
 from components.lxc.node_image import image_fingerprint
+from components.network.config import NetworkConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command
 

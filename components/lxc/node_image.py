@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, ImageConfig
+from components.config import ClusterIdentity
+from components.lxc.config import ImageConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command
 

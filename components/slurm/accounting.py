@@ -5,11 +5,13 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import AccountingConfig, ClusterIdentity, NetworkConfig, UserConfig
-from components.host.gpu_host import KEEP_DIR
+from components.config import KEEP_DIR, ClusterIdentity
+from components.host.config import UserConfig
 from components.lxc.cuda_container import USERS_RECORD
 from components.lxc.lxc_conf import render_service_lxc_config
+from components.network.config import NetworkConfig
 from components.options import child_options
+from components.slurm.config import AccountingConfig
 from components.transport import env_list, host_command
 
 FILES = Path(__file__).parent / "files"

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity, HealthCheckConfig, NodeConfig
+from components.config import ClusterIdentity
 from components.options import child_options
-from components.slurm.slurm_conf import container_device_path
+from components.rendering import container_device_path
+from components.slurm.config import HealthCheckConfig, NodeConfig
 from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"

@@ -7,9 +7,9 @@ and its gres.conf `File=` lines cannot disagree.
 
 from collections.abc import Iterable, Mapping
 
-from components.config import ClusterConfig, slurm_hostlist
-
-HEADER = "# Managed by the gpu-cluster Pulumi program; local edits are overwritten.\n"
+from components.config import ClusterConfig
+from components.rendering import HEADER, container_device_path
+from components.slurm.config import slurm_hostlist
 
 SLURMCTLD_PORT = 6817
 
@@ -169,11 +169,6 @@ def render_slurmdbd_conf(config: ClusterConfig) -> str:
         "PidFile": "/run/slurmdbd.pid",
     }
     return HEADER + "".join(f"{key}={value}\n" for key, value in settings.items())
-
-
-def container_device_path(host_path: str) -> str:
-    """A GPU device appears in the container as /dev/<basename of the host node>."""
-    return "/dev/" + host_path.rsplit("/", 1)[-1]
 
 
 def render_gres_conf(config: ClusterConfig) -> str:

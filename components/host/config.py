@@ -1,0 +1,194 @@
+"""Typed config of a host: its directories, the people made on it, and how it is reached."""
+
+import base64
+import binascii
+import re
+import socket
+from ipaddress import IPv4Address
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, Strict
+
+from components.config_types import Port, SafePath, StrictBool, StrictInt, StrictModel, UserName
+
+
+class HostConfig(StrictModel):
+    """The machine the cluster is built on."""
+
+    state_dir: SafePath = Field(
+        "/var/lib/gpucluster",
+        description="where per-cluster state lives (munge key, rendered configs, markers)",
+    )
+    shared_dir: SafePath = Field(
+        description="host directory bind-mounted at the same path in every node and the web "
+        "app, so a job script written there once runs anywhere",
+    )
+    install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
+
+
+# Names of system accounts and groups, never a person's: Debian's base-passwd (its users and
+# groups, nobody and nogroup included), the accounts of the daemons the program installs on the
+# host and in the containers (Slurm, munge, MariaDB, LXC's dnsmasq, sshd, D-Bus, polkit), and
+# Debian's prefixes for system accounts (systemd-*, _*).
+BASE_PASSWD_USERS = "root daemon bin sys sync games man lp mail news uucp proxy www-data backup list irc gnats nobody"
+BASE_PASSWD_GROUPS = (
+    "adm tty disk kmem dialout fax voice cdrom floppy tape sudo audio dip operator src shadow utmp video "
+    "sasl plugdev staff users nogroup"
+)
+DAEMON_ACCOUNTS = "slurm munge mysql dnsmasq lxc-dnsmasq sshd messagebus polkitd uuidd tss"
+SYSTEM_ACCOUNTS = frozenset(" ".join((BASE_PASSWD_USERS, BASE_PASSWD_GROUPS, DAEMON_ACCOUNTS)).split())
+SYSTEM_ACCOUNT_PREFIXES = ("systemd-", "_")
+
+
+def is_system_account(name: str) -> bool:
+    return name in SYSTEM_ACCOUNTS or name.startswith(SYSTEM_ACCOUNT_PREFIXES)
+
+
+# Ids of people, never of system accounts (below 1000) or nobody (65534).
+PersonId = Annotated[int, Strict(), Field(ge=1000, le=60000)]
+
+
+class UserConfig(StrictModel):
+    """A person: the same name, uid and gid on the host and in every container of the cluster."""
+
+    name: UserName = Field(description="login name")
+    uid: PersonId = Field(description="user id, 1000-60000")
+    gid: PersonId = Field(description="primary group id, 1000-60000")
+    group: UserName | None = Field(None, description="primary group name (default: the user's name)")
+
+    @property
+    def group_name(self) -> str:
+        return self.group or self.name
+
+    @property
+    def spec(self) -> str:
+        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib.sh)."""
+        return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
+
+
+# An SSH public key as OpenSSH prints it (`ssh-keyscan`, /etc/ssh/ssh_host_*_key.pub), comment dropped.
+HOST_KEY_PATTERN = r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}$"
+
+# What the key blob of each type holds after its type name (RFC 4253 6.6, RFC 5656 3.1,
+# RFC 8709 4): the number of fields, and a check of them.
+_EC_POINT_BYTES = {"nistp256": 65, "nistp384": 97, "nistp521": 133}
+
+
+def _ssh_fields(blob: bytes) -> list[bytes]:
+    """The length-prefixed strings an SSH key blob is made of (ValueError if it is not)."""
+    fields = []
+    while blob:
+        if len(blob) < 4 or len(blob) < 4 + int.from_bytes(blob[:4], "big"):
+            raise ValueError("is cut short")
+        size = int.from_bytes(blob[:4], "big")
+        fields.append(blob[4 : 4 + size])
+        blob = blob[4 + size :]
+    return fields
+
+
+def _key_problem(kind: str, fields: list[bytes]) -> str | None:
+    if not fields:
+        return "is empty"
+    if fields[0] != kind.encode():
+        return f"holds no {kind} key (it names {fields[0][:40].decode('ascii', 'replace')!r})"
+    if kind == "ssh-ed25519":
+        return None if len(fields) == 2 and len(fields[1]) == 32 else "is not a 32-byte Ed25519 key"
+    if kind == "ssh-rsa":
+        if len(fields) != 3 or not fields[1] or not fields[2]:
+            return "is not an RSA key (exponent and modulus)"
+        bits = int.from_bytes(fields[2], "big").bit_length()
+        return None if bits >= 1024 else f"is a {bits}-bit RSA key; OpenSSH refuses keys below 1024 bits"
+    curve = kind.removeprefix("ecdsa-sha2-")
+    if len(fields) != 3 or fields[1] != curve.encode() or len(fields[2]) != _EC_POINT_BYTES[curve] or fields[2][0] != 4:
+        return f"is not an ECDSA {curve} key (curve name and uncompressed point)"
+    return None
+
+
+def _check_host_key(value: str) -> str:
+    """The base64 part decodes to a key of the type the first word names."""
+    kind, data = value.split(" ")
+    try:
+        fields = _ssh_fields(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError) as error:
+        raise ValueError(f"the key data of {kind!r} is not a key: {error}") from None
+    problem = _key_problem(kind, fields)
+    if problem:
+        raise ValueError(f"the key data {problem}; copy the key from /etc/ssh/ssh_host_*_key.pub or ssh-keyscan")
+    return value
+
+
+# A DNS name (RFC 1123 labels) whose last label is not all digits (RFC 3696 2), so that no name
+# is also read as an address.
+_DNS_NAME = re.compile(
+    r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
+)
+
+
+def _reads_as_address(value: str) -> bool:
+    """What the C resolver takes as an IPv4 address: also 127.1, 2130706433, 0x7f.1, 127.000.000.001."""
+    try:
+        socket.inet_aton(value)
+    except OSError:
+        return False
+    return True
+
+
+def _check_ssh_address(value: str) -> str:
+    try:
+        return str(IPv4Address(value))
+    except ValueError:
+        pass
+    if _reads_as_address(value) or not _DNS_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is neither an IPv4 address in dotted decimal (e.g. 192.168.10.12) nor a DNS name "
+            "(letters, digits and '-' in dot-separated labels, the last one not all digits)"
+        )
+    return value
+
+
+def same_machine_key(address: str | None) -> str:
+    """What two SSH addresses (None: the local host) are compared by to tell one machine:
+    every loopback address and localhost name is this machine; names compare in lower case."""
+    if address is None:
+        return "localhost"
+    name = address.lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return "localhost"
+    try:
+        ip = IPv4Address(name)
+    except ValueError:
+        return name
+    return "localhost" if ip.is_loopback else str(ip)
+
+
+class LocalConnection(StrictModel):
+    """Commands run on the machine that runs `pulumi up`."""
+
+    kind: Literal["local"] = "local"
+
+
+class SshEndpoint(StrictModel):
+    """An SSH server, its host key pinned: a host presenting another key is refused."""
+
+    address: Annotated[str, AfterValidator(_check_ssh_address)] = Field(
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$", description="IPv4 address or DNS name of the SSH server"
+    )
+    port: Port = Field(22, description="SSH port")
+    user: str = Field("root", pattern=r"^[a-z_][a-z0-9_-]{0,31}$", description="login user (root: scripts need it)")
+    host_key: Annotated[str, AfterValidator(_check_host_key)] = Field(
+        pattern=HOST_KEY_PATTERN,
+        description="the server's public host key, e.g. the first two fields of /etc/ssh/ssh_host_ed25519_key.pub",
+    )
+
+
+class SshConnection(SshEndpoint):
+    """Commands run over SSH (pulumi-command remote.Command)."""
+
+    kind: Literal["ssh"]
+    private_key_secret: str = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+        description="name of the stack's secret config key holding the private key "
+        "(`pulumi config set --secret NAME < key`); it never appears in the stack file",
+    )
+    bastion: SshEndpoint | None = Field(None, description="jump host (same private key) when the host is not reachable")
+    dial_error_limit: StrictInt = Field(10, ge=-1, le=1000, description="failed dials before giving up (-1: forever)")

@@ -1,0 +1,86 @@
+"""Typed config of the containers: the GPUs passed through (real or stand-in) and the node image."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from components.config_types import PackageName, SafeGlob, SafePath, StrictBool, StrictModel
+
+# The most stand-in GPUs a host gets (the device list is built only for a count in range).
+STAND_IN_MAX = 64
+
+
+class StandInGpus(StrictModel):
+    """Stand-in GPUs for a machine without one: the program makes them and removes them."""
+
+    count: int = Field(
+        ge=1,
+        le=STAND_IN_MAX,
+        strict=True,
+        description="character devices with NVIDIA's major 195 made in the cluster's private "
+        "device directory (/run/gpucluster-<name>-dev/nvidia0..count-1, plus nvidiactl); they "
+        "become gpu.devices and gpu.control_devices. Refused on a host with an NVIDIA driver",
+    )
+
+
+class GpuConfig(StrictModel):
+    """GPU device nodes of the host, passed through to containers."""
+
+    devices: list[SafePath] = Field(
+        ["/dev/nvidia0"],
+        description="one character device per GPU (major 195); gres.conf lists them by the "
+        "same name inside the containers (/dev/<basename>)",
+    )
+    control_devices: list[SafePath] = Field(
+        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"],
+        description="driver control devices bound into every container when present; the devices "
+        "cgroup allows exactly these and the container's own GPUs, by their numbers on the host",
+    )
+    stand_in: StandInGpus | None = Field(
+        None,
+        description="make stand-in devices instead of using real GPUs (leave devices and "
+        "control_devices unset: they are the stand-ins)",
+    )
+    share_between_nodes: StrictBool = Field(
+        False,
+        description="let several nodes use the same GPU (the tutorial shares one GPU between "
+        "four nodes); off, each GPU belongs to one node",
+    )
+    cuda_path: SafePath | None = Field(
+        "/usr/local/cuda",
+        description="CUDA toolkit on the host, bound read-only at the same path when present",
+    )
+    driver_files: list[SafeGlob] = Field(
+        [
+            "/usr/lib/x86_64-linux-gnu/libcuda.so*",
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so*",
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so*",
+            "/usr/bin/nvidia-smi",
+        ],
+        description="driver user-space files (glob patterns) bound read-only when present; "
+        "they must match the host's kernel module, so they are never copied",
+    )
+
+
+class ImageConfig(StrictModel):
+    """The node image every container is cloned from (built once, no per-node downloads)."""
+
+    release: Literal["bookworm"] = Field("bookworm", description="Debian release")
+    extra_packages: list[PackageName] = Field(
+        [], description="packages added to the image besides slurmd, munge, slurm-client, python3"
+    )
+    keep: StrictBool = Field(
+        True,
+        description="keep the built image when the cluster is destroyed, in /var/cache/gpucluster/<name>/ "
+        "(./purge-kept.sh removes it): the next up restores it instead of building it again; an image of "
+        "another release, package list or build script is never reused",
+    )
+
+
+def device_dir_of(run_dir: str, cluster: str) -> str:
+    return f"{run_dir}/gpucluster-{cluster}-dev"
+
+
+def stand_in_devices(device_dir: str, count: int) -> tuple[list[str], list[str]]:
+    """The stand-in GPUs' paths (gpu.devices) and their control device (gpu.control_devices)."""
+    return [f"{device_dir}/nvidia{i}" for i in range(count)], [f"{device_dir}/nvidiactl"]

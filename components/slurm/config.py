@@ -1,0 +1,177 @@
+"""Typed config of Slurm: the nodes, the controller, partitions, the health check and job
+accounting (accounts, QOS), with Slurm's reserved words and its hostlist form."""
+
+import re
+from collections.abc import Iterable
+from itertools import pairwise
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, StringConstraints
+
+from components.config_types import (
+    Address,
+    Hostname,
+    SlurmTime,
+    StrictBool,
+    StrictInt,
+    StrictModel,
+    UserName,
+    slurm_seconds,
+)
+
+# Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
+# instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
+# `SlurmctldHost=localhost` is replaced by the host's own name.
+SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
+SLURM_RESERVED_PARTITION_NAMES = frozenset({"default"})
+
+
+_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)
+
+
+def slurm_hostlist(names: Iterable[str]) -> str:
+    """Names in Slurm's hostlist form, e.g. `c[000-003],gpu7`.
+
+    Only a trailing number is bracketed: Slurm 22.05 cannot parse a bracket followed by more
+    text (`c[1-2]a`), which a general hostlist library writes for names like c1a, c2a.
+    """
+    groups: dict[tuple[str, int], list[int]] = {}
+    for name in names:
+        prefix, digits = _TRAILING_NUMBER.match(name).groups()
+        groups.setdefault((prefix, len(digits)), []).append(int(digits) if digits else -1)
+    parts = []
+    for (prefix, width), numbers in groups.items():
+        if width == 0:
+            parts.append(prefix)
+            continue
+        numbers = sorted(set(numbers))
+        runs, start = [], numbers[0]
+        for previous, number in pairwise(numbers):
+            if number != previous + 1:
+                runs.append((start, previous))
+                start = number
+        runs.append((start, numbers[-1]))
+        text = ",".join(f"{a:0{width}d}" + (f"-{b:0{width}d}" if b != a else "") for a, b in runs)
+        parts.append(f"{prefix}[{text}]" if len(numbers) > 1 else f"{prefix}{text}")
+    return ",".join(parts)
+
+
+class NodeConfig(StrictModel):
+    """One Slurm compute node, one LXC container."""
+
+    name: Hostname = Field(description="hostname, container name suffix and Slurm NodeName")
+    nat_address: Address = Field(description="static address on the NAT bridge")
+    cluster_address: Address = Field(description="static address on the cluster bridge")
+    gpus: StrictInt = Field(1, ge=0, le=16, description="GPUs (GRES gpu count) of the node")
+    cpus: StrictInt = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="CPUs of the node: Slurm's CPUs= and the container's cpuset (host CPUs 0..cpus-1); "
+        "the preflight checks the host has them",
+    )
+    host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
+
+
+class ControllerConfig(StrictModel):
+    """Where slurmctld runs."""
+
+    placement: Literal["container", "host"] = Field(
+        "container",
+        description="'container': in one of the nodes, as the tutorial does; 'host': on the host",
+    )
+    node: Hostname | None = Field(
+        None, description="node that runs slurmctld when placement is 'container' (default: first)"
+    )
+    host: Hostname | None = Field(
+        None, description="hosts[].name of the host that runs slurmctld when placement is 'host' (default: first)"
+    )
+
+
+def _check_time_limit(value: str) -> str:
+    if slurm_seconds(value) == 0:
+        raise ValueError(f"{value!r} is no time at all: no job could run; give a limit, or INFINITE")
+    return value
+
+
+class PartitionConfig(StrictModel):
+    name: Hostname = Field(description="partition name")
+    nodes: list[Hostname] | None = Field(None, description="node names (default: all nodes)")
+    default: StrictBool = Field(False, description="the default partition (exactly one)")
+    max_time: Annotated[SlurmTime, AfterValidator(_check_time_limit)] = Field("INFINITE", description="MaxTime")
+    oversubscribe: Literal["NO", "YES", "FORCE", "EXCLUSIVE"] = Field(
+        "NO", description="OverSubscribe (replaces the tutorial's removed Shared=)"
+    )
+
+
+class HealthCheckConfig(StrictModel):
+    """Slurm's HealthCheckProgram on every node: a node whose GPUs fail the check drains itself."""
+
+    interval_s: StrictInt = Field(
+        60, ge=5, le=86400, description="HealthCheckInterval: seconds between checks on every node"
+    )
+
+
+class SlurmConfig(StrictModel):
+    controller: ControllerConfig = ControllerConfig()
+    partitions: list[PartitionConfig] = Field([PartitionConfig(name="gpu", default=True)], min_length=1)
+    health_check: HealthCheckConfig | None = Field(
+        None,
+        description="GPU health check: device nodes present with their major:minor and not refused, "
+        "nvidia-smi's GPU count where it exists, Slurm's GRES count; a failing node is drained "
+        "with Reason='gpu-health: ...' and resumed when the check passes again",
+    )
+
+
+# Words sacctmgr reads as keywords where `add account|qos|user NAME` expects a name (any case):
+# `sacctmgr add account set` adds nothing ("Need name of account to add").
+SACCTMGR_KEYWORDS = frozenset({"set", "where"})
+
+# Slurm account and QOS names: lower case (Slurm stores them so), no separators sacctmgr parses.
+SlurmName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,29}$")]
+
+
+class QosConfig(StrictModel):
+    """A Slurm QOS (sacctmgr add qos)."""
+
+    name: SlurmName = Field(description="QOS name")
+    priority: StrictInt = Field(0, ge=0, le=1000000, description="Priority")
+    max_gpus_per_user: StrictInt | None = Field(
+        None, ge=0, le=100000, description="MaxTRESPerUser=gres/gpu=N (none: unlimited)"
+    )
+    max_wall_minutes: StrictInt | None = Field(
+        None, ge=1, le=5256000, description="MaxWall in minutes (none: unlimited)"
+    )
+
+
+class AccountConfig(StrictModel):
+    """A Slurm account of the cluster, its users and its GPU limit."""
+
+    name: SlurmName = Field(description="account name")
+    gpus: StrictInt | None = Field(
+        None, ge=0, le=100000, description="GrpTRES=gres/gpu=N: GPUs the account's running jobs may hold at once"
+    )
+    users: list[UserName] = Field(
+        [], description="members (names from users[]); a user's first account is their default"
+    )
+    qos: list[SlurmName] = Field(
+        [], description="QOS the account may use (names from accounting.qos[]); none: Slurm's 'normal'"
+    )
+    default_qos: SlurmName | None = Field(None, description="DefaultQOS, one of qos")
+
+
+class AccountingConfig(StrictModel):
+    """Job accounting: MariaDB and slurmdbd in a container of their own, accounts and limits."""
+
+    name: Hostname = Field("db", description="the database container's hostname (container <cluster>-<name>)")
+    nat_address: Address = Field(description="static address of the database container on the NAT bridge")
+    accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
+    qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
+    keep_dump: StrictBool = Field(
+        True,
+        description="destroy keeps a dump of the accounting database in /var/cache/gpucluster/<cluster>/accounting/",
+    )
+    restore: StrictBool = Field(
+        False,
+        description="a new, empty database is loaded from the kept dump when there is one",
+    )
