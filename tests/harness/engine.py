@@ -116,6 +116,9 @@ class Engine:
             "PULUMI_BACKEND_URL": f"file://{self.state}",
             "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
+            # `--event-log` (the engine's steps as JSON, what the harness is compared with) is a
+            # flag of the CLI's debug commands.
+            "PULUMI_DEBUG_COMMANDS": "true",
             # Offline: plugins the program's packages name but never use (aws, tls, kubernetes)
             # are not fetched; one the program does use and that is missing still fails.
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
