@@ -30,7 +30,6 @@ def pytest_configure(config):
     signal.signal(signal.SIGTERM, _interrupted)
 
 
-
 _host_conflicts: list[str] | None = None
 
 

@@ -349,7 +349,8 @@ def test_up_without_a_stack_picks_the_one_this_machine_can_run(tmp_path, driver,
         assert first == "the NVIDIA driver is loaded: bringing up the GPU stack local (./up.sh local)"
     else:
         assert first.startswith(f"no NVIDIA driver here ({proc} is missing): bringing up the GPU-less stack nogpu")
-    assert [call["argv"] for call in project.calls()] == [["stack", "select", "--create", stack], ["up", "--stack", stack]]
+    expected = [["stack", "select", "--create", stack], ["up", "--stack", stack]]
+    assert [call["argv"] for call in project.calls()] == expected
 
 
 def test_up_refuses_a_stack_without_a_file_before_anything(tmp_path):
