@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from review.stacks import HEADER, REGENERATE, ROOT, SCHEMA, new_site, schema_text, stack_files
+from tests.harness.program_harness import fixture_file
 
 STACK_FILES = stack_files()
 
@@ -41,18 +42,18 @@ def test_every_stack_file_validates():
 
 
 def test_a_broken_stack_fails_with_the_field_named(tmp_path):
-    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.local.yaml").read_text())
+    document = yaml.safe_load(fixture_file("local").read_text())
     cluster = document["config"]["gpu-cluster:cluster"]
     cluster["web_app"]["port"] = 70000
     cluster["colour"] = "blue"
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text(yaml.safe_dump(document))
     # A rule across fields (checked once every field is valid) names its field too.
-    crossed = yaml.safe_load((ROOT / "stacks" / "Pulumi.local.yaml").read_text())
+    crossed = yaml.safe_load(fixture_file("local").read_text())
     crossed["config"]["gpu-cluster:cluster"]["nodes"][2]["nat_address"] = "10.99.0.2"
     broken_rule = tmp_path / "Pulumi.crossed.yaml"
     broken_rule.write_text(yaml.safe_dump(crossed))
-    done = _cli("validate", str(broken), str(broken_rule), str(ROOT / "stacks" / "Pulumi.local.yaml"))
+    done = _cli("validate", str(broken), str(broken_rule), str(fixture_file("local")))
     assert done.returncode == 1
     assert done.stdout.count("invalid stack config (gpu-cluster):") == 2
     assert "  - cluster.colour: Extra inputs are not permitted" in done.stdout
@@ -70,7 +71,7 @@ def test_the_same_message_as_pulumi_up(tmp_path):
     from components.stack_config import ConfigError
     from review.program import run_program
 
-    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    config = yaml.safe_load(fixture_file("local").read_text())["config"]
     config["gpu-cluster:cluster"]["nodes"][0]["cpus"] = 0
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text(yaml.safe_dump({"config": config}))
