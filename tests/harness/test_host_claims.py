@@ -27,7 +27,11 @@ NOGPU_UP = HostFacts(
 OWN_LEFTOVERS = HostFacts(
     listening=set(),
     nat_rules=['-A PREROUTING -p tcp --dport 7000 -m comment --comment "gpucluster:e2e:fwd:7000" -j DNAT'],
-    links=[Link("e2ebr0", "gpucluster:e2e", ["10.43.3.1/24"]), Link("e2e-out0", "", ["10.44.0.1/30"])],
+    links=[
+        Link("e2ebr0", "gpucluster:e2e", ["10.43.3.1/24"]),
+        Link("e2e-out0", "", ["10.44.0.1/30"]),
+        Link("e2eh2a", "", ["10.45.0.1/30"]),
+    ],
 )
 
 
