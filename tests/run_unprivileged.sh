@@ -19,7 +19,7 @@ chmod -R a+rX "$work" && chown -R nobody "$work/home"
 # replaced by an empty directory holding only the python's own top directory.
 python=$(readlink -f "$root/venv/bin/python")
 top=$(printf '%s\n' "$python" | cut -d/ -f1-3)
-exec unshare --mount --net --fork bash -c '
+unshare --mount --net --fork bash -c '
   set -e
   work=$1 python=$2 top=$3; shift 3
   mount --make-rprivate /
