@@ -18,7 +18,12 @@ if stack.cluster:
     pulumi.export("node_shells", cluster.node_shells)
     pulumi.export("host_facts", cluster.host_facts)
     pulumi.export("boot_command", cluster.boot_command)
-    pulumi.export("verify_command", f"./verify.sh {pulumi.get_stack()}")
+    if stack.cluster.multi_host:
+        # Per host: its address, the ssh command (SSH and EC2 hosts), the drift check run there.
+        pulumi.export("hosts", cluster.hosts_access)
+        pulumi.export("verify_command", {name: access["verify"] for name, access in cluster.hosts_config.items()})
+    else:
+        pulumi.export("verify_command", f"./verify.sh {pulumi.get_stack()}")
     if cluster.cost is not None:
         pulumi.export("cost", cluster.cost)
 

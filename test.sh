@@ -4,6 +4,7 @@
 # Usage: ./test.sh [pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")"
+source tools/setup.sh
 
 # Debian packages the rendering and end-to-end tests use (installed when missing, as root).
 mapfile -t packages < tests/debian-packages.txt
@@ -18,8 +19,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}"
 fi
 
-[ -x venv/bin/python ] || python3 -m venv venv
-venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+ensure_venv
 venv/bin/python -m ruff check .
 venv/bin/python -m ruff format --check .
 exec venv/bin/python -m pytest "$@"

@@ -4,5 +4,6 @@
 # exit status 1 on drift, the MISSING/FOREIGN/WRONG lines say what)
 set -euo pipefail
 cd "$(dirname "$0")"
-[ -x venv/bin/python ] || { python3 -m venv venv && venv/bin/python -m pip install -q -r requirements.txt; }
+source tools/setup.sh
+ensure_venv
 exec venv/bin/python -m components.host.verify "$@"

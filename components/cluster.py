@@ -301,7 +301,6 @@ class GpuCluster(pulumi.ComponentResource):
         }
         self.boot = self.boots[first]
 
-        nat_gateway = (web_host or controller_host).network.nat_bridge.address.ip
         self.controller_address = self.controller.address
         self.nodes = pulumi.Output.from_input(
             {
@@ -316,9 +315,15 @@ class GpuCluster(pulumi.ComponentResource):
             }
         )
         self.node_list = pulumi.Output.from_input(config.hostlist)
+        # Where a user reaches each host: the web app's forwarded port answers there, not on a bridge.
+        self.host_addresses = {host.name: self._reachable_address(host) for host in config.cluster_hosts}
         self.web_url = pulumi.Output.from_input(
-            f"http://{nat_gateway}:{config.web_app.host_port}/" if config.web_app else ""
+            pulumi.Output.concat("http://", self.host_addresses[web_host.name], f":{config.web_app.host_port}/")
+            if config.web_app
+            else ""
         )
+        self.hosts_config = {host.name: self._access(config, host) for host in config.cluster_hosts} if multi else {}
+        self.hosts_access = pulumi.Output.from_input(self.hosts_config)
         self.slurm_env = pulumi.Output.from_input(f"export SLURM_CONF={config.cluster_dir}/slurm.conf")
         self.node_shells = pulumi.Output.from_input({node.name: _shell(config, node) for node in config.nodes})
         self.host_facts = pulumi.Output.all(
@@ -341,6 +346,26 @@ class GpuCluster(pulumi.ComponentResource):
                 **({"cost": self.cost} if self.cost is not None else {}),
             }
         )
+
+    def _reachable_address(self, host: ClusterHostConfig) -> pulumi.Input[str]:
+        """The address a user reaches a host at: an EC2 instance's SSH address (public with
+        ssh_via: public), an SSH host's, the configured one, else this machine's own."""
+        if host.name in self.machines:
+            return self.machines[host.name].ssh_address
+        if host.connection.kind == "ssh":
+            return host.connection.address
+        return str(host.address) if host.address else this_machine_address()
+
+    def _access(self, config: ClusterConfig, host: ClusterHostConfig) -> dict:
+        """Per host of a multi-host stack: its address, how to log in, and the drift check as it
+        runs there (in a checkout of this project)."""
+        address = self.host_addresses[host.name]
+        access = {"address": address, "verify": f"./verify.sh {pulumi.get_stack()} {host.name}"}
+        if host.connection.kind in ("ssh", "ec2"):
+            port = getattr(host.connection, "port", 22)
+            user = host.connection.user
+            access["ssh"] = pulumi.Output.concat("ssh ", f"-p {port} " if port != 22 else "", f"{user}@", address)
+        return access
 
     def _ec2_site(self, name: str, config: ClusterConfig) -> Ec2Site | None:
         """What the EC2 hosts share (network, security group, key pair), if there are any."""
@@ -412,6 +437,17 @@ class GpuCluster(pulumi.ComponentResource):
         if self.web_app and config.web_app and target == config.web_app.name:
             return self.web_app.service
         return self.containers[target]
+
+
+def this_machine_address() -> str:
+    """This machine's address toward the outside (its default route's source; no packet is
+    sent), or its host name when it has no route."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))
+            return probe.getsockname()[0]
+        except OSError:
+            return socket.gethostname()
 
 
 def _shell(config: ClusterConfig, node) -> str:

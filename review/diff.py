@@ -96,4 +96,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from review.cli import run
+
+    sys.exit(run(main))

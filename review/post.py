@@ -1,6 +1,6 @@
 """Post review comments to a pull request: one per stack, edited in place, plus labels.
 
-    python -m review.post --pr N --dir DIR [--head-sha SHA] [--comments-only | --labels-only]
+    python -m review.post --pr N --dir DIR [--head-sha SHA] [--from-fork] [--comments-only | --labels-only]
 
 DIR holds <stack>/comment.md and <stack>/labels (written by review.preview or review.summary).
 Labels are set from all stacks at once (a stack's own job posts only its comment), so
@@ -25,10 +25,18 @@ from review.summary import LIMIT, MARKER
 STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LABELS = ("replace", "delete", "no-changes")
 ANY_MARKER = re.compile(r"<!--.*?-->", re.DOTALL)
+# Put on every comment of a forked pull request, above its text: that text was made by the
+# pull request's own code (review.diff, review.summary as the fork has them).
+FORK_BANNER = (
+    "> [!WARNING]\n"
+    "> **Made by the forked pull request's own code**, without credentials: this repository's\n"
+    "> workflow only posts it. Read the pull request's changes themselves before trusting it.\n"
+)
 
 
-def read_comments(directory: Path) -> dict[str, tuple[str, list[str]]]:
-    """stack -> (comment body with its marker, labels); refuses anything that is not plain data."""
+def read_comments(directory: Path, *, fork: bool = False) -> dict[str, tuple[str, list[str]]]:
+    """stack -> (comment body with its marker, labels); refuses anything that is not plain data.
+    `fork`: each body gets FORK_BANNER first, after its marker."""
     found = {}
     for entry in sorted(directory.iterdir()):
         if entry.name.startswith("."):
@@ -42,7 +50,8 @@ def read_comments(directory: Path) -> dict[str, tuple[str, list[str]]]:
         body = ANY_MARKER.sub("", comment_file.read_text(errors="replace"))
         body = scrub(body)[: LIMIT - 100]
         labels = labels_file.read_text().split() if labels_file.exists() else []
-        found[stack] = (f"{MARKER.format(stack=stack)}\n{body.lstrip()}", [x for x in labels if x in LABELS])
+        banner = FORK_BANNER + "\n" if fork else ""
+        found[stack] = (f"{MARKER.format(stack=stack)}\n{banner}{body.lstrip()}", [x for x in labels if x in LABELS])
     return found
 
 
@@ -105,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pr", required=True, help="pull request number")
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--head-sha", help="refuse unless the pull request's head is this commit")
+    parser.add_argument("--from-fork", action="store_true", help="mark each comment as made by the fork's code")
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--comments-only", action="store_true")
     only.add_argument("--labels-only", action="store_true")
@@ -120,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         head = github.request("GET", f"/pulls/{args.pr}")["head"]["sha"]
         if head != args.head_sha:
             raise SystemExit(f"pull request {args.pr} is at {head}, not the rendered {args.head_sha}: not posting")
-    comments = read_comments(args.dir)
+    comments = read_comments(args.dir, fork=args.from_fork)
     if not args.labels_only:
         post_comments(github, int(args.pr), comments)
     if not args.comments_only:

@@ -2,10 +2,12 @@
 
     python -m review.preview STACK --out DIR [--stack-name ORG/STACK] [--diff RENDER.diff]
 
-Needs the Pulumi CLI, a logged-in state backend and read-only credentials (the workflow's
-preview job). `stack.preview(diff=True, on_event=...)` hands every engine event to a
-Collector; review/summary.py turns them into counts, a banner and labels, and writes
-DIR/comment.md (scrubbed), DIR/labels and DIR/preview.txt.
+Needs the Pulumi CLI, a logged-in state backend and the stack's credentials (the workflow's
+preview job): a token or passphrase that can read the state and decrypt its secrets, and only
+the AWS role read-only; it runs the program, so whoever changes the program sees them.
+`stack.preview(diff=True, on_event=...)` hands every engine event to a Collector;
+review/summary.py turns them into counts, a banner and labels, and writes DIR/comment.md
+(scrubbed), DIR/labels and DIR/preview.txt.
 """
 
 import argparse

@@ -182,9 +182,9 @@ def _secret_paths(value, path: str = "") -> list[str]:
     return []
 
 
-def stack_config(stack: str) -> dict[str, Any]:
-    """The `gpu-cluster:*` keys of stacks/Pulumi.<stack>.yaml, without the namespace."""
-    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+def stack_config(stack: str, directory: Path | None = None) -> dict[str, Any]:
+    """The `gpu-cluster:*` keys of stacks/Pulumi.<stack>.yaml (or of `directory`'s), without the namespace."""
+    document = yaml.safe_load(((directory or ROOT / "stacks") / f"Pulumi.{stack}.yaml").read_text())
     return {
         key.removeprefix(f"{PROJECT}:"): value
         for key, value in (document.get("config") or {}).items()

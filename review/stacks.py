@@ -13,6 +13,7 @@ stack file's first line (`# yaml-language-server: $schema=./schema.json`) for ed
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ STACKS = ROOT / "stacks"
 SCHEMA = STACKS / "schema.json"
 HEADER = "# yaml-language-server: $schema=./schema.json"
 REGENERATE = "venv/bin/python -m review.stacks schema"
+NAME = re.compile(r"[a-z][a-z0-9]{0,9}")  # ClusterConfig.name: it prefixes bridges, containers and rules
 
 
 def schema() -> dict[str, Any]:
@@ -72,9 +74,51 @@ def namespace_keys(document: dict | None) -> dict[str, Any]:
     return {k.removeprefix(f"{NAMESPACE}:"): v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")}
 
 
+def _secure(value: Any) -> bool:
+    """A value `pulumi config set --secret` wrote: `{secure: <ciphertext>}`."""
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def _hints(error: Any) -> list[str]:
+    """Lines for what a YAML reader did to a value, where that is the likely mistake."""
+    lines = []
+    for detail in error.errors():
+        where = ".".join(str(part) if not isinstance(part, int) else f"[{part}]" for part in detail["loc"])
+        where = where.replace(".[", "[")
+        value = detail.get("input")
+        if detail["type"] in ("int_type", "int_parsing") and isinstance(value, str) and value.strip().isdigit():
+            lines.append(f"{where}: {value!r} is quoted, so YAML reads text: write {value.strip()} without quotes")
+        elif detail["type"] == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+            lines.append(f"{where}: YAML read a number ({value}) here, e.g. 1:00:00 is read as 3600: quote the value")
+    return lines
+
+
+def missing_secrets(path: Path, document: dict | None) -> list[str]:
+    """The secrets the stack names (hosts[].connection.private_key_secret) that its file lacks,
+    each with the command that sets it."""
+    from components.stack_config import NAMESPACE
+
+    config = (document or {}).get("config") or {}
+    cluster = config.get(f"{NAMESPACE}:cluster") or {}
+    stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    needed: dict[str, list[str]] = {}
+    for host in cluster.get("hosts") or []:
+        name = ((host or {}).get("connection") or {}).get("private_key_secret")
+        if name and not _secure(config.get(f"{NAMESPACE}:{name}")):
+            needed.setdefault(name, []).append(str(host.get("name")))
+    return [
+        f"secret {name} (hosts[].connection.private_key_secret: the SSH login key of {', '.join(hosts)}) is not set:"
+        f" ./pulumi.sh config set --secret {name} --stack {stack} < ~/.ssh/id_ed25519"
+        for name, hosts in needed.items()
+    ]
+
+
 def validate_file(path: Path) -> str | None:
-    """None if the stack file is valid, else the message `pulumi up` would print for it."""
-    from components.stack_config import ConfigError, parse_stack_config
+    """None if the stack file is valid, else the message `pulumi up` would print for it, with
+    hints (quoted numbers) and a note when rules across fields could not be checked yet."""
+    from pydantic import ValidationError
+
+    from components.stack_config import NAMESPACE, ConfigError, StackConfig, _format, parse_stack_config
 
     try:
         document = yaml.safe_load(path.read_text())
@@ -82,8 +126,20 @@ def validate_file(path: Path) -> str | None:
         return f"not valid YAML: {error}"
     if document is not None and not isinstance(document, dict):
         return "not a stack file: the top level must be a mapping with a `config:` key"
+    # Secrets are the stack's own business (encrypted), not part of the typed config.
+    raw = {key: value for key, value in namespace_keys(document).items() if not _secure(value)}
     try:
-        parse_stack_config(namespace_keys(document))
+        StackConfig.model_validate(raw)
+    except ValidationError as error:
+        lines = [_format(error)] + [f"  - {hint}" for hint in _hints(error)]
+        if any(detail["type"] != "value_error" for detail in error.errors()):
+            lines.append(
+                "  (rules across fields, e.g. addresses inside subnets and GPU counts, are checked once"
+                " these are fixed: more may follow)"
+            )
+        return f"invalid stack config ({NAMESPACE}):\n" + "\n".join(lines)
+    try:
+        parse_stack_config(raw)
     except ConfigError as error:
         return str(error)
     return None
@@ -92,11 +148,20 @@ def validate_file(path: Path) -> str | None:
 def validate(paths: list[Path]) -> int:
     failed = 0
     for path in paths:
-        problem = validate_file(path)
         name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        if not path.is_file():
+            failed += 1
+            print(f"{name}: no such file")
+            continue
+        problem = validate_file(path)
         if problem:
             failed += 1
             print(f"{name}: {problem}")
+            continue
+        secrets = missing_secrets(path, yaml.safe_load(path.read_text()))
+        if secrets:
+            print(f"{name}: ok, but before `pulumi up` it needs:")
+            print("".join(f"  - {line}\n" for line in secrets), end="")
         else:
             print(f"{name}: ok")
     return 1 if failed else 0
@@ -162,6 +227,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "validate":
         return validate([p.resolve() for p in args.files] or stack_files())
+    if not NAME.fullmatch(args.name):
+        print(
+            f"error: {args.name!r} is not a cluster name: lower-case letters and digits, starting with a"
+            " letter, at most 10 characters (no dash, no capitals)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.nodes < 1:
+        print(f"error: --nodes {args.nodes}: a site has at least one node", file=sys.stderr)
+        return 2
     text = new_site(args.name, args.nodes, args.subnet)
     if str(args.out) == "-":
         sys.stdout.write(text)
@@ -176,4 +251,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from review.cli import run
+
+    sys.exit(run(main))

@@ -28,3 +28,21 @@ def pytest_configure(config):
     # A run stopped with SIGTERM (a timeout, a kill) cleans up as after Ctrl-C: the tests'
     # finally blocks and the fixtures' teardowns (the kept images' purge) still run.
     signal.signal(signal.SIGTERM, _interrupted)
+
+
+_host_conflicts: list[str] | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """An end-to-end test stops before any of its fixtures change anything when a cluster someone
+    brought up on this host (or another program) holds a port, bridge or subnet the tests use."""
+    global _host_conflicts
+    if item.get_closest_marker("e2e") is None:
+        return
+    from tests.harness.host_claims import conflicts, host_facts, refusal
+
+    if _host_conflicts is None:
+        _host_conflicts = conflicts(host_facts())
+    if _host_conflicts:
+        pytest.fail(refusal(_host_conflicts), pytrace=False)

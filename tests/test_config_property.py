@@ -37,6 +37,9 @@ from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
 from components.stack_config import ConfigError, parse_stack_config
 from tests.lxc.test_lxc_conf import lxc_loads
 
+# Network and UTS namespaces (unshare) for every generated config.
+pytestmark = pytest.mark.privileged
+
 # slurmctld's error lines that say nothing about the config: a fresh state directory, a
 # Debian build without PMIx, a busy machine's clock check.
 BENIGN_ERRORS = re.compile(

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from components.cluster import this_machine_address
 from tests.harness.program_harness import ROOT, run_program, stack_config
 
 COMMAND = "command:local:Command"
@@ -138,7 +139,7 @@ def test_outputs(run):
         "cluster_address": "10.43.5.3",
         "gpus": ["/run/gpucluster-e2e-dev/nvidia2"],
     }
-    assert outputs["web_url"] == "http://10.43.3.1:7000/"
+    assert outputs["web_url"] == f"http://{this_machine_address()}:7000/"  # not the bridge's 10.43.3.1
     assert outputs["slurm_env"] == "export SLURM_CONF=/var/lib/gpucluster/e2e/slurm.conf"
     assert outputs["node_shells"]["c000"] == "lxc-attach -n e2e-c000"
 

@@ -392,3 +392,139 @@ def test_readme_commands_share_one_state_and_passphrase(tmp_path):
 def test_wrappers_are_executable():
     for name in ("up.sh", "pulumi.sh", "down.sh", "tools/pulumi-cli.sh"):
         assert os.access(ROOT / name, os.X_OK), name
+
+
+# ---- which stack without one, and a mistyped one ----
+
+
+@pytest.mark.parametrize(("driver", "stack"), [(False, "nogpu"), (True, "local")])
+def test_up_without_a_stack_picks_the_one_this_machine_can_run(tmp_path, driver, stack):
+    project = Project(tmp_path)
+    proc = tmp_path / "proc-driver-nvidia"
+    if driver:
+        proc.mkdir()
+    done = project.run("./up.sh", NVIDIA_DRIVER_PROC=str(proc))
+    assert done.returncode == 0, done.stderr
+    first = done.stderr.splitlines()[0]
+    if driver:
+        assert first == "the NVIDIA driver is loaded: bringing up the GPU stack local (./up.sh local)"
+    else:
+        assert first.startswith(f"no NVIDIA driver here ({proc} is missing): bringing up the GPU-less stack nogpu")
+    expected = [["stack", "select", "--create", stack], ["up", "--stack", stack]]
+    assert [call["argv"] for call in project.calls()] == expected
+
+
+def test_up_refuses_a_stack_without_a_file_before_anything(tmp_path):
+    project = Project(tmp_path)
+    done = project.run("./up.sh locl")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: no stack locl: stacks/Pulumi.locl.yaml does not exist. Stacks: e2e ")
+    assert "review.stacks new-site NAME" in done.stderr
+    assert project.calls() == [] and not (project.dir / "stacks" / "Pulumi.locl.yaml").exists()
+
+
+# ---- the venv (tools/setup.sh, shared by up.sh, test.sh and verify.sh) ----
+
+# A python3 whose `-m venv` makes a venv with a working python and pip (recorded), and that
+# has ensurepip only when $HAS_ENSUREPIP is set (Debian without python3-venv has not).
+FAKE_PYTHON3 = """#!/bin/bash
+echo "python3 $*" >> "$RECORD"
+case "$*" in
+  "-c import ensurepip") [ -n "${HAS_ENSUREPIP:-}" ] ;;
+  "-m venv venv")
+    mkdir -p venv/bin
+    printf '#!/bin/bash\\necho "venv/bin/python $*" >> "$RECORD"\\n' > venv/bin/python
+    chmod +x venv/bin/python ;;
+  *) exit 1 ;;
+esac
+"""
+FAKE_RECORDER = '#!/bin/bash\necho "$(basename "$0") $*" >> "$RECORD"\n'
+
+
+def venv_project(tmp_path: Path, *, root: bool) -> tuple[Path, dict]:
+    project = tmp_path / "project"
+    (project / "tools").mkdir(parents=True)
+    shutil.copy2(ROOT / "tools" / "setup.sh", project / "tools")
+    (project / "requirements.txt").write_text("pulumi\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (
+        ("python3", FAKE_PYTHON3),
+        ("apt-get", FAKE_RECORDER),
+        ("id", f"#!/bin/bash\necho {0 if root else 1000}\n"),
+    ):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(tmp_path / "record"), "LC_ALL": "C"}
+    return project, env
+
+
+def ensure_venv(project: Path, env: dict) -> tuple[subprocess.CompletedProcess, list[str]]:
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail; source tools/setup.sh; ensure_venv"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    record = Path(env["RECORD"])
+    lines = record.read_text().splitlines() if record.exists() else []
+    record.unlink(missing_ok=True)
+    return done, lines
+
+
+PIP_INSTALL = "venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt"
+
+
+@pytest.mark.parametrize("broken", ["no python", "no pip"])
+def test_a_broken_venv_is_rebuilt(tmp_path, broken):
+    project, env = venv_project(tmp_path, root=True)
+    (project / "venv" / "bin").mkdir(parents=True)
+    if broken == "no pip":  # what `python3 -m venv` leaves when ensurepip is missing
+        (project / "venv" / "bin" / "python").write_text("#!/bin/bash\necho 'No module named pip' >&2; exit 1\n")
+        (project / "venv" / "bin" / "python").chmod(0o755)
+    done, calls = ensure_venv(project, {**env, "HAS_ENSUREPIP": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "venv/ is broken (no working python or pip in it): rebuilding it" in done.stderr
+    assert calls == ["python3 -c import ensurepip", "python3 -m venv venv", PIP_INSTALL]
+
+
+def test_a_working_venv_is_kept(tmp_path):
+    project, env = venv_project(tmp_path, root=True)
+    (project / "venv" / "bin").mkdir(parents=True)
+    (project / "venv" / "bin" / "python").write_text('#!/bin/bash\necho "venv/bin/python $*" >> "$RECORD"\n')
+    (project / "venv" / "bin" / "python").chmod(0o755)
+    done, calls = ensure_venv(project, env)
+    assert done.returncode == 0 and done.stderr == ""
+    assert calls == ["venv/bin/python -c import pip", PIP_INSTALL]
+
+
+def test_without_python3_venv_root_installs_it_first(tmp_path):
+    project, env = venv_project(tmp_path, root=True)
+    done, calls = ensure_venv(project, env)
+    assert done.returncode == 0, done.stderr
+    assert "installing Debian's python3-venv" in done.stderr
+    assert calls[:4] == [
+        "python3 -c import ensurepip",
+        "apt-get update -qq",
+        "apt-get install -y -qq python3-venv",
+        "python3 -m venv venv",
+    ]
+
+
+def test_without_python3_venv_a_user_is_told_the_command(tmp_path):
+    project, env = venv_project(tmp_path, root=False)
+    done, calls = ensure_venv(project, env)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "error: python3 cannot make a venv here: Debian's python3-venv is missing. Run as root:\n"
+        "  apt-get install -y python3-venv\n"
+    )
+    assert calls == ["python3 -c import ensurepip"] and not (project / "venv").exists()
+
+
+def test_up_test_and_verify_share_the_venv_setup():
+    for script in ("up.sh", "test.sh", "verify.sh"):
+        text = (ROOT / script).read_text()
+        assert "source tools/setup.sh" in text and "ensure_venv" in text, script
+        assert "python3 -m venv" not in text, script

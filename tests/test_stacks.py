@@ -2,6 +2,7 @@
 
 import pytest
 
+from review import program
 from tests.harness.program_harness import ROOT, run_program, stack_config
 
 STACKS = sorted(
@@ -25,9 +26,9 @@ def stand_in_secrets(config: dict) -> dict[str, str]:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_program_runs_for_stack(stack):
-    run = run_program(stack_config(stack), stack=stack, secrets=stand_in_secrets(stack_config(stack)))
+    config = program.stack_config(stack)  # the file in stacks/, as a site has it
+    run = run_program(config, stack=stack, secrets=stand_in_secrets(config))
     types = {resource.type for resource in run.resources}
-    config = stack_config(stack)
     assert ("gpu-cluster:cluster:GpuCluster" in types) == ("cluster" in config)
     assert ("kubernetes:apps/v1:Deployment" in types) == ("kubernetes" in config)
     assert run.outputs

@@ -53,6 +53,9 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2):
         print("usage: ./verify.sh STACK [HOST]   (HOST: the hosts[].name this machine is)", file=sys.stderr)
         return 2
+    if not (STACKS_DIR / f"Pulumi.{argv[0]}.yaml").is_file():
+        print(f"no stack {argv[0]}: stacks/Pulumi.{argv[0]}.yaml does not exist", file=sys.stderr)
+        return 2
     try:
         cluster = stack_cluster(argv[0])
     except (ConfigError, OSError) as error:

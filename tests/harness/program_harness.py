@@ -1,6 +1,27 @@
 """The program under mocks, as the tests use it: the recorder lives in review/program.py, shared
-with the offline render (`python -m review.render`)."""
+with the offline render (`python -m review.render`).
 
-from review.program import PROJECT, ROOT, ProgramRun, Registration, run_program, stack_config
+Tests read the example stacks from their own copies in tests/fixtures/stacks/, so a site that
+edits its stacks/Pulumi.local.yaml (adds a node, changes a port) breaks no test. The `e2e`
+stack, the tests' own, has no copy and is read from stacks/.
+"""
 
-__all__ = ["PROJECT", "ROOT", "ProgramRun", "Registration", "run_program", "stack_config"]
+from pathlib import Path
+from typing import Any
+
+from review import program
+from review.program import PROJECT, ROOT, ProgramRun, Registration, run_program
+
+FIXTURES = ROOT / "tests" / "fixtures" / "stacks"
+
+__all__ = ["FIXTURES", "PROJECT", "ROOT", "ProgramRun", "Registration", "fixture_file", "run_program", "stack_config"]
+
+
+def fixture_file(stack: str) -> Path:
+    """The test's copy of an example stack, else (the e2e stack) the shipped file."""
+    copy = FIXTURES / f"Pulumi.{stack}.yaml"
+    return copy if copy.exists() else ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    return program.stack_config(stack, fixture_file(stack).parent)

@@ -95,6 +95,7 @@ def test_the_boot_unit_is_written_last_and_deleted_first():
     )
 
 
+@pytest.mark.privileged  # a network namespace of its own (unshare -n)
 def test_ip_forward_is_restored_once_by_the_last_user_whatever_the_order(tmp_path):
     assert shutil.which("unshare"), "unshare (util-linux) is missing"
     steps = """

@@ -12,6 +12,9 @@ import pytest
 from components.host.gpu_host import FILES
 from components.transport import INTERPRETER, script
 
+# Root-owned key files and directories (chown to root, modes checked against uid 0).
+pytestmark = pytest.mark.privileged
+
 CREATE = script(FILES / "munge_key_create.sh")
 
 

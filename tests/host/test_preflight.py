@@ -14,6 +14,9 @@ import pytest
 from components.host.gpu_host import FILES
 from components.transport import INTERPRETER, script
 
+# Dummy bridges, iptables NAT rules and device nodes on this host.
+pytestmark = pytest.mark.privileged
+
 PREFLIGHT = script(FILES / "preflight.sh")
 
 

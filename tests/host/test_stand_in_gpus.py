@@ -14,6 +14,9 @@ import pytest
 from tests.harness.command_executor import HostCommand, host_commands
 from tests.harness.program_harness import run_program, stack_config
 
+# Character devices (mknod) in a tmpfs it mounts.
+pytestmark = pytest.mark.privileged
+
 STACK = "nogpu"
 DEVICE_DIR = Path("/run/gpucluster-nogpu-dev")
 

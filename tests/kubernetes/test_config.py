@@ -1,7 +1,6 @@
 """The typed `gpu-cluster:kubernetes` config: the stack file, defaults, and every rule's message."""
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -12,8 +11,9 @@ from components.kubernetes.config import (
     all_rules,
     quantity_value,
 )
+from tests.harness.program_harness import fixture_file
 
-STACK_FILE = Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.k8s.yaml"
+STACK_FILE = fixture_file("k8s")
 
 
 def stack_section() -> dict:

@@ -4,15 +4,14 @@ Assertions are on the inputs the engine would receive (camelCase keys; numbers a
 floats, hence `as_int`). Each test builds the target afresh from a config.
 """
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from components.kubernetes.config import KubernetesConfig
 from tests.harness.k8s_mocks import MockRun, Registered, as_int, run_build_kubernetes
+from tests.harness.program_harness import fixture_file
 
-STACK_FILE = Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.k8s.yaml"
+STACK_FILE = fixture_file("k8s")
 GPU = "nvidia.com/gpu"
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"

@@ -10,7 +10,6 @@ and also what the components actually registered under mocks.
 """
 
 import copy
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -20,8 +19,9 @@ from components.kubernetes.config import KubernetesConfig
 from components.kubernetes.gpu_operator import gpu_operator_values
 from components.kubernetes.target import all_manifests
 from tests.harness.k8s_mocks import run_build_kubernetes
+from tests.harness.program_harness import fixture_file
 
-STACK_FILE = Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.k8s.yaml"
+STACK_FILE = fixture_file("k8s")
 
 # Oldest and newest Kubernetes minor releases the manifests are checked against.
 K8S_VERSIONS = ("1.29", "1.33")

@@ -14,6 +14,7 @@ import yaml
 from review.diff import diff_dirs, diff_refs, render_tree
 from review.program import ROOT, run_program
 from review.render import render_run
+from tests.harness.program_harness import fixture_file
 
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 NEW_NODE = "      - {name: c004, nat_address: 10.42.3.6, cluster_address: 10.42.5.5}\n"
@@ -109,6 +110,8 @@ def _tree(tmp_path: Path, name: str) -> Path:
     for part in ("components", "stacks"):
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "__main__.py", tree)
+    # The test's copy of the local stack: the exact lines asserted below are its.
+    shutil.copy(fixture_file("local"), tree / "stacks" / "Pulumi.local.yaml")
     return tree
 
 

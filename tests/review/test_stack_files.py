@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from review.stacks import HEADER, REGENERATE, ROOT, SCHEMA, new_site, schema_text, stack_files
+from tests.harness.program_harness import fixture_file
 
 STACK_FILES = stack_files()
 
@@ -37,22 +38,25 @@ def test_every_stack_file_references_the_schema_and_matches_it(path):
 def test_every_stack_file_validates():
     done = _cli("validate")
     assert done.returncode == 0, done.stdout
-    assert done.stdout.splitlines() == [f"stacks/{p.name}: ok" for p in STACK_FILES]
+    firsts = [line for line in done.stdout.splitlines() if not line.startswith("  - secret ")]
+    assert [line.removesuffix(", but before `pulumi up` it needs:") for line in firsts] == [
+        f"stacks/{p.name}: ok" for p in STACK_FILES
+    ]
 
 
 def test_a_broken_stack_fails_with_the_field_named(tmp_path):
-    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.local.yaml").read_text())
+    document = yaml.safe_load(fixture_file("local").read_text())
     cluster = document["config"]["gpu-cluster:cluster"]
     cluster["web_app"]["port"] = 70000
     cluster["colour"] = "blue"
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text(yaml.safe_dump(document))
     # A rule across fields (checked once every field is valid) names its field too.
-    crossed = yaml.safe_load((ROOT / "stacks" / "Pulumi.local.yaml").read_text())
+    crossed = yaml.safe_load(fixture_file("local").read_text())
     crossed["config"]["gpu-cluster:cluster"]["nodes"][2]["nat_address"] = "10.99.0.2"
     broken_rule = tmp_path / "Pulumi.crossed.yaml"
     broken_rule.write_text(yaml.safe_dump(crossed))
-    done = _cli("validate", str(broken), str(broken_rule), str(ROOT / "stacks" / "Pulumi.local.yaml"))
+    done = _cli("validate", str(broken), str(broken_rule), str(fixture_file("local")))
     assert done.returncode == 1
     assert done.stdout.count("invalid stack config (gpu-cluster):") == 2
     assert "  - cluster.colour: Extra inputs are not permitted" in done.stdout
@@ -70,7 +74,7 @@ def test_the_same_message_as_pulumi_up(tmp_path):
     from components.stack_config import ConfigError
     from review.program import run_program
 
-    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    config = yaml.safe_load(fixture_file("local").read_text())["config"]
     config["gpu-cluster:cluster"]["nodes"][0]["cpus"] = 0
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text(yaml.safe_dump({"config": config}))
@@ -90,3 +94,78 @@ def test_a_new_site_file_validates(tmp_path, nodes):
     assert list(_validator().iter_errors(yaml.safe_load(out.read_text()))) == []
     assert len(yaml.safe_load(out.read_text())["config"]["gpu-cluster:cluster"]["nodes"]) == nodes
     assert _cli("new-site", "lab", "--out", str(out)).returncode == 1  # never overwrites
+
+
+def test_validate_names_each_missing_secret_and_the_command_that_sets_it(tmp_path):
+    document = yaml.safe_load(fixture_file("twohost").read_text())
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text(yaml.safe_dump(document))
+    done = _cli("validate", str(stack))
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.splitlines() == [
+        f"{stack}: ok, but before `pulumi up` it needs:",
+        "  - secret gpu2SshKey (hosts[].connection.private_key_secret: the SSH login key of gpu2) is not set:"
+        " ./pulumi.sh config set --secret gpu2SshKey --stack lab < ~/.ssh/id_ed25519",
+    ]
+    # Set (as `pulumi config set --secret` writes it): no longer missing, and no unknown key.
+    document["config"]["gpu-cluster:gpu2SshKey"] = {"secure": "v1:abc"}
+    stack.write_text(yaml.safe_dump(document))
+    done = _cli("validate", str(stack))
+    assert done.stdout == f"{stack}: ok\n"
+
+
+def test_validate_reports_every_field_error_hints_quoted_numbers_and_says_more_may_follow(tmp_path):
+    document = yaml.safe_load(fixture_file("local").read_text())
+    cluster = document["config"]["gpu-cluster:cluster"]
+    cluster["web_app"]["host_port"] = "7000"
+    cluster["nodes"][1]["nat_adress"] = cluster["nodes"][1].pop("nat_address")
+    cluster["slurm"]["partitions"][0]["max_time"] = 3600  # what YAML 1.1 makes of 1:00:00
+    cluster["nodes"][2]["nat_address"] = "10.42.4.4"  # a rule across fields: reported after the others
+    broken = tmp_path / "Pulumi.broken.yaml"
+    broken.write_text(yaml.safe_dump(document))
+    done = _cli("validate", str(broken))
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "  - cluster.nodes[1].nat_adress: Extra inputs are not permitted" in lines
+    assert "  - cluster.web_app.host_port: Input should be a valid integer" in lines
+    assert "  - cluster.web_app.host_port: '7000' is quoted, so YAML reads text: write 7000 without quotes" in lines
+    assert any(line.startswith("  - cluster.slurm.partitions[0].max_time: YAML read a number (3600)") for line in lines)
+    assert lines[-1].endswith("are checked once these are fixed: more may follow)")
+
+
+def test_a_missing_file_is_named(tmp_path):
+    done = _cli("validate", str(tmp_path / "Pulumi.none.yaml"))
+    assert done.returncode == 1 and done.stdout == f"{tmp_path / 'Pulumi.none.yaml'}: no such file\n"
+
+
+@pytest.mark.parametrize("name", ["Lab", "my-lab", "verylongname123", "1lab"])
+def test_new_site_refuses_a_bad_name_in_words(name):
+    done = _cli("new-site", name, "--out", "-")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"error: {name!r} is not a cluster name: lower-case letters and digits, starting with a letter,"
+        " at most 10 characters (no dash, no capitals)\n"
+    )
+
+
+def test_new_site_refuses_no_nodes_and_a_bad_subnet_without_a_traceback():
+    done = _cli("new-site", "lab", "--nodes", "0", "--out", "-")
+    assert done.returncode == 2 and done.stderr == "error: --nodes 0: a site has at least one node\n"
+    done = _cli("new-site", "lab", "--subnet", "10.500", "--out", "-")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "cluster.nodes[0].nat_address: Input is not a valid IPv4 address" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["review.render", "nosuch", "OUT"], "stacks/Pulumi.nosuch.yaml: no such file"),
+        (["review.diff", "local", "--base", "nosuchref"], "`git archive --format=tar nosuchref` failed: fatal:"),
+        (["review.summary", "local", "--out", "OUT", "--diff", "/nonexistent"], "error: /nonexistent: no such file"),
+    ],
+)
+def test_the_review_tools_name_a_users_mistake_without_a_traceback(tmp_path, argv, message):
+    argv = [str(tmp_path / "out") if arg == "OUT" else arg for arg in argv]
+    done = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert message in done.stderr

@@ -15,8 +15,8 @@ from pulumi.automation.events import (
 )
 
 from review.preview import run_preview
-from review.program import run_program, stack_config
 from review.summary import MARKER, Collector, comment, read_event_log, summarize
+from tests.harness.program_harness import run_program, stack_config
 
 PARENTS: dict[str, str] = {}
 

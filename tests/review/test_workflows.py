@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from review.matrix import MatrixError, deploy_matrix, preview_matrix
-from review.post import post_comments, read_comments, set_labels
+from review.matrix import DEPLOY, MatrixError, deploy_matrix, preview_matrix
+from review.post import FORK_BANNER, post_comments, read_comments, set_labels
 from review.program import ROOT
 from review.summary import MARKER
 
@@ -57,8 +57,8 @@ def test_permissions_are_minimal(path):
     document = _load(path.name)
     assert document["permissions"] == {"contents": "read"}
     allowed = {
-        ("review.yml", "preview"): {"contents": "read", "pull-requests": "write", "id-token": "write"},
-        ("review.yml", "labels"): {"contents": "read", "pull-requests": "write"},
+        ("review.yml", "preview"): {"contents": "read", "id-token": "write"},
+        ("review.yml", "comment"): {"contents": "read", "pull-requests": "write"},
         ("review-post.yml", "post"): {"contents": "read", "actions": "read", "pull-requests": "write"},
         ("deploy.yml", "deploy"): {"contents": "read", "id-token": "write"},
     }
@@ -86,7 +86,7 @@ def test_no_workflow_runs_pull_request_code_with_privileges():
 def test_fork_guard_splits_preview_and_render():
     jobs = _load("review.yml")["jobs"]
     same_repo = "github.event.pull_request.head.repo.full_name == github.repository"
-    assert jobs["preview"]["if"] == same_repo
+    assert jobs["preview"]["if"].startswith(same_repo + " &&")
     assert jobs["render"]["if"] == same_repo.replace("==", "!=")
     assert jobs["preview"]["environment"] == "preview"
     render = yaml.safe_dump(jobs["render"])
@@ -104,12 +104,15 @@ def test_preview_uses_pulumi_actions_read_only_credentials_and_the_backend_varia
     assert jobs["preview"]["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
     assert jobs["preview"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.stacks) }}"
     run = " ".join(s.get("run", "") for s in steps)
-    assert "review.diff" in run and "review.preview" in run and "review.post" in run
+    assert "review.diff" in run and "review.preview" in run and "review.post" not in run
 
 
-def test_the_preview_matrix_covers_every_stack_file():
-    files = sorted(p.name for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
-    assert [f"Pulumi.{s}.yaml" for s in preview_matrix()["stack"]] == files
+def test_previews_are_opt_in_per_stack(tmp_path):
+    opted = sorted(stack for stack, options in yaml.safe_load(DEPLOY.read_text()).items() if options.get("preview"))
+    assert preview_matrix()["stack"] == opted and "e2e" not in opted
+    # A new site's file is not previewed until it opts in.
+    root = _repo_with(tmp_path, {"local": {"preview": True}, "k8s": {"deploy": False}})
+    assert preview_matrix(root) == {"stack": ["local"]}
     step = next(s for _, s in _steps(_load("review.yml")) if s.get("id") == "stacks")
     assert "python -m review.matrix preview" in step["run"]
     done = subprocess.run([sys.executable, "-m", "review.matrix", "preview"], cwd=ROOT, capture_output=True, text=True)
@@ -128,9 +131,10 @@ def test_deploy_is_opt_in_and_names_its_runner(tmp_path):
     assert deploy_matrix() == {"include": []} or all(e["runner"] for e in deploy_matrix()["include"])
     root = _repo_with(
         tmp_path,
-        {"local": {"deploy": True, "runner": ["self-hosted", "gpucluster-local"]}, "k8s": {"deploy": False}},
+        {"local": {"deploy": True, "runner": ["self-hosted", "gpucluster-deploy-local"]}, "k8s": {"deploy": False}},
     )
-    assert deploy_matrix(root) == {"include": [{"stack": "local", "runner": ["self-hosted", "gpucluster-local"]}]}
+    expected = {"include": [{"stack": "local", "runner": ["self-hosted", "gpucluster-deploy-local"]}]}
+    assert deploy_matrix(root) == expected
     deploy = _load("deploy.yml")["jobs"]["deploy"]
     assert deploy["runs-on"] == "${{ matrix.runner }}"
     assert deploy["environment"] == "deploy-${{ matrix.stack }}"
@@ -142,6 +146,10 @@ def test_deploy_is_opt_in_and_names_its_runner(tmp_path):
         ({"local": {"deploy": True, "runner": "ubuntu-latest"}}, "local.runner: ['ubuntu-latest'] is a GitHub-hosted"),
         ({"local": {"deploy": True}}, "local.runner: a deployed stack names its runner"),
         ({"nowhere": {"deploy": True, "runner": "x"}}, "nowhere: no stacks/Pulumi.nowhere.yaml"),
+        (
+            {"local": {"deploy": True, "runner": ["self-hosted", "gpucluster-local"]}},
+            "local.runner: ['self-hosted', 'gpucluster-local'] has no label of its own for deploys",
+        ),
     ],
 )
 def test_a_local_stack_is_never_applied_on_a_hosted_runner(tmp_path, settings, message):
@@ -211,3 +219,88 @@ def test_labels_come_from_every_stack_at_once(per_stack, before, after):
     github = _FakeGitHub([], before)
     set_labels(github, 1, {stack: ("", labels) for stack, labels in per_stack.items()})
     assert github.labels == after
+
+
+# ---- credentials, runners and fork comments ----
+
+
+def test_the_preview_job_has_credentials_but_no_write_token_and_the_comment_job_the_reverse():
+    jobs = _load("review.yml")["jobs"]
+    preview, comment = yaml.safe_dump(jobs["preview"]), yaml.safe_dump(jobs["comment"])
+    assert "secrets.PULUMI_CONFIG_PASSPHRASE" in preview and jobs["preview"]["environment"] == "preview"
+    assert "pull-requests" not in jobs["preview"]["permissions"] and "github.token" not in preview
+    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in jobs["preview"]["steps"])
+    assert jobs["comment"]["needs"] == "preview" and jobs["comment"]["permissions"]["pull-requests"] == "write"
+    assert "secrets." not in comment and "environment" not in jobs["comment"] and "id-token" not in comment
+    assert "review.post" in " ".join(s.get("run", "") for s in jobs["comment"]["steps"])
+
+
+def test_only_deploy_runs_on_a_self_hosted_runner_and_only_for_a_push_to_main():
+    for path in WORKFLOWS:
+        for name, job in _load(path.name)["jobs"].items():
+            if (path.name, name) != ("deploy.yml", "deploy"):
+                assert job["runs-on"] == "ubuntu-latest", (path.name, name)
+    deploy = _load("deploy.yml")
+    assert list(deploy["on"]) == ["push"] and deploy["on"]["push"]["branches"] == ["main"]
+    condition = deploy["jobs"]["deploy"]["if"]
+    assert "github.event_name == 'push' && github.ref == 'refs/heads/main'" in condition
+    for options in yaml.safe_load(DEPLOY.read_text()).values():
+        runner = options.get("runner") or []
+        if "self-hosted" in runner:
+            assert any(label.startswith("gpucluster-deploy-") for label in runner), runner
+
+
+def test_the_cli_in_ci_is_the_one_up_sh_pins():
+    pinned = re.search(r"^VERSION=(\S+)$", (ROOT / "tools" / "pulumi-cli.sh").read_text(), re.M).group(1)
+    found = 0
+    for path in WORKFLOWS:
+        document = _load(path.name)
+        for job in document["jobs"].values():
+            steps = job.get("steps", [])
+            for step in steps:
+                if step.get("uses", "").startswith("pulumi/actions@"):
+                    found += 1
+                    assert step["with"]["pulumi-version"] == "${{ steps.cli.outputs.version }}"
+                    cli = next(s for s in steps if s.get("id") == "cli")
+                    out = subprocess.run(
+                        ["bash", "-c", cli["run"].replace('>> "$GITHUB_OUTPUT"', "")],
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                    )
+                    assert out.stdout.strip() == f"version={pinned}"
+    assert found == 2
+
+
+def test_the_hosted_tests_job_runs_the_unprivileged_selection():
+    job = _load("review.yml")["jobs"]["tests"]
+    assert job["container"] == "debian:12"  # a plain container: no --privileged, no added capabilities
+    run = " ".join(s.get("run", "") for s in job["steps"])
+    assert '-m "not e2e and not privileged"' in run
+    markers = (ROOT / "pyproject.toml").read_text()
+    assert '"privileged: ' in markers and '"e2e: ' in markers
+
+
+def test_fork_comments_are_marked_and_the_branch_is_no_part_of_a_url(tmp_path):
+    run = " ".join(step.get("run", "") for _, step in _steps(_load("review-post.yml")))
+    assert "--from-fork" in run
+    api = re.search(r"gh api ([^|]*?)--jq", run).group(1)
+    assert "?" not in api and "$HEAD_BRANCH" not in api.split()[2]
+    assert '-f "head=$HEAD_OWNER:$HEAD_BRANCH"' in api
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "comment.md").write_text("### `local`: no changes\n")
+    body, _ = read_comments(tmp_path, fork=True)["local"]
+    assert body == f"{MARKER.format(stack='local')}\n{FORK_BANNER}\n### `local`: no changes\n"
+    body, _ = read_comments(tmp_path)["local"]
+    assert FORK_BANNER not in body
+
+
+def test_the_readme_says_what_each_stack_needs_before_it_is_previewed():
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("What each stack needs before it opts in to previews") :]
+    table = table[: table.index("\n\n", table.index("| stack | needs |"))]
+    named = set(re.findall(r"`(\w+)`", " ".join(line.split("|")[1] for line in table.splitlines() if "|" in line)))
+    assert set(yaml.safe_load(DEPLOY.read_text())) <= named
+    for secret in ("gpu2SshKey", "awsSshKey", "AWS_PREVIEW_ROLE_ARN"):
+        assert secret in table
+    assert "What the preview credentials can do" in readme and "The deploy runner" in readme

@@ -208,11 +208,13 @@ def node(tmp_path):
     return devices, conf, state, check
 
 
+@pytest.mark.privileged  # stand-in GPU device nodes (mknod)
 def test_stand_in_gpus_pass(node):
     _, _, _, check = node
     assert check() == (0, "", [])
 
 
+@pytest.mark.privileged  # stand-in GPU device nodes (mknod)
 def test_a_missing_device_drains_the_node_once(node):
     devices, _, state, check = node
     (devices / "nvidia1").unlink()
@@ -224,6 +226,7 @@ def test_a_missing_device_drains_the_node_once(node):
     assert check()[2] == [], "drained again with the same reason"
 
 
+@pytest.mark.privileged  # stand-in GPU device nodes (mknod)
 def test_a_device_with_other_numbers_or_a_wrong_gres_count_fails(node):
     devices, _, state, check = node
     (devices / "nvidia1").unlink()
@@ -236,6 +239,7 @@ def test_a_device_with_other_numbers_or_a_wrong_gres_count_fails(node):
     assert len(updates) == 1 and "State=DRAIN" in updates[0]
 
 
+@pytest.mark.privileged  # stand-in GPU device nodes (mknod)
 def test_a_device_that_is_not_a_character_device_fails(node):
     devices, _, _, check = node
     (devices / "nvidia0").unlink()
@@ -244,12 +248,14 @@ def test_a_device_that_is_not_a_character_device_fails(node):
     assert code == 1 and f"{devices}/nvidia0 is not a character device" in stderr
 
 
+@pytest.mark.privileged  # stand-in GPU device nodes (mknod)
 def test_a_node_this_check_drained_is_resumed_when_healthy(node):
     _, _, state, check = node
     state.write_text("drained|gpu:2|gpu-health: /dev/nvidia1 missing\n")
     assert check() == (0, "c001: GPUs healthy again, resuming\n", ["scontrol update NodeName=c001 State=RESUME"])
 
 
+@pytest.mark.privileged  # stand-in GPU device nodes (mknod)
 def test_someone_elses_drain_is_left_alone(node):
     devices, _, state, check = node
     state.write_text("drained|gpu:2|maintenance by the admin\n")

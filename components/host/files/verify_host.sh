@@ -156,6 +156,9 @@ fi
 if [ "$drift" = 0 ]; then
   echo "no drift: cluster $CLUSTER is on this host as its config says"
 else
-  echo "drift: cluster $CLUSTER differs from its config (see the lines above); 'pulumi up' converges it"
+  # `pulumi up` would not repair it: with unchanged inputs pulumi-command runs no script again.
+  echo "drift: cluster $CLUSTER differs from its config (see the lines above)."
+  echo "  bridges, rules, routes, daemons, containers: run the boot script, /bin/bash $CLUSTER_DIR/boot.sh $CLUSTER_DIR/host-state.env (stack output boot_command)"
+  echo "  a damaged node container or image: ./up.sh STACK --replace URN (./pulumi.sh stack --show-urns --stack STACK lists them); see the README, Drift"
 fi
 exit "$drift"
