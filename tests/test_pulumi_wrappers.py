@@ -132,6 +132,16 @@ def test_the_pin_is_a_version_and_a_sha256_of_the_release_tarball():
     assert "NOT verified on the machines" in text
 
 
+def test_the_sdk_and_the_command_plugin_are_pinned_with_the_cli():
+    """One engine version everywhere: the SDK in requirements.txt is the CLI's version, and the
+    pulumi-command package is the version of the provider plugin the engine tests load."""
+    from tests.harness.engine import COMMAND_PLUGIN
+
+    requirements = (ROOT / "requirements.txt").read_text()
+    assert re.search(rf"^pulumi=={re.escape(PINNED)}\b", requirements, re.M), "requirements.txt pins another SDK"
+    assert re.search(rf"^pulumi-command=={re.escape(COMMAND_PLUGIN)}\b", requirements, re.M)
+
+
 def test_install_unpacks_a_tarball_whose_sha256_matches(tmp_path):
     good = tmp_path / TARBALL
     digest = fake_tarball(good, tmp_path / "calls.jsonl")
