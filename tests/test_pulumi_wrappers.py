@@ -1,7 +1,7 @@
 """The newcomer's path: ./up.sh, ./pulumi.sh, ./down.sh and the pinned CLI (tools/pulumi-cli.sh).
 
 The scripts run for real in a copy of the project, with a stand-in `pulumi` on PATH that
-records its arguments and environment; the README's commands are run as written. Nothing
+records its arguments and environment; the commands of the README and docs/ are run as written. Nothing
 here reaches the network: downloads go to a closed local port or to fake tarballs.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.docs import bash_lines, doc_files
 from tests.harness.program_harness import ROOT
 
 INSTALLER = ROOT / "tools" / "pulumi-cli.sh"
@@ -342,14 +343,17 @@ def test_down_needs_a_stack(tmp_path):
     assert project.calls() == []
 
 
-# ---- the README's commands, as written ----
+# ---- the commands of the README and docs/, as written ----
 
 
 def readme_commands() -> list[str]:
-    """Lines of the README's bash blocks that run the project's up/pulumi/down scripts."""
-    blocks = re.findall(r"^```bash\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+    """Lines of the bash blocks of the README and docs/**/*.md that run the project's
+    up/pulumi/down scripts."""
     return [
-        line.strip() for block in blocks for line in block.splitlines() if re.match(r"\./(up|pulumi|down)\.sh\b", line)
+        line.strip()
+        for path in doc_files()
+        for line in bash_lines(path.read_text())
+        if re.match(r"\./(up|pulumi|down)\.sh\b", line)
     ]
 
 
@@ -369,6 +373,7 @@ def test_the_readme_shows_up_outputs_and_teardown():
     assert ["./up.sh", "local"] in commands
     assert any(c[:3] == ["./pulumi.sh", "stack", "output"] for c in commands)
     assert ["./down.sh", "local"] in commands and ["./down.sh", "local", "--yes"] in commands
+    assert ["./up.sh", "nogpu"] in commands and ["./down.sh", "nogpu"] in commands  # docs/no-gpu.md
     for command in commands:
         if command[0] in ("./up.sh", "./down.sh") and len(command) > 1:
             assert (ROOT / "stacks" / f"Pulumi.{command[1]}.yaml").exists(), command

@@ -165,8 +165,8 @@ def test_cost_of_two_g5_xlarge(run):
     cost = run.outputs["cost"]
     assert cost["instances"] == {"g5.xlarge": {"count": 2, "hourly_usd": PRICES["us-east-1"]["g5.xlarge"]}}
     assert cost["hourly_usd"] == 2.012 and cost["monthly_usd"] == round(2.012 * HOURS_PER_MONTH, 2) == 1468.76
-    readme = (ROOT / "README.md").read_text()
-    assert '"hourly_usd": 2.012' in readme and '"monthly_usd": 1468.76' in readme
+    doc = (ROOT / "docs" / "ec2.md").read_text()
+    assert '"hourly_usd": 2.012' in doc and '"monthly_usd": 1468.76' in doc
 
 
 def test_a_price_override_wins():

@@ -1,25 +1,21 @@
-"""What the README and ./verify.sh tell a user to run after a reboot or on drift is what
+"""What the docs (docs/reboot-and-drift.md) and ./verify.sh tell a user to run after a reboot or on drift is what
 really brings a host back: the boot unit's bring-up script, or a replace; never a plain or
 refreshed `pulumi up`, which runs no script again when the inputs are unchanged."""
-
-import re
 
 from components.config import ClusterConfig
 from components.host.boot_unit import render_boot_unit
 from components.stack_config import parse_stack_config
+from tests.harness.docs import DOCS, bash_lines, doc_files
 from tests.harness.program_harness import ROOT, run_program, stack_config
 
 VERIFY_HOST = ROOT / "components" / "host" / "files" / "verify_host.sh"
 
 
-def bash_lines(text: str) -> list[str]:
-    return [line for block in re.findall(r"^```bash\n(.*?)^```", text, re.M | re.S) for line in block.splitlines()]
-
-
 def test_no_command_claims_pulumi_up_repairs_a_host():
-    readme = (ROOT / "README.md").read_text()
-    assert not [line for line in bash_lines(readme) if "--refresh" in line]
-    assert "converges the host back" not in readme
+    for path in doc_files():
+        text = path.read_text()
+        assert not [line for line in bash_lines(text) if "--refresh" in line], path
+        assert "converges the host back" not in text, path
     assert "converges it" not in VERIFY_HOST.read_text()
 
 
@@ -34,7 +30,7 @@ def test_the_drift_message_runs_the_boot_units_own_command():
     assert "./up.sh STACK --replace URN" in message
 
 
-def test_the_readme_names_the_repairs_that_work():
-    readme = (ROOT / "README.md").read_text()
-    assert "./up.sh STACK --replace URN" in readme and "boot_command" in readme
-    assert "Neither\n`pulumi up` nor `pulumi up --refresh` repairs drift" in readme
+def test_the_docs_name_the_repairs_that_work():
+    doc = (DOCS / "reboot-and-drift.md").read_text()
+    assert "./up.sh STACK --replace URN" in doc and "boot_command" in doc
+    assert "Neither\n`pulumi up` nor `pulumi up --refresh` repairs drift" in doc

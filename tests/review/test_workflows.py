@@ -295,12 +295,12 @@ def test_fork_comments_are_marked_and_the_branch_is_no_part_of_a_url(tmp_path):
     assert FORK_BANNER not in body
 
 
-def test_the_readme_says_what_each_stack_needs_before_it_is_previewed():
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("What each stack needs before it opts in to previews") :]
+def test_the_docs_say_what_each_stack_needs_before_it_is_previewed():
+    doc = (ROOT / "docs" / "previews.md").read_text()
+    table = doc[doc.index("What each stack needs before it opts in to previews") :]
     table = table[: table.index("\n\n", table.index("| stack | needs |"))]
     named = set(re.findall(r"`(\w+)`", " ".join(line.split("|")[1] for line in table.splitlines() if "|" in line)))
     assert set(yaml.safe_load(DEPLOY.read_text())) <= named
     for secret in ("gpu2SshKey", "awsSshKey", "AWS_PREVIEW_ROLE_ARN"):
         assert secret in table
-    assert "What the preview credentials can do" in readme and "The deploy runner" in readme
+    assert "What the preview credentials can do" in doc and "The deploy runner" in doc
