@@ -49,7 +49,7 @@ def settings(root: Path = ROOT) -> dict[str, dict]:
 
 def preview_matrix(root: Path = ROOT) -> dict:
     """The stacks whose pull requests get `pulumi preview`: each needs its stack in the backend
-    and its secrets there (README "Reviewing changes")."""
+    and its secrets there (docs/previews.md)."""
     return {"stack": sorted(stack for stack, options in settings(root).items() if options.get("preview"))}
 
 

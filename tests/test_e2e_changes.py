@@ -1,4 +1,4 @@
-"""End-to-end: every row of the README's change table, applied to a running cluster.
+"""End-to-end: every row of the change table (docs/changes.md), applied to a running cluster.
 
 One cluster (the `e2e` stack) is brought up once, then each change is applied as `pulumi up`
 would apply it (tests/harness/command_executor.py keeps the state between updates, so update
