@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.command_executor import State, StateEntry, host_commands, plan
+from tests.harness.command_executor import State, StateEntry, _replaced_with, host_commands, plan
 from tests.harness.e2e_teardown import STACK, e2e_config, teardown
 from tests.harness.engine import Engine, ready
 from tests.harness.program_harness import run_program
@@ -36,6 +36,22 @@ def harness_actions(old_config: dict | None, new_config: dict) -> dict[str, str]
     new = [c.goal(state.resources[c.urn].command if c.urn in state.resources else None) for c in new]
     names = {c.urn: c.name for c in old} | {c.urn: c.name for c in new}
     return {names[urn]: action for urn, action in plan(state, new).items()}
+
+
+def harness_deletes_first(old_config: dict, new_config: dict) -> set[str]:
+    """The replaced commands whose old copy the harness deletes before it creates the new one:
+    those with delete_before_replace, and those replaced with one of them (replace_with)."""
+    old = host_commands(run_program(old_config, stack=STACK))
+    new = host_commands(run_program(new_config, stack=STACK))
+    state = State({c.urn: StateEntry(c) for c in old})
+    new = [c.goal(state.resources[c.urn].command if c.urn in state.resources else None) for c in new]
+    actions = plan(state, new)
+    first: set[str] = set()
+    for command in new:
+        if actions[command.urn] == "replace" and command.delete_before_replace:
+            first |= {command.urn} | _replaced_with(command.urn, new, actions)
+    names = {c.urn: c.name for c in new}
+    return {names[urn] for urn in first}
 
 
 def changed(actions: dict[str, str]) -> dict[str, str]:
@@ -61,8 +77,13 @@ def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged
         seconds = time.monotonic() - started
         ran, planned = changed(update.actions()), changed(harness_actions(old, new))
         rows.append((what, ran, planned))
+        steps = [f"{op} {name}" for op, name in update.steps() if op != "same"]
         report.append(f"## {what}: {seconds:.1f} s\n" + "\n".join(update.output.splitlines()[-12:]))
+        report.append("engine steps, in order: " + ", ".join(steps))
         assert ran == planned, f"{what}: the engine did {ran}, the harness plans {planned}"
+        if old is not None:
+            first = update.deleted_first()
+            assert first == harness_deletes_first(old, new), (what, first, steps)
         return update.actions()
 
     config = e2e_config("container")

@@ -97,6 +97,18 @@ class Update:
                 actions[name] = action
         return actions
 
+    def deleted_first(self) -> set[str]:
+        """The replaced command resources whose old copy the engine deleted before it created
+        the new one (delete-before-replace, or replaced along with such a resource)."""
+        order = self.steps()
+        return {
+            name
+            for op, name in order
+            if op == "delete-replaced"
+            and ("create-replacement", name) in order
+            and order.index((op, name)) < order.index(("create-replacement", name))
+        }
+
 
 class Engine:
     def __init__(self, workdir: Path, stack: str, revision: str | None = None):
