@@ -2,13 +2,15 @@
 # Remove what destroy deliberately kept: /var/cache/gpucluster/CLUSTER (the built node image,
 # node-image-KEY, the list of packages a cluster installed and left installed, and the dump
 # of its accounting database).
-# Usage: ./purge-kept.sh CLUSTER | --all
+# Usage: ./purge-kept.sh CLUSTER | --all | --cli
+#   --cli: the Pulumi CLIs built from Go modules (tools/pulumi-cli.sh purge).
 # Packages themselves are never removed here: `apt-get remove` of them is the operator's call.
 set -euo pipefail
 keep_dir=/var/cache/gpucluster
 case "${1-}" in
+  --cli) exec "$(dirname "$0")/tools/pulumi-cli.sh" purge ;;
   --all) targets=("$keep_dir") ;;
-  "" | -*) echo "usage: $0 CLUSTER | --all" >&2; exit 2 ;;
+  "" | -*) echo "usage: $0 CLUSTER | --all | --cli" >&2; exit 2 ;;
   *) [[ "$1" =~ ^[a-z][a-z0-9]{0,9}$ ]] || { echo "not a cluster name: $1" >&2; exit 2; }
      targets=("$keep_dir/$1") ;;
 esac
