@@ -134,12 +134,27 @@ class _Mocks(pulumi.runtime.Mocks):
 
 
 class _RecordingMonitor(MockMonitor):
-    def __init__(self, run: ProgramRun):
+    def __init__(self, run: ProgramRun, stack: str):
         super().__init__(_Mocks())
         self.run = run
+        self.stack = stack
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        # The stack's own names, not the runtime settings': some SDK versions call the monitor
+        # from a thread that does not see them, and URNs must match the ones the SDK computes
+        # for aliases.
+        if parent:
+            type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
+        return "urn:pulumi:" + "::".join([self.stack, PROJECT, type_, name])
+
+    # Without alias specs the SDK resolves every alias to a full URN itself. SDKs ask for the
+    # monitor's features one by one (SupportsFeature) or all at once (GetDeploymentInfo).
+    def SupportsFeature(self, request):  # noqa: N802 (gRPC method name)
+        if request.id == "aliasSpecs":
+            return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
+        return super().SupportsFeature(request)
 
     def GetDeploymentInfo(self, request):  # noqa: N802 (gRPC method name)
-        # Without alias specs the SDK resolves every alias to a full URN itself.
         info = super().GetDeploymentInfo(request)
         features = [f for f in info.supportedFeatures if f != resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS]
         return resource_pb2.DeploymentInfo(supportedFeatures=features)
@@ -199,7 +214,8 @@ def run_program(
     `config`, plus secret config values (`pulumi config set --secret KEY`) in `secrets`."""
     run = ProgramRun()
     set_root_resource(None)
-    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(run))
+    monitor = _RecordingMonitor(run, stack)
+    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
     secrets = secrets or {}
     pulumi.runtime.set_all_config(
         {f"{PROJECT}:{key}": json.dumps(value) for key, value in config.items()}
