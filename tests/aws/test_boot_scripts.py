@@ -44,17 +44,17 @@ def mount_volume(tmp_path: Path, blkid: str, device_exists: bool = True, runs: i
     return done, calls, fstab.read_text().splitlines() if fstab.exists() else []
 
 
-NEW_UUID = 'case "$*" in *TYPE*) exit 2;; *UUID*) echo 1111-new;; esac'
-EXT4 = 'case "$*" in *TYPE*) echo ext4;; *UUID*) echo 2222-kept;; esac'
+BLANK = 'case "$*" in *TYPE*) exit 2;; esac'
+EXT4 = 'case "$*" in *TYPE*) echo ext4;; esac'
 
 
 def test_a_blank_volume_is_formatted_then_mounted_and_bound_over_the_state_directories(tmp_path):
-    done, calls, fstab = mount_volume(tmp_path, NEW_UUID)
+    done, calls, fstab = mount_volume(tmp_path, BLANK)
     assert done.returncode == 0, done.stderr
     device = str(tmp_path / "nvme1n1")
     assert f"mkfs.ext4 -q -L gpucluster-state {device}" in calls
     assert fstab == [
-        f"UUID=1111-new {MOUNT} ext4 defaults,nofail 0 2",
+        f"{device} {MOUNT} ext4 defaults,nofail 0 2",
         *(f"{MOUNT}{d} {d} none bind,nofail,x-systemd.requires-mounts-for={MOUNT} 0 0" for d in DIRECTORIES),
     ]
     mounts = [c for c in calls if c.startswith("mount ")]
@@ -65,7 +65,7 @@ def test_an_existing_filesystem_is_mounted_never_formatted(tmp_path):
     done, calls, fstab = mount_volume(tmp_path, EXT4)
     assert done.returncode == 0, done.stderr
     assert not [c for c in calls if c.startswith("mkfs")]
-    assert fstab[0] == f"UUID=2222-kept {MOUNT} ext4 defaults,nofail 0 2"
+    assert fstab[0] == f"{tmp_path / 'nvme1n1'} {MOUNT} ext4 defaults,nofail 0 2"
 
 
 def test_every_boot_adds_nothing_twice(tmp_path):
@@ -89,7 +89,7 @@ def test_anything_but_a_blank_volume_or_ext4_stops_without_formatting(tmp_path, 
 
 
 def test_a_volume_never_attached_fails_the_boot_command(tmp_path):
-    done, calls, _ = mount_volume(tmp_path, NEW_UUID, device_exists=False)
+    done, calls, _ = mount_volume(tmp_path, BLANK, device_exists=False)
     assert done.returncode == 1 and "was not attached" in done.stderr
     assert not [c for c in calls if c.startswith(("blkid", "mkfs", "mount"))]
 

@@ -38,7 +38,6 @@ elif [ "$kind" != ext4 ]; then
   echo "gpucluster: $device holds $kind, not ext4: left alone" >&2
   exit 1
 fi
-uuid=$(blkid -p -o value -s UUID "$device")
 
 add_line() {
   grep -qxF "$1" "$fstab" 2>/dev/null || printf '%s\n' "$1" >>"$fstab"
@@ -47,7 +46,8 @@ mount_once() {
   mountpoint -q "$1" || mount -T "$fstab" "$1"
 }
 
-add_line "UUID=$uuid $mount_point ext4 defaults,nofail 0 2"
+# The device's name is stable (the volume's id, or the name it was attached as).
+add_line "$device $mount_point ext4 defaults,nofail 0 2"
 mkdir -p "$mount_point"
 mount_once "$mount_point"
 for dir in "$@"; do
