@@ -127,6 +127,9 @@ class _Mocks(pulumi.runtime.Mocks):
         return [f"{args.name}-id", state]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            # An existing subnet: its zone is what the lookup adds.
+            return {"id": args.args.get("id"), "availabilityZone": "us-east-1c"}
         return {}
 
 

@@ -132,6 +132,14 @@ def test_the_state_volume_outlives_the_instance_in_the_subnets_zone(before):
         assert "nvme-Amazon_Elastic_Block_Store_" + f"{volume.name}-id".replace("-", "") in user_data
 
 
+def test_in_an_existing_vpc_the_volume_is_made_in_the_subnets_zone():
+    existing = {"vpc_id": "vpc-0a1b2c3d", "subnet_id": "subnet-0a1b2c3d", "subnet_cidr": "10.80.1.0/24",
+                "route_table_id": "rtb-0a1b2c3d"}  # fmt: skip
+    run = ec2(lambda c: c["aws"].update(vpc=existing))
+    assert run.by_name("cloud-cloud1-ec2-state").inputs["availabilityZone"] == "us-east-1c"  # the lookup's answer
+    assert run.by_name("cloud-cloud1-ec2-instance").inputs["subnetId"] == "subnet-0a1b2c3d"
+
+
 def test_the_state_volume_size_is_per_host():
     run = ec2(lambda c: c["hosts"][0]["connection"].update(state_volume_gib=500))
     assert run.by_name("cloud-cloud1-ec2-state").inputs["size"] == 500
