@@ -6,8 +6,10 @@ aws_cli=${AWS_CLI:-aws}
 PATH=$PATH:${HOME:-/root}/.local/bin
 command -v "$aws_cli" >/dev/null || die "the aws CLI is needed to read the instance's host key from its console"
 
+# cloud-init prints the public keys between a BEGIN and an END line of $block.
+block="SSH HOST KEY KEYS"
 host_key() {
-  tr -d '\r' | sed -n '/^-----BEGIN SSH HOST KEY KEYS-----/,/^-----END SSH HOST KEY KEYS-----/p' |
+  tr -d '\r' | sed -n "/^-----BEGIN $block-----/,/^-----END $block-----/p" |
     awk -v type="$KEY_TYPE" '$1 == type && !found { print $1, $2; found = 1 }'
 }
 
