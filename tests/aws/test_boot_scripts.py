@@ -15,14 +15,18 @@ MOUNT = "/var/lib/gpucluster-volume"
 DIRECTORIES = ["/var/lib/gpucluster", "/var/lib/lxc", "/srv/gpucluster/cloud/shared"]
 
 
-def stand_ins(bin_dir: Path, log: Path, blkid: str) -> None:
-    """blkid answering with `blkid` (shell text), and mkfs/mount/mountpoint that log their calls."""
+def stand_ins(bin_dir: Path, log: Path, blkid: str, mount_fails: bool = False) -> None:
+    """blkid answering with `blkid` (shell text), mkfs and mount that log their calls, and a
+    mountpoint that knows what mount mounted (`mount_fails`: the volume's mount does nothing)."""
     bin_dir.mkdir()
+    mounted = bin_dir.parent / "mounted"
+    record = "true" if mount_fails else f'for last; do :; done; echo "$last" >>{mounted}'
     tools = {
         "blkid": f'echo "blkid $*" >>{log}\n{blkid}',
         "mkfs.ext4": f'echo "mkfs.ext4 $*" >>{log}',
-        "mount": f'echo "mount $*" >>{log}',
-        "mountpoint": "exit 1",  # nothing mounted yet
+        "mount": f'echo "mount $*" >>{log}\n'
+        + (f'[ "$1" = --bind ] && {{ for last; do :; done; echo "$last" >>{mounted}; exit 0; }}\n{record}'),
+        "mountpoint": f'grep -qxF "$2" {mounted} 2>/dev/null',
         "mkdir": f'echo "mkdir $*" >>{log}',
     }
     for name, body in tools.items():
@@ -30,10 +34,10 @@ def stand_ins(bin_dir: Path, log: Path, blkid: str) -> None:
         (bin_dir / name).chmod(0o755)
 
 
-def mount_volume(tmp_path: Path, blkid: str, device_exists: bool = True, runs: int = 1):
+def mount_volume(tmp_path: Path, blkid: str, device_exists: bool = True, runs: int = 1, mount_fails: bool = False):
     log, fstab, device = tmp_path / "log", tmp_path / "fstab", tmp_path / "nvme1n1"
     if not (tmp_path / "bin").exists():
-        stand_ins(tmp_path / "bin", log, blkid)
+        stand_ins(tmp_path / "bin", log, blkid, mount_fails)
     if device_exists:
         device.write_text("")
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "FSTAB": str(fstab), "WAIT_S": "1"}
@@ -53,12 +57,10 @@ def test_a_blank_volume_is_formatted_then_mounted_and_bound_over_the_state_direc
     assert done.returncode == 0, done.stderr
     device = str(tmp_path / "nvme1n1")
     assert f"mkfs.ext4 -q -L gpucluster-state {device}" in calls
-    assert fstab == [
-        f"{device} {MOUNT} ext4 defaults,nofail 0 2",
-        *(f"{MOUNT}{d} {d} none bind,nofail,x-systemd.requires-mounts-for={MOUNT} 0 0" for d in DIRECTORIES),
-    ]
+    # Only the volume in fstab: a bind there would cover the empty directory when it is missing.
+    assert fstab == [f"{device} {MOUNT} ext4 defaults,nofail 0 2"]
     mounts = [c for c in calls if c.startswith("mount ")]
-    assert mounts == [f"mount -T {tmp_path / 'fstab'} {path}" for path in [MOUNT, *DIRECTORIES]]
+    assert mounts == [f"mount -T {tmp_path / 'fstab'} {MOUNT}"] + [f"mount --bind {MOUNT}{d} {d}" for d in DIRECTORIES]
 
 
 def test_an_existing_filesystem_is_mounted_never_formatted(tmp_path):
@@ -69,9 +71,16 @@ def test_an_existing_filesystem_is_mounted_never_formatted(tmp_path):
 
 
 def test_every_boot_adds_nothing_twice(tmp_path):
-    done, _, fstab = mount_volume(tmp_path, EXT4, runs=3)
+    done, calls, fstab = mount_volume(tmp_path, EXT4, runs=3)
     assert done.returncode == 0, done.stderr
-    assert len(fstab) == 1 + len(DIRECTORIES) == len(set(fstab))
+    assert len(fstab) == 1
+    assert len([c for c in calls if c.startswith("mount ")]) == 1 + len(DIRECTORIES)  # mounted once
+
+
+def test_no_bind_over_the_state_directories_without_the_volume(tmp_path):
+    done, calls, _ = mount_volume(tmp_path, EXT4, mount_fails=True)
+    assert done.returncode == 1 and "the state volume is not mounted" in done.stderr, done.stderr
+    assert not [c for c in calls if "--bind" in c]
 
 
 @pytest.mark.parametrize(

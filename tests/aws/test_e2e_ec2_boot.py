@@ -137,7 +137,12 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
         assert sh("lxc-attach", "-n", CONTAINER, "--", "ls", "/etc/ssh/ssh_host_rsa_key", check=False).returncode != 0
         report.append(f"host key from the console: {pinned}")
         # The instance's public address, in the stand-in the container's on the test bridge.
-        commands = [replace(c, connection={**c.connection, "host": ADDRESS, "hostKey": pinned}) for c in commands]
+        # The key pinned, and the reader (run above, as the engine would) no longer waited for.
+        commands = [
+            replace(c, connection={**c.connection, "host": ADDRESS, "hostKey": pinned},
+                    dependencies=c.dependencies - {reader.urn})
+            for c in commands
+        ]  # fmt: skip
 
         timeline, actions = up(state, commands, timeout=180)
         assert set(actions.values()) == {"create"}

@@ -1,7 +1,8 @@
 # The state volume of an EC2 host, at every boot (cloud-init bootcmd, before sshd and the
 # host's commands): wait for the volume, give it a filesystem only if it has none (its first
 # boot), then mount it and bind its directories over the ones the cluster keeps state in.
-# The fstab lines it adds mount them early at later boots (before the cluster's boot unit).
+# cloud-init's init stage runs it before network-online.target, so before sshd and the
+# cluster's boot unit.
 # Arguments: MOUNT_POINT "DEVICE..." DIR... (DIRs parents first). FSTAB: /etc/fstab.
 set -eu
 mount_point=$1 devices=$2
@@ -39,20 +40,19 @@ elif [ "$kind" != ext4 ]; then
   exit 1
 fi
 
-add_line() {
-  grep -qxF "$1" "$fstab" 2>/dev/null || printf '%s\n' "$1" >>"$fstab"
-}
-mount_once() {
-  mountpoint -q "$1" || mount -T "$fstab" "$1"
-}
-
-# The device's name is stable (the volume's id, or the name it was attached as).
-add_line "$device $mount_point ext4 defaults,nofail 0 2"
+# The device's name is stable (the volume's id, or the name it was attached as): fstab mounts
+# it early at later boots. The binds are made here only, after the volume is surely mounted
+# (a bind in fstab would be mounted over the empty directory below when the volume is not).
+line="$device $mount_point ext4 defaults,nofail 0 2"
+grep -qxF "$line" "$fstab" 2>/dev/null || printf '%s\n' "$line" >>"$fstab"
 mkdir -p "$mount_point"
-mount_once "$mount_point"
+mountpoint -q "$mount_point" || mount -T "$fstab" "$mount_point"
+mountpoint -q "$mount_point" || {
+  echo "gpucluster: the state volume is not mounted at $mount_point" >&2
+  exit 1
+}
 for dir in "$@"; do
   kept=$mount_point$dir
   mkdir -p "$kept" "$dir"
-  add_line "$kept $dir none bind,nofail,x-systemd.requires-mounts-for=$mount_point 0 0"
-  mount_once "$dir"
+  mountpoint -q "$dir" || mount --bind "$kept" "$dir"
 done
