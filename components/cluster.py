@@ -93,7 +93,13 @@ class GpuCluster(pulumi.ComponentResource):
                 ec2 = Ec2Host(
                     f"{prefix}-ec2",
                     config.aws,
-                    InstanceSpec(config.name, host.connection, host.address, host.network.nat_bridge.subnet),
+                    InstanceSpec(
+                        config.name,
+                        host.connection,
+                        host.address,
+                        host.network.nat_bridge.subnet,
+                        (host.state_dir, host.shared_dir, host.lxc_dir),
+                    ),
                     self.ec2_site,
                     opts=child,
                 )

@@ -125,11 +125,17 @@ class _Mocks(pulumi.runtime.Mocks):
             state.setdefault("publicIp", f"198.51.100.{number}")
             state.setdefault("privateIp", args.inputs.get("privateIp"))
             state["primaryNetworkInterfaceId"] = f"eni-{seed.hexdigest(8)}"
+        if args.typ == "aws:ec2/eip:Eip":
+            state["publicIp"] = f"203.0.113.{seed.digest(1)[0]}"
+            state["allocationId"] = f"eipalloc-{seed.hexdigest(8)}"
         if args.typ == "aws:ec2/keyPair:KeyPair":
             state["keyName"] = args.name
         return [f"{args.name}-id", state]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            # An existing subnet: its zone is what the lookup adds.
+            return {"id": args.args.get("id"), "availabilityZone": "us-east-1c"}
         return {}
 
 

@@ -1,10 +1,10 @@
 """Typed config of the EC2 part of a stack: the account side (`cluster.aws`) and the
 connection of a host that is an EC2 instance (`hosts[].connection: {kind: ec2}`)."""
 
-from ipaddress import IPv4Network
-from typing import Literal
+from ipaddress import IPv4Network, collapse_addresses
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, field_validator, model_validator
 
 from components.config_types import StrictBool, StrictInt, StrictModel
 
@@ -13,33 +13,79 @@ PUBLIC_KEY_PATTERN = (
     r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}( [A-Za-z0-9@._-]{0,64})?$"
 )
 SECRET_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
+
+
+def _resource_id(prefix: str) -> str:
+    """AWS resource ids: the prefix and 8 (older) or 17 hexadecimal digits, nothing between."""
+    return rf"^{prefix}-([0-9a-f]{{8}}|[0-9a-f]{{17}})$"
+
+
+def _written_as_text(value: object) -> object:
+    # A network is written as text ("10.0.0.0/16"): a bare number would be taken as an address.
+    if isinstance(value, (str, IPv4Network)):
+        return value
+    raise ValueError("Input should be a network written as text, e.g. 10.0.0.0/16")
+
+
+Network = Annotated[IPv4Network, BeforeValidator(_written_as_text)]
+
+
+def _aws_block_size(network: IPv4Network) -> IPv4Network:
+    # AWS refuses VPCs and subnets smaller than /28 or larger than /16.
+    if not 16 <= network.prefixlen <= 28:
+        raise ValueError(f"AWS allows VPC and subnet sizes from /16 to /28, not {network}")
+    return network
+
+
+VpcBlock = Annotated[Network, AfterValidator(_aws_block_size)]
+Price = Annotated[float, Strict(), Field(gt=0, le=10000, description="USD per hour")]
 
 
 class SpotConfig(StrictModel):
-    """Run the instance on spot capacity. A spot stop and start is a reboot: the host's boot
-    unit brings the cluster's part back, as on any host."""
+    """Run the instance on spot capacity, as a one-time request: AWS ends the request with the
+    instance, so a destroy or a replacement leaves no open request that would launch untracked
+    instances. One-time spot capacity only terminates when AWS takes it back; the state volume
+    survives, and the next `pulumi up --refresh` makes the instance again."""
 
-    interruption: Literal["stop", "hibernate", "terminate"] = Field(
-        "stop", description="what AWS does when it takes the capacity back (stop: the disk stays)"
+    interruption: Literal["terminate"] = Field(
+        "terminate",
+        description="what AWS does when it takes the capacity back: terminate (stop and hibernate need a "
+        "persistent request, which outlives the instance)",
     )
     max_price: str | None = Field(
         None, pattern=r"^[0-9]{1,4}(\.[0-9]{1,6})?$", description="USD per hour; none: up to the on-demand price"
     )
+
+    @field_validator("max_price")
+    @classmethod
+    def _positive(cls, value: str | None) -> str | None:
+        if value is not None and float(value) <= 0:
+            raise ValueError(f"a spot max price must be above 0, not {value} (leave it out: up to the on-demand price)")
+        return value
 
 
 class Ec2Connection(StrictModel):
     """The host is an EC2 instance the program creates, reached over SSH (root, by key)."""
 
     kind: Literal["ec2"]
-    instance_type: str = Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", description="EC2 instance type, e.g. g5.xlarge")
+    instance_type: str = Field(pattern=INSTANCE_TYPE_PATTERN, description="EC2 instance type, e.g. g5.xlarge")
     private_key_secret: str = Field(
         pattern=SECRET_NAME_PATTERN,
         description="name of the stack's secret config key holding the private half of aws.ssh_public_key",
     )
     root_volume_gib: StrictInt = Field(200, ge=20, le=16384, description="encrypted gp3 root volume, GiB")
+    state_volume_gib: StrictInt = Field(
+        100,
+        ge=1,
+        le=16384,
+        description="encrypted gp3 volume that outlives the instance: state_dir, shared_dir and lxc_dir live on it",
+    )
     spot: SpotConfig | None = Field(None, description="spot capacity; none: on demand")
     ssh_via: Literal["public", "private"] = Field(
-        "public", description="address `pulumi up` connects to: the public one, or the private one (VPN, peering)"
+        "public",
+        description="address `pulumi up` connects to: an Elastic IP of the instance, or its fixed private one "
+        "(VPN, peering)",
     )
     dial_error_limit: StrictInt = Field(
         60, ge=-1, le=1000, description="failed dials before a command gives up (first boot takes minutes)"
@@ -54,8 +100,8 @@ class Ec2Connection(StrictModel):
 class NewVpcConfig(StrictModel):
     """A VPC the program creates: one subnet, an internet gateway and a route table."""
 
-    cidr: IPv4Network = Field(IPv4Network("10.80.0.0/16"), description="the VPC's CIDR")
-    subnet_cidr: IPv4Network = Field(IPv4Network("10.80.1.0/24"), description="the instances' subnet")
+    cidr: VpcBlock = Field(IPv4Network("10.80.0.0/16"), description="the VPC's CIDR (/16 to /28)")
+    subnet_cidr: VpcBlock = Field(IPv4Network("10.80.1.0/24"), description="the instances' subnet (/16 to /28)")
     availability_zone: str | None = Field(
         None, pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9][a-z]$", description="e.g. us-east-1a; none: AWS picks"
     )
@@ -64,11 +110,11 @@ class NewVpcConfig(StrictModel):
 class ExistingVpcConfig(StrictModel):
     """A VPC that exists: the program adds its security group, instances and routes."""
 
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
-    subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
-    subnet_cidr: IPv4Network = Field(description="the subnet's CIDR (the instances' private addresses are in it)")
+    vpc_id: str = Field(pattern=_resource_id("vpc"))
+    subnet_id: str = Field(pattern=_resource_id("subnet"))
+    subnet_cidr: VpcBlock = Field(description="the subnet's CIDR (the instances' private addresses are in it)")
     route_table_id: str = Field(
-        pattern=r"^rtb-[0-9a-f]{8,17}$",
+        pattern=_resource_id("rtb"),
         description="the subnet's route table: routes to the container subnets go there",
     )
 
@@ -78,23 +124,46 @@ class AwsConfig(StrictModel):
 
     region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]$", description="AWS region, e.g. us-east-1")
     ami: str = Field(
-        pattern=r"^ami-[0-9a-f]{8,17}$",
+        pattern=_resource_id("ami"),
         description="AMI id, pinned (tools/aws-ami.sh prints today's): a new AMI release never shows as a replacement",
     )
     ami_os: Literal["debian-12", "ubuntu-22.04"] = Field(
         "debian-12", description="the AMI's OS (see the README's support matrix)"
     )
     ssh_public_key: str = Field(pattern=PUBLIC_KEY_PATTERN, description="login key of the instances (EC2 key pair)")
-    admin_cidrs: list[IPv4Network] = Field(
+    admin_cidrs: list[Network] = Field(
         min_length=1, max_length=20, description="networks allowed to SSH and to the web port"
     )
-    allow_ssh_from_anywhere: StrictBool = Field(False, description="allow 0.0.0.0/0 in admin_cidrs (explicitly)")
+    allow_ssh_from_anywhere: StrictBool = Field(
+        False, description="allow admin_cidrs that add up to the whole internet (explicitly)"
+    )
     vpc: NewVpcConfig | ExistingVpcConfig = Field(NewVpcConfig(), description="a new VPC, or an existing one")
     placement_group: StrictBool = Field(False, description="a cluster placement group for the instances")
     instance_profile: str | None = Field(
         None, pattern=r"^[A-Za-z0-9+=,.@_-]{1,128}$", description="IAM instance profile; none: no role"
     )
     site: str = Field("", pattern=r"^[A-Za-z0-9 ._:/=+@-]{0,64}$", description="the `site` tag")
-    prices: dict[str, float] = Field(
+    prices: dict[Annotated[str, Field(pattern=INSTANCE_TYPE_PATTERN)], Price] = Field(
         {}, description="USD per hour by instance type, over the repository's dated table (components/aws/prices.py)"
     )
+
+    @model_validator(mode="after")
+    def _admin_networks_are_not_the_internet(self) -> "AwsConfig":
+        # Several halves add up to 0.0.0.0/0 as surely as 0.0.0.0/0 itself.
+        if (
+            list(collapse_addresses(self.admin_cidrs)) == [IPv4Network("0.0.0.0/0")]
+            and not self.allow_ssh_from_anywhere
+        ):
+            listed = " + ".join(str(cidr) for cidr in self.admin_cidrs)
+            raise ValueError(
+                f"admin_cidrs: {listed} opens SSH to the whole internet; name your networks, "
+                "or set aws.allow_ssh_from_anywhere: true to mean it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _zone_in_region(self) -> "AwsConfig":
+        zone = getattr(self.vpc, "availability_zone", None)
+        if zone is not None and zone[:-1] != self.region:
+            raise ValueError(f"vpc.availability_zone: {zone} is not a zone of aws.region {self.region}")
+        return self

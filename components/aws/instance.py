@@ -1,37 +1,46 @@
-"""One EC2 GPU instance as a cluster host: its SSH host key, first boot, and the route of its
-container subnet through it."""
+"""One EC2 GPU instance as a cluster host: its state volume, its address, the SSH host key it
+made, its first boot, and the route of its container subnet through it."""
 
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_tls as tls
 
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.site import Ec2Site, tags
-from components.aws.user_data import render_user_data
+from components.aws.user_data import FILES, HOST_KEY_TYPE, STATE_DEVICE_NAME, StateVolume, render_user_data
+from components.transport import host_command
 
 
 @dataclass(frozen=True)
 class InstanceSpec:
     """The host as its instance sees it: the cluster's name, the instance's fixed private
-    address (the other hosts route its containers through it) and its NAT subnet."""
+    address (the other hosts route its containers through it), its NAT subnet, and the
+    directories the cluster keeps its state in on it (state_dir, shared_dir, lxc_dir)."""
 
     cluster: str
     connection: Ec2Connection
     private_ip: IPv4Address
     container_subnet: IPv4Network
+    state_directories: tuple[str, ...]
 
 
 class Ec2Host(pulumi.ComponentResource):
     """An instance of the pinned AMI with IMDSv2 required and a hop limit of 1 (containers behind
     NAT cannot reach the instance's metadata), an encrypted gp3 root volume, source/dest check
-    off (it routes its containers' subnet), no role unless configured, optional spot and
-    placement group. Its user data (a secret: it carries the host key) installs the host key
-    generated here, so `ssh_address` + `host_key` pin the connection before the machine
-    exists. A change of the user data replaces the instance: cloud-init runs it at first boot
-    only. The VPC routes the container subnet to the instance's network interface."""
+    off (it routes its containers' subnet), no role unless configured, optional one-time spot
+    and placement group. The VPC routes the container subnet to its network interface.
+
+    Replacing it (AMI, login key, subnet...) deletes it before making the new one, which takes
+    over its fixed private address; what the cluster keeps lives on a separate encrypted gp3
+    volume that is never deleted by the program (retain_on_delete) and goes from the old
+    instance to the new one. The new instance makes a new host key: every command of the host
+    sees its connection change and runs its create again on the new machine.
+
+    `ssh_address` survives a stop and start: an Elastic IP (ssh_via public) or the fixed
+    private address. `host_key` is what the instance printed to its console, read through the
+    EC2 API: the user data holds no secret."""
 
     def __init__(
         self,
@@ -44,11 +53,25 @@ class Ec2Host(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:Ec2Host", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=site.provider)
         connection = spec.connection
-        self.host_key = tls.PrivateKey(
-            f"{name}-host-key", algorithm="ED25519", opts=pulumi.ResourceOptions(parent=self)
+
+        def tagged(suffix: str) -> dict[str, str]:
+            return tags(f"{name}-{suffix}", spec.cluster, config.site)
+
+        self.state_volume = aws.ebs.Volume(
+            f"{name}-state",
+            availability_zone=site.availability_zone,
+            size=connection.state_volume_gib,
+            type="gp3",
+            encrypted=True,
+            tags=tagged("state"),
+            # Users' files, the Slurm queue and the containers outlive the instance, and a
+            # destroy too: delete the volume by hand (its id is the output state_volume_id).
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
         )
-        user_data = pulumi.Output.all(self.host_key.private_key_openssh, self.host_key.public_key_openssh).apply(
-            lambda keys: render_user_data(spec.cluster, keys[0], keys[1], config.ssh_public_key)
+        user_data = self.state_volume.id.apply(
+            lambda volume_id: render_user_data(
+                spec.cluster, config.ssh_public_key, StateVolume(volume_id, spec.state_directories)
+            )
         )
         spot = connection.spot
         self.instance = aws.ec2.Instance(
@@ -71,22 +94,33 @@ class Ec2Host(pulumi.ComponentResource):
                 volume_size=connection.root_volume_gib,
                 encrypted=True,
                 delete_on_termination=True,
-                tags=tags(f"{name}-root", spec.cluster, config.site),
+                tags=tagged("root"),
             ),
             instance_market_options=aws.ec2.InstanceInstanceMarketOptionsArgs(
                 market_type="spot",
                 spot_options=aws.ec2.InstanceInstanceMarketOptionsSpotOptionsArgs(
                     instance_interruption_behavior=spot.interruption,
-                    # stop and hibernate need a persistent request
-                    spot_instance_type="one-time" if spot.interruption == "terminate" else "persistent",
+                    # A one-time request ends with its instance: nothing is left to launch more.
+                    spot_instance_type="one-time",
                     max_price=spot.max_price,
                 ),
             )
             if spot
             else None,
-            user_data=pulumi.Output.secret(user_data),
-            user_data_replace_on_change=True,
-            tags=tags(f"{name}-instance", spec.cluster, config.site),
+            user_data=user_data,
+            user_data_replace_on_change=True,  # cloud-init runs it at first boot only
+            tags=tagged("instance"),
+            # The new instance takes over the fixed private address: the old one goes first.
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True)),
+        )
+        self.state_attachment = aws.ec2.VolumeAttachment(
+            f"{name}-state-attachment",
+            device_name=STATE_DEVICE_NAME,
+            volume_id=self.state_volume.id,
+            instance_id=self.instance.id,
+            # Not detached from a running instance (its filesystem is mounted): the instance's
+            # termination detaches it, and the volume waits for the next one.
+            skip_destroy=True,
             opts=child,
         )
         self.route = aws.ec2.Route(
@@ -96,9 +130,35 @@ class Ec2Host(pulumi.ComponentResource):
             network_interface_id=self.instance.primary_network_interface_id,
             opts=child,
         )
-        self.ssh_address = self.instance.public_ip if connection.ssh_via == "public" else self.instance.private_ip
-        # The pinned key: the public half, without a comment.
-        self.host_public_key = self.host_key.public_key_openssh.apply(lambda key: " ".join(key.split()[:2]))
+        if connection.ssh_via == "public":
+            # The instance's own public address changes at every stop and start; this one stays.
+            self.elastic_ip = aws.ec2.Eip(f"{name}-address", domain="vpc", tags=tagged("address"), opts=child)
+            association = aws.ec2.EipAssociation(
+                f"{name}-address-association",
+                allocation_id=self.elastic_ip.allocation_id,
+                instance_id=self.instance.id,
+                opts=child,
+            )
+            # The address, once it points at the instance.
+            self.ssh_address = pulumi.Output.all(association.id, self.elastic_ip.public_ip).apply(lambda v: v[1])
+        else:
+            self.elastic_ip = None
+            self.ssh_address = self.instance.private_ip
+        # The host key the instance made, from its console (after the state volume is mounted:
+        # cloud-init prints it at the end of the first boot). A new instance, a new key.
+        self.host_key_reader = host_command(
+            f"{name}-host-key",
+            create=FILES / "host_key_from_console.sh",
+            environment={"REGION": config.region, "INSTANCE_ID": self.instance.id, "KEY_TYPE": HOST_KEY_TYPE},
+            triggers=[self.instance.id],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.state_attachment]),
+        )
+        self.host_public_key = self.host_key_reader.stdout.apply(lambda out: " ".join(out.split()[:2]))
         self.register_outputs(
-            {"instance_id": self.instance.id, "ssh_address": self.ssh_address, "host_key": self.host_public_key}
+            {
+                "instance_id": self.instance.id,
+                "ssh_address": self.ssh_address,
+                "host_key": self.host_public_key,
+                "state_volume_id": self.state_volume.id,
+            }
         )

@@ -57,5 +57,5 @@ def estimate(region: str, instance_types: list[str], overrides: dict[str, float]
         "hourly_usd": round(hourly, 4),
         "monthly_usd": round(hourly * HOURS_PER_MONTH, 2),
         "prices": "stack overrides (aws.prices)" if overrides else f"on-demand table of {PRICES_DATE}",
-        "note": "estimate of the instances only: EBS volumes, traffic and spot discounts are not counted",
+        "note": "estimate of the instances only: EBS volumes, Elastic IPs, traffic and spot discounts are not counted",
     }

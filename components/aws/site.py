@@ -37,7 +37,9 @@ class Ec2Site(pulumi.ComponentResource):
     """VPC, subnet, internet gateway and route table (or the configured existing ones), a
     security group that admits SSH and the web ports from the admin networks only, traffic
     between the cluster's instances and from the routed container subnets, and nothing else;
-    the key pair of the configured public key; an optional cluster placement group."""
+    the key pair of the configured public key; an optional cluster placement group.
+    `availability_zone` is the subnet's: the instances' state volumes are made there (from the
+    subnet, never from an instance, so replacing an instance never replaces its volume)."""
 
     def __init__(self, name: str, config: AwsConfig, spec: SiteSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:aws:Ec2Site", name, None, opts)
@@ -74,10 +76,14 @@ class Ec2Site(pulumi.ComponentResource):
                 f"{name}-subnet-routes", subnet_id=subnet.id, route_table_id=table.id, opts=child
             )
             self.vpc_id, self.subnet_id, self.route_table_id = made.id, subnet.id, table.id
+            self.availability_zone = subnet.availability_zone
         else:
             self.vpc_id = pulumi.Output.from_input(vpc.vpc_id)
             self.subnet_id = pulumi.Output.from_input(vpc.subnet_id)
             self.route_table_id = pulumi.Output.from_input(vpc.route_table_id)
+            self.availability_zone = aws.ec2.get_subnet_output(
+                id=vpc.subnet_id, opts=pulumi.InvokeOptions(parent=self, provider=self.provider)
+            ).availability_zone
 
         group = aws.ec2.SecurityGroup(
             f"{name}-sg",

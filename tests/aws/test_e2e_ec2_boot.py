@@ -1,9 +1,13 @@
 """An EC2 host's real first boot, stood in by a container: the node image's packages plus
 cloud-init and sshd, the program's user data given through cloud-init's NoCloud seed (as EC2's
-datasource would give it). cloud-init runs it at boot; then the engine harness connects over
-SSH with the stack's login key and the host key the program generated and pinned, and runs
-that host's commands as far as this machine allows: the SSH bootstrap (wait for SSH, the
-AcceptEnv drop-in), the stand-in GPUs and the host preflight.
+datasource would give it), a loop device as its state volume (at /dev/xvdf, the name a
+non-NVMe instance gives it) and LXC's console log as its console. cloud-init runs it at boot:
+the volume is formatted (blank) and mounted over the state directories, and the host key the
+instance made is printed to the console. The program's console reader (with an `aws` that
+prints that log) gives the key to pin; then the engine harness connects over SSH with the
+stack's login key and that key, and runs that host's commands as far as this machine allows:
+the SSH bootstrap (wait for SSH, the AcceptEnv drop-in), the stand-in GPUs and the host
+preflight. A second boot finds the filesystem and mounts it again, unformatted.
 
 It stops there: the next commands install LXC in the "instance" and start node containers
 inside it, and LXC inside an LXC container fails at cgroup setup on this machine (cgroup v1,
@@ -13,6 +17,7 @@ PID 1 not systemd). A broken user data fails this test: cloud-init's status is t
 
 import copy
 import json
+import os
 import shutil
 import time
 from dataclasses import replace
@@ -28,8 +33,10 @@ from tests.test_e2e import host_snapshot, require_host, sh
 pytestmark = pytest.mark.e2e
 CONTAINER = "ec2boot-cloud1"
 BRIDGE, GATEWAY, ADDRESS = "ec2bootbr0", "10.64.0.1", "10.64.0.2"
-PACKAGES = [*IMAGE_PACKAGES, "cloud-init", "openssh-server"]
+PACKAGES = [*IMAGE_PACKAGES, "cloud-init", "openssh-server", "e2fsprogs"]
 DOWNLOAD_CACHE = Path("/var/cache/lxc/debian")
+VOLUME_IMAGE = Path("/var/tmp/ec2boot-state.img")
+STATE_DIRS = ("/var/lib/gpucluster", "/var/lib/lxc", "/srv/gpucluster/cloud/shared")
 RUN_THESE = ("cloud-cloud1-ssh-ready", "cloud-cloud1-sshd-accept-env", "cloud-cloud1-host-stand-in-gpus",
              "cloud-cloud1-host-preflight")  # fmt: skip
 
@@ -38,6 +45,9 @@ def remove_stand_in_instance() -> None:
     sh("lxc-stop", "-n", CONTAINER, "-k", check=False)
     sh("lxc-destroy", "-n", CONTAINER, "-f", check=False)
     sh("ip", "link", "del", BRIDGE, check=False)
+    for line in sh("losetup", "-j", str(VOLUME_IMAGE), check=False).stdout.splitlines():
+        sh("losetup", "-d", line.split(":", 1)[0], check=False)
+    VOLUME_IMAGE.unlink(missing_ok=True)
     # LXC leaves an empty lxc.pivot cgroup behind on cgroup v1 hosts (as image_delete.sh knows).
     for pivot in Path("/sys/fs/cgroup").glob("*/lxc.pivot"):
         sh("rmdir", str(pivot), check=False)
@@ -65,13 +75,15 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
     login_public = (tmp_path / "login.pub").read_text().strip()
     run = run_program(boot_config(login_public), stack="ec2", secrets={"awsSshKey": (tmp_path / "login").read_text()})
     user_data = unwrap(run.by_name("cloud-cloud1-ec2-instance").inputs["userData"])
-    pinned = unwrap(run.by_name("cloud-cloud1-ssh-ready").inputs["connection"])["hostKey"]
-    # The instance's public address, in the stand-in the container's on the test bridge.
+    reader = next(c for c in host_commands(run) if c.name == "cloud-cloud1-ec2-host-key")
     commands = [c for c in host_commands(run) if c.name in RUN_THESE]
     assert sorted(c.name for c in commands) == sorted(RUN_THESE)
-    commands = [replace(c, connection={**c.connection, "host": ADDRESS}) for c in commands]
     report, state = [], State()
     try:
+        VOLUME_IMAGE.write_bytes(b"")
+        os.truncate(VOLUME_IMAGE, 64 << 20)
+        loop = sh("losetup", "-f", "--show", str(VOLUME_IMAGE)).stdout.strip()
+        loop_number = os.stat(loop).st_rdev
         sh("ip", "link", "add", BRIDGE, "type", "bridge")
         sh("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
         sh("ip", "link", "set", BRIDGE, "up")
@@ -84,6 +96,10 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
             lxc_config.write(
                 f"lxc.net.0.type = veth\nlxc.net.0.link = {BRIDGE}\nlxc.net.0.flags = up\n"
                 f"lxc.net.0.ipv4.address = {ADDRESS}/24\nlxc.net.0.ipv4.gateway = {GATEWAY}\n"
+                # The state volume as a non-NVMe instance sees it, and the console EC2 would keep.
+                f"lxc.mount.entry = {loop} dev/xvdf none bind,create=file 0 0\n"
+                f"lxc.cgroup.devices.allow = b {os.major(loop_number)}:{os.minor(loop_number)} rwm\n"
+                f"lxc.console.logfile = {tmp_path / 'console.log'}\n"
             )
         seed = root / "rootfs/var/lib/cloud/seed/nocloud"
         seed.mkdir(parents=True)
@@ -103,9 +119,30 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
         report.append(f"$ cloud-init status --long   (in the stand-in instance, {booted:.1f} s after lxc-start)\n"
                       + waited.stdout.strip().lstrip("."))  # fmt: skip
         assert waited.returncode == 0 and "status: done" in waited.stdout, waited.stdout + waited.stderr
+        # The blank volume got a filesystem and is mounted over each state directory.
+        assert sh("blkid", "-p", "-o", "value", "-s", "TYPE", loop).stdout.strip() == "ext4"
+        for directory in STATE_DIRS:
+            attached = sh("lxc-attach", "-n", CONTAINER, "--", "mountpoint", directory, check=False)
+            assert attached.returncode == 0, f"{directory} is not on the state volume: {attached.stdout}"
+        sh("lxc-attach", "-n", CONTAINER, "--", "sh", "-c", "echo kept > /srv/gpucluster/cloud/shared/marker")
+        # The key to pin: what the instance printed to its console, read as the program reads it.
+        fake_aws = tmp_path / "aws"
+        fake_aws.write_text(f"#!/bin/sh\ncat {tmp_path / 'console.log'}\n")
+        fake_aws.chmod(0o755)
+        read = sh("/bin/bash", "-c", reader.create, env={**reader.environment, "INSTANCE_ID": "i-0stand1n",
+                  "AWS_CLI": str(fake_aws), "CONSOLE_WAIT_S": "60", "CONSOLE_POLL_S": "2"})  # fmt: skip
+        pinned = read.stdout.strip()
         host_key = sh("lxc-attach", "-n", CONTAINER, "--", "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout
-        assert " ".join(host_key.split()[:2]) == pinned, "sshd's host key is not the one the program pinned"
+        assert pinned.startswith("ssh-ed25519 ") and " ".join(host_key.split()[:2]) == pinned, (pinned, host_key)
         assert sh("lxc-attach", "-n", CONTAINER, "--", "ls", "/etc/ssh/ssh_host_rsa_key", check=False).returncode != 0
+        report.append(f"host key from the console: {pinned}")
+        # The instance's public address, in the stand-in the container's on the test bridge.
+        # The key pinned, and the reader (run above, as the engine would) no longer waited for.
+        commands = [
+            replace(c, connection={**c.connection, "host": ADDRESS, "hostKey": pinned},
+                    dependencies=c.dependencies - {reader.urn})
+            for c in commands
+        ]  # fmt: skip
 
         timeline, actions = up(state, commands, timeout=180)
         assert set(actions.values()) == {"create"}
@@ -119,6 +156,14 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
         destroy_state(state)
         gone = sh("lxc-attach", "-n", CONTAINER, "--", "ls", "/etc/ssh/sshd_config.d/", check=False).stdout
         assert "gpucluster-cloud.conf" not in gone, "destroy left the drop-in"
+        # A second boot (a stop and start): the filesystem is found, mounted again, not formatted.
+        sh("lxc-stop", "-n", CONTAINER)
+        sh("lxc-start", "-n", CONTAINER)
+        again = sh("lxc-attach", "-n", CONTAINER, "--", "cloud-init", "status", "--wait", check=False, timeout=300)
+        assert "status: done" in again.stdout, again.stdout + again.stderr
+        kept = sh("lxc-attach", "-n", CONTAINER, "--", "cat", "/srv/gpucluster/cloud/shared/marker", check=False)
+        assert kept.stdout == "kept\n", "the state volume lost its files at the second boot"
+        report.append("second boot: the state volume mounted again, its files kept")
     finally:
         if state.resources:
             destroy_state(state)

@@ -16,6 +16,7 @@ PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nthe-login-key\n-----END OPEN
 SECRETS = {"awsSshKey": PRIVATE_KEY}
 REMOTE = "command:remote:Command"
 INSTANCE, ROUTE, RULE = "aws:ec2/instance:Instance", "aws:ec2/route:Route", "aws:vpc/securityGroupIngressRule"
+ATTACHMENT, ASSOCIATION = "aws:ec2/volumeAttachment:VolumeAttachment", "aws:ec2/eipAssociation:EipAssociation"
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +98,10 @@ def test_instances_pinned_ami_imdsv2_hop_limit_encrypted_gp3_no_role(run):
     assert run.by_name("cloud-aws-placement").inputs["strategy"] == "cluster"
     assert "instanceMarketOptions" not in run.by_name("cloud-cloud1-ec2-instance").inputs
     spot = run.by_name("cloud-cloud2-ec2-instance").inputs["instanceMarketOptions"]
+    # One-time: the request ends with its instance, so a destroy leaves nothing that launches more.
     assert spot == {
         "marketType": "spot",
-        "spotOptions": {"instanceInterruptionBehavior": "stop", "spotInstanceType": "persistent"},
+        "spotOptions": {"instanceInterruptionBehavior": "terminate", "spotInstanceType": "one-time"},
     }
 
 
@@ -110,10 +112,10 @@ def test_no_lookup_of_the_latest_ami_in_the_graph():
 
 
 def test_tags_on_everything(run):
-    taggable = [
-        r for r in aws_resources(run) if r.type not in (ROUTE, "aws:ec2/routeTableAssociation:RouteTableAssociation")
-    ]
-    assert len(taggable) >= 12
+    untaggable = (ROUTE, "aws:ec2/routeTableAssociation:RouteTableAssociation", ATTACHMENT, ASSOCIATION)
+    taggable = [r for r in aws_resources(run) if r.type not in untaggable]
+    assert len(taggable) >= 16
+    assert {"aws:ebs/volume:Volume", "aws:ec2/eip:Eip"} <= {r.type for r in taggable}
     for resource in taggable:
         tags = resource.inputs["tags"]
         assert tags["gpucluster:cluster"] == "cloud" and tags["gpucluster:stack"] == "ec2", resource.name
@@ -133,12 +135,12 @@ def test_instance_then_wait_for_ssh_then_the_hosts_commands_deleted_with_it(run)
             if command.name != ready.name:
                 assert run.depends_on(command.name, ready.name), command.name
         connection = unwrap(run.by_name(f"cloud-{host}-sshd-accept-env").inputs["connection"])
-        assert connection["host"].startswith("198.51.100.")  # the instance's public address
-        assert connection["hostKey"].startswith("ssh-ed25519 ") and len(connection["hostKey"].split()) == 2
-    # The host key pinned for cloud1 is the public half of the key its user data installs.
-    user_data = unwrap(run.by_name("cloud-cloud1-ec2-instance").inputs["userData"])
-    pinned = unwrap(run.by_name("cloud-cloud1-ssh-ready").inputs["connection"])["hostKey"]
-    assert f"ed25519_public: {pinned}" in user_data
+        # The Elastic IP (the mocks give those 203.0.113.x), once it points at the instance.
+        assert connection["host"].startswith("203.0.113."), connection["host"]
+        assert run.depends_on(ready.name, f"cloud-{host}-ec2-address-association")
+        # The pinned host key is what the instance printed to its console (read after it exists).
+        reader = run.by_name(f"cloud-{host}-ec2-host-key")
+        assert run.depends_on(reader.name, instance.name) and run.depends_on(ready.name, reader.name)
 
 
 def _on(run, resource, host) -> bool:
@@ -149,16 +151,20 @@ def _on(run, resource, host) -> bool:
 
 
 def test_no_secret_in_any_readable_input(run):
-    host_key = unwrap(run.by_name("cloud-cloud1-ec2-host-key").inputs)  # the tls inputs: algorithm only
-    assert host_key == {"algorithm": "ED25519"}
     for resource in run.resources:
         readable = {k: v for k, v in resource.inputs.items() if k not in resource.secret_paths}
         text = json.dumps(readable)
         assert "PRIVATE KEY" not in text and "the-login-key" not in text, resource.name
+
+
+def test_the_user_data_holds_no_key_and_nothing_makes_one(run):
+    """AWS serves user data to anyone allowed ec2:DescribeInstanceAttribute: no host key in it."""
+    assert not [r for r in run.resources if r.type.startswith("tls:")]
     for host in ("cloud1", "cloud2"):
         instance = run.by_name(f"cloud-{host}-ec2-instance")
-        assert instance.secret_paths == {"userData"}, instance.secret_paths
-        assert "BEGIN OPENSSH PRIVATE KEY" in unwrap(instance.inputs["userData"])
+        user_data = unwrap(instance.inputs["userData"])
+        assert "PRIVATE KEY" not in user_data and "ssh_keys" not in user_data
+        assert instance.secret_paths == set(), instance.secret_paths
 
 
 def test_cost_of_two_g5_xlarge(run):
@@ -187,7 +193,7 @@ def test_stacks_without_ec2_hosts_register_nothing_of_aws():
     [
         (
             lambda c: c["aws"].update(admin_cidrs=["0.0.0.0/0"]),
-            "aws.admin_cidrs[0]: 0.0.0.0/0 opens SSH to the whole internet",
+            "cluster.aws.admin_cidrs: 0.0.0.0/0 opens SSH to the whole internet",
         ),
         (
             lambda c: c["hosts"][0].update(address="10.80.2.11"),
