@@ -42,8 +42,9 @@ def gpu_hours(seconds: int, gpus: int) -> Decimal:
 
 
 def job_cost(seconds: int, gpus: int, price: Decimal) -> Decimal:
-    """elapsed x GPUs x price per GPU-hour."""
-    return gpu_hours(seconds, gpus) * price
+    """elapsed x GPUs x price per GPU-hour (multiplied before the one division: exact whenever
+    the cost has a finite decimal form)."""
+    return Decimal(seconds) * gpus * price / SECONDS_PER_HOUR
 
 
 @dataclass

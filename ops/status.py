@@ -144,8 +144,9 @@ def cost_report(
     return report
 
 
-def gather(stack: str, cluster: ClusterConfig, now: float | None = None) -> dict:
-    """Everything `status` shows, as data (the --json document)."""
+def gather(stack: str, cluster: ClusterConfig, now: float | None = None, open_shell=hosts.open_shell) -> dict:
+    """Everything `status` shows, as data (the --json document). `open_shell(host, secret, workdir)`:
+    how a host is reached (tests give canned shells)."""
     now = time.time() if now is None else now
     report: dict = {"stack": stack, "cluster": cluster.name, "problems": []}
     try:
@@ -162,7 +163,7 @@ def gather(stack: str, cluster: ClusterConfig, now: float | None = None) -> dict
         host_reports = []
         for host in cluster.cluster_hosts:
             entry = hosts.HostReport(host.name, hosts.describe(host), reachable=False)
-            shell, why = hosts.open_shell(host, lambda name: stack_secret(stack, name), Path(workdir))
+            shell, why = open_shell(host, lambda name: stack_secret(stack, name), Path(workdir))
             if shell is not None:
                 why = hosts.probe(shell)
             if why:
