@@ -359,7 +359,9 @@ def test_the_stack_not_up_is_said_and_the_hosts_still_checked(tmp_path, monkeypa
     assert not report["stack_up"] and report["problems"][0] == report["stack_message"]
     assert report["hosts"][0]["reachable"]
     assert status.render(report).startswith(
-        "stack e2e (cluster e2e)\n  stack e2e is not up (it has no outputs): ./up.sh e2e brings it up\nweb app: (none)\n"
+        "stack e2e (cluster e2e)\n"
+        "  stack e2e is not up (it has no outputs): ./up.sh e2e brings it up\n"
+        "web app: (none)\n"
     )
 
 

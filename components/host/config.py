@@ -11,7 +11,6 @@ from pydantic import AfterValidator, Field, Strict
 
 from components.config_types import Port, SafePath, StrictBool, StrictInt, StrictModel, UserName
 
-
 # What one GPU-hour of a host costs, for the cost of jobs in ./status.sh (nothing is built from it).
 GpuHourPrice = Annotated[
     float,
