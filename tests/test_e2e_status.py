@@ -15,9 +15,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.stack_config import parse_stack_config
+from ops import status
 from ops.cost import job_cost
+from tests.harness import ssh_hosts
 from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
-from tests.harness.e2e_teardown import STACK, accounting_config, remove_kept_accounting, teardown
+from tests.harness.e2e_teardown import (
+    SECRET,
+    SSH_HOST,
+    STACK,
+    accounting_config,
+    one_ssh_host_config,
+    remove_kept_accounting,
+    teardown,
+)
 from tests.harness.program_harness import run_program
 from tests.test_e2e import leftovers, require_host
 from tests.test_e2e_accounting import as_user, job_state, sacct_rows, slurm, submit, wait_for
@@ -127,3 +138,42 @@ def test_status_shows_jobs_reasons_drain_and_cost(tmp_path, capsys):
     assert leftovers(CLUSTER) == []
     with capsys.disabled():
         print("\n" + "\n".join(report))
+
+
+def test_status_reaches_an_ssh_host_through_the_stacks_connection(tmp_path, monkeypatch):
+    """The e2e stack with its one host over SSH (this machine through a test sshd), nothing
+    built: the host answers with the pinned key and the stack's private key, its drift check
+    runs there (everything MISSING), Slurm has no slurm.conf there; with another host key
+    pinned, the host is said not to answer and the rest is still shown."""
+    require_host()
+    assert not Path(f"/var/lib/gpucluster/{CLUSTER}").exists(), "an e2e cluster is up"
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text("{}")
+    monkeypatch.setenv("STATUS_OUTPUTS", str(outputs))
+    try:
+        server = ssh_hosts.start(SSH_HOST)
+        monkeypatch.setenv(f"STATUS_SECRET_{SECRET}", server["client_key"])
+        cluster = parse_stack_config(one_ssh_host_config(server["host_key"])).cluster
+        report = status.gather(STACK, cluster)
+        host = report["hosts"][0]
+        assert (host["name"], host["connection"], host["reachable"]) == ("h1", "ssh root@127.0.0.1:2222", True)
+        assert host["drift_checked"] and "MISSING  bridge e2ebr0" in host["drift"], host
+        assert report["slurm"]["message"] == (
+            f"no /var/lib/gpucluster/{CLUSTER}/slurm.conf on root@127.0.0.1:2222: the cluster is not built there"
+        )
+        assert report["stack_message"] == "stack e2e is not up (it has no outputs): ./up.sh e2e brings it up"
+
+        key = tmp_path / "another_host_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True)
+        wrong_key = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+        cluster = parse_stack_config(one_ssh_host_config(wrong_key)).cluster
+        report = status.gather(STACK, cluster)
+        host = report["hosts"][0]
+        assert not host["reachable"] and host["message"] == (
+            "root@127.0.0.1:2222 does not answer: Host key verification failed."
+        ), host
+        assert report["slurm"]["message"] == "Slurm not reached: its host h1 does not answer"
+        assert "h1    ssh root@127.0.0.1:2222  root@127.0.0.1:2222 does not answer" in status.render(report)
+    finally:
+        ssh_hosts.remove(SSH_HOST)
+    assert leftovers(CLUSTER) == []
