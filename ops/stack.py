@@ -65,6 +65,11 @@ def stack_outputs(stack: str) -> dict:
             raise StackNotUpError(f"cannot run ./pulumi.sh stack output: {error}") from None
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            if "no stack named" in why or ("unable to open bucket" in why and "no such file" in why):
+                raise StackNotUpError(
+                    f"stack {stack} is not up (the state in .pulumi-state/ has no such stack): "
+                    f"./up.sh {stack} brings it up"
+                )
             raise StackNotUpError(f"stack {stack}: ./pulumi.sh stack output failed: {why}")
         outputs = json.loads(done.stdout or "{}")
     if not outputs:

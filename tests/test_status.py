@@ -183,12 +183,31 @@ def test_a_stack_without_outputs_is_not_up(tmp_path, monkeypatch):
         stack_outputs("e2e")
 
 
-def test_a_stack_the_cli_does_not_know(monkeypatch):
+@pytest.mark.parametrize(
+    "error",
+    [
+        "error: no stack named 'gone' found",
+        "error: unable to open bucket file:///x/.pulumi-state?no_tmp_dir=true: stat /x/.pulumi-state: "
+        "no such file or directory",
+    ],
+)
+def test_a_stack_the_cli_does_not_know(monkeypatch, error):
     monkeypatch.delenv("STATUS_OUTPUTS", raising=False)
-    failed = subprocess.CompletedProcess([], 255, "", "warning: A new version\nerror: no stack named 'gone' found\n")
+    failed = subprocess.CompletedProcess([], 255, "", f"warning: A new version\n{error}\n")
     monkeypatch.setattr("ops.stack._pulumi", lambda stack, *argv: failed)
-    with pytest.raises(StackNotUpError, match=r"^stack gone: ./pulumi.sh stack output failed: error: no stack named"):
+    with pytest.raises(StackNotUpError) as raised:
         stack_outputs("gone")
+    assert str(raised.value) == (
+        "stack gone is not up (the state in .pulumi-state/ has no such stack): ./up.sh gone brings it up"
+    )
+
+
+def test_the_cli_failing_otherwise_is_quoted(monkeypatch):
+    monkeypatch.delenv("STATUS_OUTPUTS", raising=False)
+    failed = subprocess.CompletedProcess([], 255, "", "error: passphrase must be set\n")
+    monkeypatch.setattr("ops.stack._pulumi", lambda stack, *argv: failed)
+    with pytest.raises(StackNotUpError, match=r"^stack x: ./pulumi.sh stack output failed: error: passphrase must be"):
+        stack_outputs("x")
 
 
 def test_a_stack_file_that_is_not_there(monkeypatch):
