@@ -32,6 +32,20 @@ def tres_gpus(tres: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+def gres_gpus(gres: str) -> int:
+    """GPUs in a GRES string, what a node has (Gres=gpu:2, gpu:a100:2(S:0-1)) or a job asks
+    for (TresPerNode=gres:gpu:1, gres/gpu:a100=2): the sum of its GPU entries."""
+    total = 0
+    for entry in (gres or "").split(","):
+        entry = re.sub(r"\(.*\)$", "", entry.strip()).removeprefix("gres:").removeprefix("gres/")
+        if entry == "gpu":
+            total += 1
+        elif entry.startswith(("gpu:", "gpu=")):
+            count = re.split(r"[:=]", entry)[-1]
+            total += int(count) if count.isdigit() else 1
+    return total
+
+
 def duration_seconds(text: str) -> int:
     """Seconds of a Slurm duration: [D-]HH:MM:SS, MM:SS, or a plain number of minutes."""
     text = text.strip()
@@ -69,7 +83,8 @@ class Node:
     name: str
     state: str
     gpus: int
-    gpus_allocated: int
+    gpus_allocated: int | None
+    """None where GPUs are no TRES (no accounting): the running jobs tell (allocated_from_jobs)."""
     reason: str = ""
     partitions: list[str] = field(default_factory=list)
 
@@ -79,7 +94,8 @@ class Node:
 
 
 def nodes(scontrol_show_node: str) -> list[Node]:
-    """`scontrol -o show node`: state (IDLE+DRAIN...), GPUs configured and allocated, reason."""
+    """`scontrol -o show node`: state (IDLE+DRAIN...), GPUs configured (Gres=) and allocated
+    (AllocTRES, where slurm.conf counts gres/gpu as a TRES: AccountingStorageTRES), reason."""
     found = []
     for record in scontrol_records(scontrol_show_node):
         if "NodeName" not in record:
@@ -89,8 +105,10 @@ def nodes(scontrol_show_node: str) -> list[Node]:
             Node(
                 name=record["NodeName"],
                 state=record.get("State", "UNKNOWN"),
-                gpus=tres_gpus(record.get("CfgTRES", "")),
-                gpus_allocated=tres_gpus(record.get("AllocTRES", "")),
+                gpus=gres_gpus(record.get("Gres", "")),
+                gpus_allocated=tres_gpus(record.get("AllocTRES", ""))
+                if "gres/gpu" in record.get("CfgTRES", "")
+                else None,
                 reason="" if reason in ("(null)", "none") else reason,
                 partitions=[p for p in record.get("Partitions", "").split(",") if p],
             )
@@ -112,6 +130,23 @@ class Job:
     run_seconds: int
 
 
+def job_gpus(record: dict[str, str]) -> int:
+    """A job's GPUs: its TRES where GPUs are a TRES (allocated once it runs), else what it asks
+    for (TresPerNode x nodes, or TresPerJob)."""
+    tres = record.get("TRES", "")
+    if "gres/gpu" in tres:
+        return tres_gpus(tres)
+    per_node = gres_gpus(record.get("TresPerNode", ""))
+    if per_node:
+        return per_node * int(record.get("NumNodes", "1").split("-")[0])
+    return gres_gpus(record.get("TresPerJob", ""))
+
+
+def allocated_from_jobs(node: str, running: list["Job"]) -> int:
+    """GPUs the running jobs hold on a node (their GPUs spread evenly over their nodes)."""
+    return sum(job.gpus // len(job.nodes) for job in running if node in job.nodes)
+
+
 def jobs(scontrol_show_job: str) -> list[Job]:
     """`scontrol -o show job`: the queue with users, accounts, reasons, and each job's GPUs
     (TRES: allocated for a running job, asked for by a pending one) and run time so far."""
@@ -129,7 +164,7 @@ def jobs(scontrol_show_job: str) -> list[Job]:
                 reason=record.get("Reason", "None"),
                 partition=record.get("Partition", ""),
                 nodes=expand_hostlist(record.get("NodeList", "")),
-                gpus=tres_gpus(record.get("TRES", "")),
+                gpus=job_gpus(record),
                 run_seconds=duration_seconds(record.get("RunTime", "0")),
             )
         )

@@ -196,6 +196,10 @@ def gather(stack: str, cluster: ClusterConfig, now: float | None = None, open_sh
             report["problems"].append(slurm["message"])
         nodes = slurm.get("nodes", [])
         jobs = slurm.get("jobs", [])
+        running = [job for job in jobs if job.state == "RUNNING"]
+        for node in nodes:
+            if node.gpus_allocated is None:
+                node.gpus_allocated = slurm_text.allocated_from_jobs(node.name, running)
         host_of = {node.name: cluster.node_host(node).name for node in cluster.nodes}
         report["nodes"] = [
             {

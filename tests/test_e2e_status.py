@@ -63,7 +63,7 @@ def test_status_shows_jobs_reasons_drain_and_cost(tmp_path, capsys):
         up(state, host_commands(run_program(config, stack=STACK)))
         start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 60))
         outputs = tmp_path / "outputs.json"
-        outputs.write_text(json.dumps(run_program(config, stack=STACK).outputs))
+        outputs.write_text(json.dumps(run_program(config, stack=STACK).outputs, default=str))
         stack_file = tmp_path / "Pulumi.e2e.yaml"
         stack_file.write_text(yaml.safe_dump({"config": {"gpu-cluster:cluster": config["cluster"]}}))
         env = {"STATUS_OUTPUTS": str(outputs), "STATUS_STACK_FILE": str(stack_file)}

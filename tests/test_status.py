@@ -100,6 +100,33 @@ def test_gpus_of_tres(tres, gpus):
     assert slurm_text.tres_gpus(tres) == gpus
 
 
+@pytest.mark.parametrize(
+    ("gres", "gpus"),
+    [
+        ("gpu:1", 1),
+        ("gpu:a100:2(S:0-1)", 2),
+        ("gres:gpu:1", 1),
+        ("gres/gpu:a100=3", 3),
+        ("gpu", 1),
+        ("gpu:1,mps:100", 1),
+        ("(null)", 0),
+        ("", 0),
+    ],
+)
+def test_gpus_of_gres(gres, gpus):
+    assert slurm_text.gres_gpus(gres) == gpus
+
+
+def test_without_gpus_as_a_tres_the_gres_and_the_jobs_tell():
+    """Without accounting slurm.conf has no AccountingStorageTRES=gres/gpu: no GPUs in TRES."""
+    nodes = slurm_text.nodes(fixture("scontrol_show_node_no_gpu_tres.txt"))
+    assert [(n.name, n.gpus, n.gpus_allocated) for n in nodes] == [("c000", 1, None), ("c001", 1, None)]
+    jobs = slurm_text.jobs(fixture("scontrol_show_job_no_gpu_tres.txt"))
+    assert [(j.job_id, j.gpus) for j in jobs] == [("5", 1), ("6", 1), ("7", 2)]
+    running = [j for j in jobs if j.state == "RUNNING"]
+    assert [slurm_text.allocated_from_jobs(n.name, running) for n in nodes] == [1, 0]
+
+
 # ---- cost ----
 
 
@@ -224,14 +251,14 @@ class Answering(hosts.Shell):
 
     where = "canned host"
 
-    def __init__(self, sacct_ok: bool = True):
-        self.calls, self.sacct_ok = [], sacct_ok
+    def __init__(self, sacct_ok: bool = True, suffix: str = ""):
+        self.calls, self.sacct_ok, self.suffix = [], sacct_ok, suffix
 
     def run(self, argv, stdin="", env=None, timeout=60):
         self.calls.append((argv, env))
         out, code = "", 0
         if argv[:3] == ["scontrol", "-o", "show"]:
-            out = fixture(f"scontrol_show_{argv[3]}.txt")
+            out = fixture(f"scontrol_show_{argv[3]}{self.suffix}.txt")
         elif argv[0] == "sacct":
             out, code = (fixture("sacct.txt"), 0) if self.sacct_ok else ("", 1)
         elif argv[0] == "/bin/bash":
@@ -315,7 +342,9 @@ def test_report_of_a_cluster_with_accounting(outputs):
 
 def test_report_without_accounting_shows_the_running_jobs_cost(outputs):
     cluster = cluster_of("e2e", lambda c: c["host"].update(gpu_hour_price=3.6))
-    report = status.gather("e2e", cluster, now=0, open_shell=lambda host, secret, workdir: (Answering(), ""))
+    shell = Answering(suffix="_no_gpu_tres")
+    report = status.gather("e2e", cluster, now=0, open_shell=lambda host, secret, workdir: (shell, ""))
+    assert report["gpus"] == {"total": 2, "allocated": 1, "drained": 1}
     money = report["cost"]
     assert not money["accounting"] and money["accounts"] == [] and money["total_usd"] is None
     assert money["message"].startswith("the cost of finished jobs needs accounting")
