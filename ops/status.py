@@ -163,6 +163,10 @@ def gather(stack: str, cluster: ClusterConfig, now: float | None = None, open_sh
         host_reports = []
         for host in cluster.cluster_hosts:
             entry = hosts.HostReport(host.name, hosts.describe(host), reachable=False)
+            if host.retired:  # gone for good: never dialled
+                entry.message = "retired: not reached"
+                host_reports.append(entry.as_dict())
+                continue
             shell, why = open_shell(host, lambda name: stack_secret(stack, name), Path(workdir))
             if shell is not None:
                 why = hosts.probe(shell)

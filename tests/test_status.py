@@ -381,6 +381,19 @@ def test_a_host_that_does_not_answer_and_the_rest_still_shown(outputs):
     assert "queue: 1 running" in text
 
 
+def test_a_retired_host_is_not_dialled(outputs):
+    cluster = cluster_of("twohost", lambda c: c["hosts"][1].update(retired=True))
+    opened = []
+
+    def open_shell(host, secret, workdir):
+        opened.append(host.name)
+        return Answering(), ""
+
+    report = status.gather("twohost", cluster, now=0, open_shell=open_shell)
+    assert opened == ["gpu1"] and report["hosts"][1]["message"] == "retired: not reached"
+    assert not any("gpu2" in problem for problem in report["problems"])
+
+
 def test_slurm_on_a_dead_controller_host(outputs):
     """No host of the stack is this machine and the controller's host does not answer."""
 
