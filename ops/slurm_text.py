@@ -20,7 +20,7 @@ def scontrol_records(text: str) -> list[dict[str, str]]:
         line = line.strip()
         record = {}
         for here, after in zip(keys, [*keys[1:], None], strict=True):
-            record[here.group(1)] = line[here.end() : after.start() if after else len(line)]
+            record[here.group(1)] = line[here.end() : after.start() if after else len(line)].strip()
         records.append(record)
     return records
 

@@ -135,7 +135,7 @@ def cost_report(
     if done.returncode != 0:
         report["message"] = f"sacct does not answer (slurmdbd down?): {_last_line(done)}"
         return report
-    records = slurm_text.sacct_records(done.stdout)
+    records = [r for r in slurm_text.sacct_records(done.stdout) if r.state != "PENDING"]  # not started
     accounts = cost.per_account(((r.account, r.elapsed_seconds, r.gpus, r.nodes) for r in records), prices)
     report["accounts"] = [
         {"account": a.account, "jobs": a.jobs, "gpu_hours": _money(a.gpu_hours), "usd": _money(a.usd)} for a in accounts

@@ -1,6 +1,7 @@
-"""`./status.sh` without a cluster: Slurm 22.05's outputs read from fixtures (the format
-`scontrol -o show node|job` and `sacct -nP` print; tests/test_e2e_status.py reads the real
-ones), the cost arithmetic, and the whole report with canned hosts, one of them dead."""
+"""`./status.sh` without a cluster: Slurm 22.05's outputs read from fixtures (what
+`scontrol -o show node|job` and `sacct -a -X -nP` printed in tests/test_e2e_status.py; the
+*_no_gpu_tres files are the same without gres/gpu in the TRES, as a cluster without
+accounting prints them), the cost arithmetic, and the whole report with canned hosts."""
 
 import copy
 import json
@@ -27,8 +28,9 @@ def fixture(name: str) -> str:
 
 def test_scontrol_records_keep_values_with_spaces():
     record = slurm_text.scontrol_records(fixture("scontrol_show_node.txt"))[1]
-    assert record["OS"] == "Linux 6.1.0-26-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.112-1 (2024-09-30)"
-    assert record["Reason"] == "status e2e check [root@2026-11-23T12:22:01]"
+    assert record["OS"] == "Linux 6.18.44-fc-v509 #1 SMP PREEMPT_DYNAMIC @0"
+    assert record["Reason"] == "status e2e check [root@2026-11-23T12:39:05]"
+    assert record["CoresPerSocket"] == "1" and record["Partitions"] == "tutorial"  # two spaces follow them
     assert record["AllocTRES"] == "" and record["CfgTRES"] == "cpu=2,mem=1M,billing=2,gres/gpu=1"
     assert slurm_text.scontrol_records("No jobs in the system\n") == []
 
@@ -39,26 +41,29 @@ def test_nodes_state_gpus_and_drain_reason():
         ("c000", "MIXED", 1, 1, False),
         ("c001", "IDLE+DRAIN", 1, 0, True),
     ]
-    assert nodes[0].reason == "" and nodes[1].reason == "status e2e check [root@2026-11-23T12:22:01]"
+    assert nodes[0].reason == "" and nodes[1].reason == "status e2e check [root@2026-11-23T12:39:05]"
     assert nodes[0].partitions == ["tutorial"]
 
 
 def test_jobs_running_and_pending_with_reasons():
     jobs = slurm_text.jobs(fixture("scontrol_show_job.txt"))
     assert [(j.job_id, j.name, j.user, j.account, j.state, j.reason, j.nodes, j.gpus, j.run_seconds) for j in jobs] == [
-        ("5", "status-runs", "bob", "chem", "RUNNING", "None", ["c000"], 1, 62),
-        ("6", "status waits", "bob", "chem", "PENDING", "Resources", [], 1, 0),
-        ("7", "wrap", "alice", "physics", "PENDING", "AssocGrpGRES", [], 2, 0),
+        ("1", "hostname", "root", "root", "COMPLETED", "None", ["c000", "c001"], 0, 0),
+        ("2", "printenv", "root", "root", "COMPLETED", "None", ["c000"], 1, 0),
+        ("3", "status-done", "alice", "physics", "COMPLETED", "None", ["c001"], 1, 3),
+        ("4", "status-runs", "bob", "chem", "RUNNING", "None", ["c000"], 1, 4),
+        ("5", "status-waits", "bob", "chem", "PENDING", "Resources", [], 1, 0),
     ]
 
 
 def test_sacct_records():
     records = slurm_text.sacct_records(fixture("sacct.txt"))
     assert [(r.job_id, r.account, r.state, r.elapsed_seconds, r.gpus, r.nodes) for r in records] == [
-        ("2", "physics", "COMPLETED", 3, 1, ["c001"]),
-        ("3", "chem", "COMPLETED", 2, 2, ["c000", "c001"]),
-        ("4", "root", "COMPLETED", 1, 0, ["c000"]),
-        ("5", "chem", "RUNNING", 62, 1, ["c000"]),
+        ("1", "root", "COMPLETED", 0, 0, ["c000", "c001"]),
+        ("2", "root", "COMPLETED", 0, 1, ["c000"]),
+        ("3", "physics", "COMPLETED", 3, 1, ["c001"]),
+        ("4", "chem", "RUNNING", 4, 1, ["c000"]),
+        ("5", "chem", "PENDING", 0, 0, []),
     ]
 
 
@@ -122,7 +127,7 @@ def test_without_gpus_as_a_tres_the_gres_and_the_jobs_tell():
     nodes = slurm_text.nodes(fixture("scontrol_show_node_no_gpu_tres.txt"))
     assert [(n.name, n.gpus, n.gpus_allocated) for n in nodes] == [("c000", 1, None), ("c001", 1, None)]
     jobs = slurm_text.jobs(fixture("scontrol_show_job_no_gpu_tres.txt"))
-    assert [(j.job_id, j.gpus) for j in jobs] == [("5", 1), ("6", 1), ("7", 2)]
+    assert [(j.job_id, j.gpus) for j in jobs] == [("1", 0), ("2", 1), ("3", 1), ("4", 1), ("5", 1)]
     running = [j for j in jobs if j.state == "RUNNING"]
     assert [slurm_text.allocated_from_jobs(n.name, running) for n in nodes] == [1, 0]
 
@@ -141,12 +146,13 @@ def test_cost_is_elapsed_times_gpus_times_price_exactly():
 def test_cost_per_account_from_sacct():
     prices = {"c000": Decimal("3.6"), "c001": Decimal("3.6")}
     records = slurm_text.sacct_records(fixture("sacct.txt"))
+    records.append(slurm_text.Record("9", "alice", "chem", "COMPLETED", 2, 2, ["c000", "c001"]))
     accounts = cost.per_account(((r.account, r.elapsed_seconds, r.gpus, r.nodes) for r in records), prices)
     assert [(a.account, a.jobs, a.gpu_hours, a.usd) for a in accounts] == [
-        # chem: 2 s x 2 GPUs + 62 s x 1 GPU = 66 GPU-seconds at $0.001
-        ("chem", 2, Decimal(66) / 3600, Decimal("0.066")),
+        # chem: 4 s x 1 GPU + 2 s x 2 GPUs (+ a pending job) = 8 GPU-seconds at $0.001
+        ("chem", 3, Decimal(8) / 3600, Decimal("0.008")),
         ("physics", 1, Decimal(3) / 3600, Decimal("0.003")),
-        ("root", 1, Decimal(0), Decimal(0)),
+        ("root", 2, Decimal(0), Decimal(0)),
     ]
 
 
@@ -315,16 +321,16 @@ def test_report_of_a_cluster_with_accounting(outputs):
         (name, {"SLURM_CONF": "/var/lib/gpucluster/e2e/slurm.conf"}) for name in ["scontrol"] * 2 + ["sacct"]
     ]
     assert report["gpus"] == {"total": 2, "allocated": 1, "drained": 1}
-    assert report["queue"]["running"] == 1 and report["queue"]["pending"] == 2
-    assert report["queue"]["pending_reasons"] == {"Resources": 1, "AssocGrpGRES": 1}
+    assert report["queue"]["running"] == 1 and report["queue"]["pending"] == 1
+    assert report["queue"]["pending_reasons"] == {"Resources": 1}
     money = report["cost"]
     assert money["accounting"] and money["message"] == "" and money["prices_per_gpu_hour"] == {"local": 3.6}
     assert money["accounts"] == [
-        {"account": "chem", "jobs": 2, "gpu_hours": 0.018333, "usd": 0.066},
+        {"account": "chem", "jobs": 1, "gpu_hours": 0.001111, "usd": 0.004},  # the pending job not counted
         {"account": "physics", "jobs": 1, "gpu_hours": 0.000833, "usd": 0.003},
-        {"account": "root", "jobs": 1, "gpu_hours": 0.0, "usd": 0.0},
+        {"account": "root", "jobs": 2, "gpu_hours": 0.0, "usd": 0.0},
     ]
-    assert money["total_usd"] == 0.069
+    assert money["total_usd"] == 0.007
     sacct = next(argv for argv, _ in shell.calls if argv[0] == "sacct")
     assert sacct[:5] == ["sacct", "-a", "-X", "-nP", "-T"] and sacct[-1].endswith("ElapsedRaw,AllocTRES,NodeList")
     json.dumps(report)  # --json prints it as is
@@ -333,10 +339,10 @@ def test_report_of_a_cluster_with_accounting(outputs):
     assert "web app: http://10.43.3.1:7000/" in text
     assert "local: MISSING  container e2e-c003 running" in text
     assert "GPUs: 1 of 2 allocated, 1 on drained nodes" in text
-    assert "c001  idle+drain  0/1   status e2e check [root@2026-11-23T12:22:01]" in text
-    assert "queue: 1 running, 2 pending (Resources: 1, AssocGrpGRES: 1)" in text
-    assert "6      bob    chem     pending  1     0:00:00  Resources" in text
-    assert "chem     2     0.0183     $0.07" in text
+    assert "c001  idle+drain  0/1   status e2e check [root@2026-11-23T12:39:05]" in text
+    assert "queue: 1 running, 1 pending (Resources: 1)" in text
+    assert "5      bob   chem     pending  1     0:00:00  Resources" in text
+    assert "chem     1     0.0011     $0.004" in text
     assert "per GPU-hour: local $3.60" in text
 
 
@@ -348,10 +354,10 @@ def test_report_without_accounting_shows_the_running_jobs_cost(outputs):
     money = report["cost"]
     assert not money["accounting"] and money["accounts"] == [] and money["total_usd"] is None
     assert money["message"].startswith("the cost of finished jobs needs accounting")
-    assert money["running"] == [{"job_id": "5", "account": "chem", "gpus": 1, "seconds": 62, "usd": 0.062}]
+    assert money["running"] == [{"job_id": "4", "account": "chem", "gpus": 1, "seconds": 4, "usd": 0.004}]
     text = status.render(report)
     assert "the cost of finished jobs needs accounting" in text
-    assert "5      chem     1     0:01:02  $0.06" in text
+    assert "4      chem     1     0:00:04  $0.004" in text
 
 
 def test_sacct_without_slurmdbd_is_said(outputs):
