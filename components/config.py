@@ -20,6 +20,7 @@ from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
 from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
 from components.host.config import (
+    GpuHourPrice,
     HostConfig,
     LocalConnection,
     SshConnection,
@@ -164,6 +165,7 @@ class ClusterHostConfig(StrictModel):
     lxc_dir: SafePath = Field("/var/lib/lxc", description="LXC path (lxc-* -P) of this host's containers")
     shared_dir: SafePath = Field(description="directory bind-mounted into this host's nodes (per host)")
     install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    gpu_hour_price: GpuHourPrice = 0.0
     network: NetworkConfig
     gpu: GpuConfig = GpuConfig()
 
@@ -290,6 +292,7 @@ class ClusterConfig(StrictModel):
                 state_dir=self.host.state_dir,
                 shared_dir=self.host.shared_dir,
                 install_packages=self.host.install_packages,
+                gpu_hour_price=self.host.gpu_hour_price,
                 network=self.network,
                 gpu=self.gpu,
             )
@@ -316,7 +319,10 @@ class ClusterConfig(StrictModel):
         return self.model_copy(
             update={
                 "host": HostConfig(
-                    state_dir=host.state_dir, shared_dir=host.shared_dir, install_packages=host.install_packages
+                    state_dir=host.state_dir,
+                    shared_dir=host.shared_dir,
+                    install_packages=host.install_packages,
+                    gpu_hour_price=host.gpu_hour_price,
                 ),
                 "network": host.network,
                 "gpu": host.gpu,

@@ -11,6 +11,19 @@ from pydantic import AfterValidator, Field, Strict
 
 from components.config_types import Port, SafePath, StrictBool, StrictInt, StrictModel, UserName
 
+# What one GPU-hour of a host costs, for the cost of jobs in ./status.sh (nothing is built from it).
+GpuHourPrice = Annotated[
+    float,
+    Strict(),
+    Field(
+        ge=0,
+        le=10000,
+        description="USD per GPU-hour of this host's GPUs, for the cost per job and account in ./status.sh "
+        "(GPU-hours from sacct times this price); 0 (default): owned GPUs counted as free, and on an EC2 host "
+        "the instance's hourly price (components/aws/prices.py, aws.prices) divided by its GPUs",
+    ),
+]
+
 
 class HostConfig(StrictModel):
     """The machine the cluster is built on."""
@@ -24,6 +37,7 @@ class HostConfig(StrictModel):
         "app, so a job script written there once runs anywhere",
     )
     install_packages: StrictBool = Field(True, description="install the Debian packages the host needs (apt-get)")
+    gpu_hour_price: GpuHourPrice = 0.0
 
 
 # Names of system accounts and groups, never a person's: Debian's base-passwd (its users and

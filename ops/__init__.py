@@ -1,0 +1,1 @@
+"""Operator tools run beside the stack: `./status.sh`."""
