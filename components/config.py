@@ -311,6 +311,13 @@ UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
 SlurmName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,29}$")]
 # Ids of people, never of system accounts (below 1000) or nobody (65534).
 PersonId = Annotated[int, Field(ge=1000, le=60000)]
+# A DNS name in lower case: dot-separated RFC 1123 labels.
+DnsName = Annotated[
+    str,
+    StringConstraints(
+        max_length=253, pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+    ),
+]
 
 
 class UserConfig(StrictModel):
@@ -416,6 +423,13 @@ class WebAppConfig(StrictModel):
     )
     run_allowed_cidrs: list[IPv4Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
+    )
+    server_names: list[DnsName] = Field(
+        [],
+        max_length=32,
+        description="DNS names (lower case) the app is reached by: any other name in a request's Host is "
+        "refused (421), so a page re-resolved to the app's address gets nothing; IP addresses and "
+        "localhost are always accepted",
     )
     gpus: list[SafePath] = Field(
         [],
