@@ -419,7 +419,10 @@ class WebAppConfig(StrictModel):
         60, ge=1, le=3600, description="a job is killed (with its process group) after this"
     )
     max_connections: StrictInt = Field(
-        16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
+        16,
+        ge=2,
+        le=256,
+        description="requests handled at once by a fixed pool of threads; more wait (a client still sending its request holds no thread)",
     )
     run_allowed_cidrs: list[IPv4Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
