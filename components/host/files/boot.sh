@@ -51,7 +51,7 @@ for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER; do
   lxc-wait -n "$container" -s RUNNING -t 60
 done
 log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER"
-# The web app's cluster-status writer, a plain daemon (as its create starts it), started again
+# The web app's cluster-status writer, a plain daemon run as nobody (as its create starts it), started again
 # when no live writer is behind its pid file.
 if [ -n "${STATUS_WRITER:-}" ]; then
   IFS=, read -r status_dir interval <<< "$STATUS_WRITER"
@@ -59,9 +59,9 @@ if [ -n "${STATUS_WRITER:-}" ]; then
   if [ ! -f "$program" ]; then
     log "$CLUSTER: no cluster-status writer $program: 'pulumi up' writes it"
   elif [ -z "$(daemon_pid "$CLUSTER_DIR/cluster-status.pid" python3 "$program")" ]; then
-    install -d -m 0755 "$status_dir"
-    SLURM_CONF="$SLURM_CONF_PATH" setsid python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval" \
-      </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
+    install -d -m 0755 -o nobody -g "$(id -g nobody)" "$status_dir"
+    SLURM_CONF="$SLURM_CONF_PATH" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
+      python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval" </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
     echo $! > "$CLUSTER_DIR/cluster-status.pid"
     log "$CLUSTER: cluster-status writer started (pid $!)"
   fi
