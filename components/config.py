@@ -422,7 +422,8 @@ class WebAppConfig(StrictModel):
         16,
         ge=2,
         le=256,
-        description="requests handled at once by a fixed pool of threads; more wait (a client still sending its request holds no thread)",
+        description="requests handled at once by a fixed pool of threads; more wait "
+        "(a client still sending its request holds no thread)",
     )
     run_allowed_cidrs: list[IPv4Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
@@ -499,7 +500,13 @@ class SshConnection(SshEndpoint):
         "(`pulumi config set --secret NAME < key`); it never appears in the stack file",
     )
     bastion: SshEndpoint | None = Field(None, description="jump host (same private key) when the host is not reachable")
-    dial_error_limit: int = Field(10, ge=-1, le=1000, description="failed dials before giving up (-1: forever)")
+    dial_error_limit: int = Field(
+        10,
+        ge=-1,
+        le=1000,
+        description="failed dials of a command before giving up (-1: forever; a host key mismatch "
+        "or a refused login is retried like any other dial error)",
+    )
 
 
 class ClusterHostConfig(StrictModel):
