@@ -51,8 +51,8 @@ for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER; do
   lxc-wait -n "$container" -s RUNNING -t 60
 done
 log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER"
-# The web app's cluster-status writer, a plain daemon run as nobody (as its create starts it), started again
-# when no live writer is behind its pid file.
+# The web app's cluster-status writer, a plain daemon run as nobody (as its create starts it),
+# started again when no live writer is behind its pid file.
 if [ -n "${STATUS_WRITER:-}" ]; then
   IFS=, read -r status_dir interval <<< "$STATUS_WRITER"
   program=$CLUSTER_DIR/cluster-status.py
