@@ -333,7 +333,7 @@ class Server:
 
     @staticmethod
     async def read_request(reader: asyncio.StreamReader) -> bytes:
-        head = await reader.readuntil(b"\r\n\r\n")  # ValueError past the reader's limit
+        head = await reader.readuntil(b"\r\n\r\n")  # LimitOverrunError past MAX_HEAD_BYTES
         length = 0
         for line in head.split(b"\r\n"):
             name, _, value = line.partition(b":")
