@@ -3,6 +3,7 @@ process groups, origins, the snapshot panel's API; and its page in headless Chro
 runs the job, output stays text, busy is shown plainly, a cross-origin POST from the browser is
 refused, the cluster panel shows the snapshot."""
 
+import contextlib
 import json
 import re
 import select
@@ -292,6 +293,19 @@ def test_one_source_holds_only_so_many_connections(start_app):
     finally:
         for conn in held:
             conn.close()
+
+
+def test_an_oversized_request_is_dropped_at_once(start_app):
+    url = start_app(socket_timeout_s=10)
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        started = time.monotonic()
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            conn.sendall(b"GET /healthz HTTP/1.0\r\nX-Big: " + b"y" * 64 * 1024)
+        with contextlib.suppress(ConnectionResetError):
+            assert conn.recv(1) == b""
+        assert time.monotonic() - started < 2
+    assert get(f"{url}/healthz") == (200, {"status": "ok"})
 
 
 def raw_request(url: str, host: str, method: str = "GET", path: str = "/api/info", origin: str = "") -> int:
