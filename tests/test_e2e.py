@@ -137,7 +137,9 @@ def leftovers(cluster: str) -> list[str]:
         f"/etc/systemd/system/multi-user.target.wants/gpucluster-{cluster}.service",
         f"/var/lib/gpucluster-host/ip_forward/users/{cluster}",
     ):
-        if Path(path).exists():
+        if Path(path).is_dir():
+            found.append(f"path {path} (holding {sorted(os.listdir(path))})")
+        elif Path(path).exists():
             found.append(f"path {path}")
     kept = Path(f"/var/cache/gpucluster/{cluster}")
     for entry in kept.glob("*"):
