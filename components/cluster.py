@@ -13,7 +13,7 @@ from components.config import ClusterConfig, ClusterHostConfig
 from components.host.boot_unit import BootUnit, render_host_state
 from components.host.gpu_host import GpuHost
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
-from components.lxc.lxc_conf import ContainerSpec
+from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
@@ -154,6 +154,7 @@ class GpuCluster(pulumi.ComponentResource):
                 users=users,
             )
             self.platforms[host.name] = platform
+            slots = cpu_slots(view.nodes)
             for node in view.nodes:
                 self.containers[node.name] = CudaContainer(
                     f"{name}-{node.name}",
@@ -164,6 +165,7 @@ class GpuCluster(pulumi.ComponentResource):
                         cluster_address=node.cluster_address,
                         gpu_devices=gpus[node.name],
                         cpus=node.cpus,
+                        cpu_slot=slots[node.name],
                     ),
                     platform,
                     image=image.rootfs,

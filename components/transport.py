@@ -111,6 +111,13 @@ def _endpoint(
     )
 
 
+# How long `<name>-ssh-ready` waits for sshd: the provider waits up to 5 s between dials and
+# each dial up to SSH_READY_DIAL_TIMEOUT_S, so 90 dials are 8 to 15 minutes, enough for an
+# instance to boot; then `up` fails with the last dial's error (e.g. a host key mismatch).
+SSH_READY_DIALS = 90
+SSH_READY_DIAL_TIMEOUT_S = 5
+
+
 @dataclass(frozen=True)
 class Machine:
     """A host the program creates (an EC2 instance): where to reach it, the host key to pin,
@@ -132,8 +139,10 @@ def connect(
 ) -> Transport:
     """The transport of a host; for an SSH host also its bootstrap commands.
 
-    `<name>-ssh-ready` polls until sshd answers (dial_error_limit -1: the host may still be
-    booting); `<name>-sshd-accept-env` installs /etc/ssh/sshd_config.d/gpucluster-<cluster>.conf
+    `<name>-ssh-ready` polls until sshd answers (the host may still be booting), at most
+    SSH_READY_DIALS times: pulumi-command retries every dial error alike, a host key that is
+    not the pinned one or a refused login included, so an unlimited poll would wait forever
+    on those; `<name>-sshd-accept-env` installs /etc/ssh/sshd_config.d/gpucluster-<cluster>.conf
     (`AcceptEnv GPUCLUSTER_*`), checks it with `sshd -t` and reloads sshd (a reload keeps
     open sessions; never a restart), and removes it on destroy. Neither has parameters in its
     environment, so both work before sshd accepts any: the cluster's name goes by stdin.
@@ -154,7 +163,9 @@ def connect(
     connection = remote.ConnectionArgs(**_endpoint(ssh, private_key, ssh.dial_error_limit, proxy, machine))
     transport = Transport(host, connection, deleted_with=deleted_with)
     opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
-    poll = remote.ConnectionArgs(**{**_endpoint(ssh, private_key, -1, proxy, machine), "per_dial_timeout": 5})
+    poll = remote.ConnectionArgs(
+        **{**_endpoint(ssh, private_key, SSH_READY_DIALS, proxy, machine), "per_dial_timeout": SSH_READY_DIAL_TIMEOUT_S}
+    )
     wait = remote.Command(f"{name}-ssh-ready", connection=poll, create="true", opts=opts)
     accept_env = remote.Command(
         f"{name}-sshd-accept-env",

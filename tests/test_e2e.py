@@ -72,6 +72,31 @@ def stand_in_gpus(cluster: str) -> dict[str, tuple[int, int]]:
     return found
 
 
+def cpu_list(text: str) -> list[int]:
+    """A kernel CPU list ('0-1,4') as numbers."""
+    cpus = []
+    for part in text.strip().split(","):
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
+
+
+def cpusets_are_dealt(config: dict, report: list[str]) -> None:
+    """Each node runs on its own share of the host's online CPUs, dealt in turn (wrapping
+    around when the host has fewer than the nodes ask for), as many as Slurm's CPUs=."""
+    cluster = config["cluster"]
+    online = cpu_list(Path("/sys/devices/system/cpu/online").read_text())
+    slot = 0
+    for node in cluster["nodes"]:
+        count = node.get("cpus", 1)
+        wanted = sorted({online[(slot + i) % len(online)] for i in range(count)})
+        slot += count
+        container = f"{cluster['name']}-{node['name']}"
+        running = cpu_list(sh("lxc-cgroup", "-n", container, "cpuset.cpus").stdout)
+        assert running == wanted, f"{container} runs on CPUs {running}, not {wanted}"
+        report.append(f"{container}: cpuset {running} (CPUs={count})")
+
+
 def host_snapshot() -> dict:
     """What a destroy must restore: /etc, network, firewall, containers, daemons."""
     etc = sorted(
@@ -112,7 +137,9 @@ def leftovers(cluster: str) -> list[str]:
         f"/etc/systemd/system/multi-user.target.wants/gpucluster-{cluster}.service",
         f"/var/lib/gpucluster-host/ip_forward/users/{cluster}",
     ):
-        if Path(path).exists():
+        if Path(path).is_dir():
+            found.append(f"path {path} (holding {sorted(os.listdir(path))})")
+        elif Path(path).exists():
             found.append(f"path {path}")
     kept = Path(f"/var/cache/gpucluster/{cluster}")
     for entry in kept.glob("*"):
@@ -268,6 +295,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
         # The program made the stand-in GPUs, only in the cluster's private device directory.
         assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)
+        cpusets_are_dealt(config, report)
         check_web_page(config, slurm_env(cluster), report, placement)
 
         # Each container opens only its own GPUs; a rule shadowing the forward is named.

@@ -15,7 +15,7 @@ from components.stack_config import parse_stack_config
 from tests.harness.command_executor import apply, destroy, host_commands
 from tests.harness.e2e_teardown import remove_stand_in_gpus
 from tests.harness.program_harness import run_program, stack_config
-from tests.test_e2e import check_cluster, leftovers, require_host, sh, slurm_env
+from tests.test_e2e import check_cluster, leftovers, require_host, sh, slurm_env, stand_in_gpus
 
 IP_FORWARD_DIR = Path("/var/lib/gpucluster-host/ip_forward")
 KEEP_DIR = Path("/var/cache/gpucluster")
@@ -55,7 +55,8 @@ def simulate_reboot(config: dict, outputs: dict, report: list[str], check=check_
     # slurmctld, which saves its state), then takes away everything that lives in memory.
     for container in containers:
         sh("lxc-stop", "-n", container, "-t", "60", timeout=120)
-    for pidfile in (f"/var/lib/gpucluster/{name}/munge/munged.pid", f"/var/lib/gpucluster/{name}/slurmctld.pid"):
+    daemons = ("munge/munged.pid", "slurmctld.pid", "cluster-status.pid")
+    for pidfile in (f"/var/lib/gpucluster/{name}/{daemon}" for daemon in daemons):
         pid = Path(pidfile).read_text().strip() if Path(pidfile).exists() else ""
         if pid and Path(f"/proc/{pid}").exists():
             sh("kill", pid)
@@ -67,14 +68,19 @@ def simulate_reboot(config: dict, outputs: dict, report: list[str], check=check_
         for rule in sh("iptables", "-t", table, "-S").stdout.splitlines():
             if f"gpucluster:{name}:" in rule:
                 sh("iptables", "-t", table, *shlex.split(rule.replace("-A ", "-D ", 1)))
-    sh("rm", "-rf", f"/run/gpucluster-{name}")  # /run is a tmpfs: a reboot empties it
+    # /run is a tmpfs: a reboot empties it, the stand-in GPUs' device directory included.
+    sh("rm", "-rf", f"/run/gpucluster-{name}", f"/run/gpucluster-{name}-dev")
     # ip_forward goes back to the host's own value (the one recorded before the first cluster).
     sh("sysctl", "-qw", f"net.ipv4.ip_forward={(IP_FORWARD_DIR / 'orig').read_text().strip()}")
     code, drifted = run_verify(config)
     assert code == 1, drifted
+    stand_ins, web_app = cluster.get("gpu", {}).get("stand_in"), cluster.get("web_app")
+    assert not stand_ins or f"MISSING  stand-in GPU /run/gpucluster-{name}-dev/nvidia0 (195:0)" in drifted, drifted
+    assert not web_app or "MISSING  cluster-status writer" in drifted, drifted
     report.append("$ ./verify.sh e2e   (after the simulated reboot, before the boot unit)\n" + drifted)
 
     command = boot_command(name)
+    booted_at = time.time()
     started = time.monotonic()
     done = sh(*command, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=600)
     seconds = time.monotonic() - started
@@ -82,8 +88,18 @@ def simulate_reboot(config: dict, outputs: dict, report: list[str], check=check_
     wait_idle(name, [node["name"] for node in cluster["nodes"]])
     report.append(f"nodes idle {time.monotonic() - started:.1f} s after the bring-up started")
     check(config, outputs, report)
+    # The stand-ins are back (check's GPU jobs ran on them) and the panel's snapshot is fresh.
+    if stand_ins:
+        wanted = {f"nvidia{i}": (195, i) for i in range(stand_ins["count"])}
+        assert stand_in_gpus(name) == {**wanted, "nvidiactl": (195, 255)}
+    snapshot = Path(f"/var/lib/gpucluster/{name}/status/cluster.json")
+    deadline = time.monotonic() + 30
+    while web_app and not (snapshot.exists() and snapshot.stat().st_mtime > booted_at):
+        assert time.monotonic() < deadline, "no cluster snapshot written since the bring-up"
+        time.sleep(1)
     code, clean = run_verify(config)
     assert code == 0, clean
+    assert not web_app or "ok       cluster-status writer" in clean, clean
     report.append("$ ./verify.sh e2e   (after the boot unit)\n" + clean)
 
 

@@ -7,6 +7,14 @@ from pydantic import Field, Strict, StringConstraints, model_validator
 from components.config_types import Address, Hostname, Network, Port, SafePath, StrictBool, StrictInt, StrictModel
 from components.network.config import SOURCES_DESCRIPTION
 
+# A DNS name in lower case: dot-separated RFC 1123 labels.
+DnsName = Annotated[
+    str,
+    StringConstraints(
+        max_length=253, pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+    ),
+]
+
 # One argv element of a command: not empty, no control character (a newline would end the
 # command in the systemd unit and the JSON config line it is written to).
 CommandWord = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$", max_length=4096)]
@@ -33,10 +41,21 @@ class WebAppConfig(StrictModel):
         60, ge=1, le=3600, description="a job is killed (with its process group) after this"
     )
     max_connections: StrictInt = Field(
-        16, ge=2, le=256, description="connections served at once by a fixed pool of threads; more wait"
+        16,
+        ge=2,
+        le=256,
+        description="requests handled at once by a fixed pool of threads; more wait "
+        "(a client still sending its request holds no thread)",
     )
     run_allowed_cidrs: list[Network] = Field(
         [], description="source networks whose clients may run jobs (empty: any client that reaches the app)"
+    )
+    server_names: list[DnsName] = Field(
+        [],
+        max_length=32,
+        description="DNS names (lower case) the app is reached by: any other name in a request's Host is "
+        "refused (421), so a page re-resolved to the app's address gets nothing; IP addresses and "
+        "localhost are always accepted",
     )
     gpus: list[SafePath] = Field(
         [],

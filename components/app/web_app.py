@@ -36,6 +36,7 @@ def render_app_settings(app: WebAppConfig) -> str:
         "job_timeout_s": app.job_timeout_s,
         "max_connections": app.max_connections,
         "run_allowed_cidrs": [str(cidr) for cidr in app.run_allowed_cidrs],
+        "server_names": app.server_names,
         "status_file": f"{CONTAINER_STATUS_DIR}/cluster.json",
         "status_interval_s": app.status_interval_s,
     }

@@ -39,5 +39,7 @@ sshd_dropin_target() {
   master=$(sshd_master) || die "no sshd found above this session"
   config=$(sshd_config_of "$master")
   include=$(awk 'tolower($1) == "include" && $2 ~ /\/\*\.conf$/ {print $2; exit}' "$config")
+  # sshd reads a relative Include from /etc/ssh (not from this login's directory).
+  [ -z "$include" ] || [[ $include == /* ]] || include=/etc/ssh/$include
   dropin=${include:+$(dirname "$include")/gpucluster-$cluster.conf}
 }

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pulumi
 
+from components.app.web_app import status_dir
 from components.config import ClusterConfig, ClusterHostConfig, ClusterIdentity
 from components.options import child_options
 from components.transport import DEFAULT_LXC_PATH, Transport, host_command, script
@@ -74,6 +75,12 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
         **accounting,
     }
     # Only where they apply, so a one-host stack's description stays as it was.
+    if view.gpu.stand_in:
+        # device directory,count: the stand-in GPUs live under the run directory, a tmpfs
+        state["STAND_IN_GPUS"] = f"{config.host_device_dir(host)},{view.gpu.stand_in.count}"
+    if view.web_app:
+        # snapshot directory,interval: the cluster-status writer, a plain daemon on this host
+        state["STATUS_WRITER"] = f"{status_dir(cluster)},{view.web_app.status_interval_s}"
     if host.lxc_dir != DEFAULT_LXC_PATH:
         state["LXC_PATH"] = host.lxc_dir
     if config.multi_host:

@@ -205,4 +205,10 @@ class SshConnection(SshEndpoint):
         "(`pulumi config set --secret NAME < key`); it never appears in the stack file",
     )
     bastion: SshEndpoint | None = Field(None, description="jump host (same private key) when the host is not reachable")
-    dial_error_limit: StrictInt = Field(10, ge=-1, le=1000, description="failed dials before giving up (-1: forever)")
+    dial_error_limit: StrictInt = Field(
+        10,
+        ge=-1,
+        le=1000,
+        description="failed dials of a command before giving up (-1: forever; a host key mismatch "
+        "or a refused login is retried like any other dial error)",
+    )

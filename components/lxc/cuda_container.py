@@ -38,7 +38,7 @@ class CudaContainer(pulumi.ComponentResource):
     driver's control devices bound in, with cgroup v1 and v2 allow rules for exactly those
     devices (their major:minor read on the host; other GPUs cannot be opened); CUDA and
     driver files bound read-only when the host has them; the shared directory at the same
-    path; a node's cpuset is host CPUs 0..cpus-1; root login by password disabled.
+    path; a node's cpuset is `cpus` host CPUs dealt in turn (lxc_conf.cpu_slots); root login by password disabled.
     Privileged, with the confinement described in components/lxc/lxc_conf.py. The create
     script is safe to run for many containers at once.
 
@@ -81,6 +81,8 @@ class CudaContainer(pulumi.ComponentResource):
                 "DEVICES": env_list(container_devices(spec, platform.gpu)),
                 "DRIVER_FILES": env_list(platform.gpu.driver_files),
                 "SHARED_DIR": platform.shared_dir,
+                # A node's cpuset (SLOT,COUNT in the host's online CPU list), known only on the host.
+                "CPUSET": f"{spec.cpu_slot},{spec.cpus}" if spec.cpus is not None else "",
             },
             # A new image means a new clone (replace_with the image); the name and addresses are
             # reused, so the old clone goes first (and, with it, what was set up inside it).

@@ -54,9 +54,21 @@ class ContainerSpec:
     cluster_address: IPv4Address | None  # None: not on the cluster bridge (the web app)
     gpu_devices: list[str]
     cpus: int | None = None  # a Slurm node's CPUs: its cpuset; None: no pinning (the web app)
+    cpu_slot: int = 0  # where the node's CPUs start in its host's online CPU list (cpu_slots)
     # (host directory, path in the container) pairs bound read-only (the web app's snapshot);
     # the host directory must exist before the container starts
     read_only_mounts: tuple[tuple[str, str], ...] = ()
+
+
+def cpu_slots(nodes) -> dict[str, int]:
+    """Where each node's CPUs start in its host's online CPU list: the host's CPUs are dealt to
+    its nodes in turn (node order), so nodes share a CPU only when the host has too few for
+    all of them (the list wraps around)."""
+    slots, taken = {}, 0
+    for node in nodes:
+        slots[node.name] = taken
+        taken += node.cpus
+    return slots
 
 
 def container_devices(spec: ContainerSpec, gpu: GpuConfig) -> list[str]:
@@ -115,10 +127,10 @@ def render_lxc_config(
             f"lxc.net.1.ipv4.address = {cluster_address}/{cluster.subnet.prefixlen}\n",
         ]
     if spec.cpus is not None:
-        # The node's CPUs (slurm.conf CPUs=) are host CPUs 0..cpus-1: the node has exactly
-        # what Slurm schedules on it (the preflight checks the host has them).
-        span = "0" if spec.cpus == 1 else f"0-{spec.cpus - 1}"
-        lines += [f"lxc.cgroup.cpuset.cpus = {span}\n", f"lxc.cgroup2.cpuset.cpus = {span}\n"]
+        lines.append(
+            f"# CPUs: {spec.cpus} of the host's online CPUs from place {spec.cpu_slot} of their list, as many as\n"
+            "# slurm.conf's CPUs= (the cpuset lines are appended by the container script, which reads the list).\n"
+        )
     lines.append(
         "# GPUs: the devices cgroup allows exactly the devices bound below, by their host numbers\n"
         "# (appended by the container script; no GPU or control device is allowed by major alone).\n"

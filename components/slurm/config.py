@@ -67,8 +67,8 @@ class NodeConfig(StrictModel):
         1,
         ge=1,
         le=1024,
-        description="CPUs of the node: Slurm's CPUs= and the container's cpuset (host CPUs 0..cpus-1); "
-        "the preflight checks the host has them",
+        description="CPUs of the node: Slurm's CPUs= and the container's cpuset (that many of the host's "
+        "online CPUs, dealt to its nodes in turn); the preflight checks the host has them",
     )
     host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
 

@@ -4,8 +4,11 @@ Slurm's error)."""
 
 import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,7 +53,22 @@ def writer_pid(cluster_dir: Path) -> int | None:
     return pid if Path(f"/proc/{pid}").exists() else None
 
 
-def test_the_writer_starts_once_restarts_on_change_and_is_removed(tmp_path):
+@pytest.fixture
+def open_dir():
+    """A directory others may enter (pytest's own are root's alone): the writer runs as nobody."""
+    path = Path(tempfile.mkdtemp(prefix="gpucluster-status-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def uid_of(pid: int) -> int:
+    (line,) = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:")]
+    return int(line.split()[1])
+
+
+def test_the_writer_starts_once_restarts_on_change_and_is_removed(open_dir):
+    tmp_path = open_dir
     cluster_dir = tmp_path / "cluster"
     (tmp_path / "slurm.conf").write_text("")
     environment = {
@@ -69,6 +87,8 @@ def test_the_writer_starts_once_restarts_on_change_and_is_removed(tmp_path):
         run("webapp_status_create.sh")
         first = writer_pid(cluster_dir)
         assert first and (cluster_dir / "status").is_dir()
+        # Not root: it needs only Slurm's client and the munge socket.
+        assert uid_of(first) == pwd.getpwnam("nobody").pw_uid
         deadline = time.monotonic() + 10
         while not (cluster_dir / "status" / "cluster.json").exists():
             assert time.monotonic() < deadline, "no snapshot written"
@@ -86,3 +106,28 @@ def test_the_writer_starts_once_restarts_on_change_and_is_removed(tmp_path):
     assert writer_pid(cluster_dir) is None
     assert sorted(p.name for p in cluster_dir.iterdir()) == []
     run("webapp_status_delete.sh")  # succeeds when already gone
+
+
+def test_a_job_name_that_breaks_the_line_neither_stops_the_writer_nor_makes_a_job(tmp_path):
+    """A newline in a job name (sbatch -J) puts the rest of the name on a line of its own."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fakes = {
+        "sinfo": "printf 'c000|IDLE|gpu:1|gpu:0(IDX:N/A)|\\n'",
+        "squeue": "printf '7|RUNNING|gpu:1|first-line-of-a-name\\nnext-line-of-a-name\\n8|PENDING|N/A|b|c\\n'",
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    out = tmp_path / "cluster.json"
+    subprocess.run(
+        [sys.executable, str(STATUS_WRITER_SOURCE), "t", str(out), "5", "--once"],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        check=True,
+        timeout=60,
+    )
+    snapshot = json.loads(out.read_text())
+    assert "error" not in snapshot, snapshot
+    jobs = [(job["id"], job["name"]) for job in snapshot["jobs"]["list"]]
+    assert jobs == [("7", "first-line-of-a-name"), ("8", "b|c")]
+    assert (snapshot["jobs"]["running"], snapshot["jobs"]["pending"]) == (1, 1)

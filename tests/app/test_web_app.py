@@ -3,8 +3,10 @@ process groups, origins, the snapshot panel's API; and its page in headless Chro
 runs the job, output stays text, busy is shown plainly, a cross-origin POST from the browser is
 refused, the cluster panel shows the snapshot."""
 
+import contextlib
 import json
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -227,6 +229,119 @@ def test_connections_are_served_by_a_bounded_pool_and_idle_ones_time_out(start_a
     print(f"a request behind 16 idle connections (pool 4, socket timeout 1 s) waited {waited:.1f} s")
 
 
+def test_slow_clients_do_not_hold_up_a_normal_request(start_app):
+    """Clients that send their request one byte a second (each within the socket timeout of
+    the previous one) hold no request thread: a normal request is answered at once, and each
+    slow client is dropped when its whole request has not arrived within the socket timeout."""
+    url = start_app(max_connections=3, max_concurrent_jobs=1, socket_timeout_s=3)
+    host, port = url.removeprefix("http://").split(":")
+    request = b"GET /healthz HTTP/1.0\r\nHost: x\r\nX-Slow: " + b"y" * 64
+    slow = [socket.create_connection((host, int(port)), timeout=5) for _ in range(3 * 3)]
+    connected = time.monotonic()
+    dropped_after = {}
+    stop = threading.Event()
+
+    def trickle(conn: socket.socket, index: int) -> None:
+        for byte in request[:10]:  # at most 10 s: the test stops by itself
+            try:
+                conn.sendall(bytes([byte]))
+                readable, _, _ = select.select([conn], [], [], 1)  # the app's close, or a second
+                closed = bool(readable) and conn.recv(1) == b""
+            except OSError:
+                closed = True
+            if closed:
+                dropped_after[index] = time.monotonic() - connected
+                return
+            if stop.is_set():
+                return
+
+    trickles = [threading.Thread(target=trickle, args=(conn, i)) for i, conn in enumerate(slow)]
+    try:
+        for thread in trickles:
+            thread.start()
+        time.sleep(1.5)  # every slow client has sent a byte or two
+        waits = []
+        for _ in range(3):
+            started = time.monotonic()
+            assert get(f"{url}/healthz") == (200, {"status": "ok"})
+            waits.append(time.monotonic() - started)
+        for thread in trickles:
+            thread.join(timeout=15)
+    finally:
+        stop.set()
+        for conn in slow:
+            conn.close()
+    assert max(waits) < 1, waits
+    # Dropped at the deadline (3 s after connecting), not after their last byte.
+    assert len(dropped_after) == len(slow) and max(dropped_after.values()) < 3 + 2, dropped_after
+    print(f"behind {len(slow)} slow clients (pool 3, timeout 3 s): /healthz in {max(waits) * 1000:.0f} ms")
+
+
+def test_one_source_holds_only_so_many_connections(start_app):
+    url = start_app(max_open_per_source=4, socket_timeout_s=5)
+    host, port = url.removeprefix("http://").split(":")
+    held = [socket.create_connection((host, int(port)), timeout=5) for _ in range(4)]
+    try:
+        time.sleep(0.3)
+        with socket.create_connection((host, int(port)), timeout=5) as extra:
+            started = time.monotonic()
+            assert extra.recv(1) == b""
+            assert time.monotonic() - started < 1, "the fifth connection was not closed at once"
+        held.pop().close()
+        time.sleep(0.3)
+        assert get(f"{url}/healthz") == (200, {"status": "ok"})
+    finally:
+        for conn in held:
+            conn.close()
+
+
+def test_an_oversized_request_is_dropped_at_once(start_app):
+    url = start_app(socket_timeout_s=10)
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        started = time.monotonic()
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            conn.sendall(b"GET /healthz HTTP/1.0\r\nX-Big: " + b"y" * 64 * 1024)
+        with contextlib.suppress(ConnectionResetError):
+            assert conn.recv(1) == b""
+        assert time.monotonic() - started < 2
+    assert get(f"{url}/healthz") == (200, {"status": "ok"})
+
+
+def raw_request(url: str, host: str, method: str = "GET", path: str = "/api/info", origin: str = "") -> int:
+    """The status of a request whose Host header is `host` (a browser sends the name it resolved)."""
+    address, port = url.removeprefix("http://").split(":")
+    headers = f"Host: {host}\r\n" + (f"Origin: {origin}\r\nSec-Fetch-Site: same-origin\r\n" if origin else "")
+    with socket.create_connection((address, int(port)), timeout=10) as conn:
+        conn.sendall(f"{method} {path} HTTP/1.1\r\n{headers}Content-Length: 0\r\n\r\n".encode())
+        return int(conn.makefile("rb").readline().split()[1])
+
+
+def test_a_page_of_another_name_re_resolved_here_gets_nothing(start_app, tmp_path):
+    """DNS rebinding: evil.example re-resolved to the app's address sends Host evil.example,
+    and is same-origin to itself; only the app's own names and addresses are answered."""
+    (tmp_path / "nvidia0").touch()
+    runs = tmp_path / "runs"
+    url = start_app(
+        gpu_device_glob=str(tmp_path / "nvidia[0-9]*"),
+        job_command=["sh", "-c", f'echo x >> "{runs}"'],
+        run_allowed_cidrs=["127.0.0.0/8"],
+        server_names=["gpu.example.org"],
+    )
+    port = url.rsplit(":", 1)[1]
+    evil = f"evil.example:{port}"
+    assert raw_request(url, evil, "POST", "/api/run", origin=f"http://{evil}") == 421
+    assert raw_request(url, evil) == 421
+    assert raw_request(url, evil, path="/api/cluster") == 421
+    assert raw_request(url, f"127.0.0.1@evil.example:{port}") == 421
+    assert not runs.exists(), "a rebinding request ran the job"
+    for name in (f"127.0.0.1:{port}", "127.0.0.1", f"localhost:{port}", f"GPU.example.org:{port}", "[::1]:7000"):
+        assert raw_request(url, name) == 200, name
+    here = f"127.0.0.1:{port}"
+    assert raw_request(url, here, "POST", "/api/run", origin=f"http://{here}") == 200
+    assert runs.read_text() == "x\n"
+
+
 def test_the_cluster_snapshot_is_served_with_its_age(start_app, tmp_path):
     snapshot = tmp_path / "cluster.json"
     url = start_app(status_file=str(snapshot), status_interval_s=5)
@@ -398,3 +513,19 @@ def test_the_cluster_panel_shows_the_snapshot_and_its_age(browser, start_app, tm
     assert browser.text("#jobs-summary") == "1 running, 1 queued"
     assert browser.count("#jobs tbody b") == 0
     assert re.match(r"Snapshot of cluster demo, \d+(\.\d)? s old$", browser.text("#snapshot-age"))
+
+
+def test_server_names_come_from_the_config_and_bad_ones_name_the_field():
+    from pydantic import ValidationError
+
+    from components.app.web_app import render_app_settings
+    from components.config import ClusterConfig
+    from tests.harness.program_harness import stack_config
+
+    raw = stack_config("e2e")["cluster"]
+    raw["web_app"]["server_names"] = ["gpu.example.org", "gpuhost"]
+    settings = json.loads(render_app_settings(ClusterConfig.model_validate(raw).web_app))
+    assert settings["server_names"] == ["gpu.example.org", "gpuhost"]
+    raw["web_app"]["server_names"] = ["evil.example:80"]
+    with pytest.raises(ValidationError, match=r"web_app\.server_names\.0"):
+        ClusterConfig.model_validate(raw)

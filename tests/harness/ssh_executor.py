@@ -3,16 +3,19 @@
 
 Test code, used by command_executor for every `command:remote:Command`. What matters for a
 test to fail where `pulumi up` would:
-- the environment travels as SSH env requests only (OpenSSH's `SendEnv`, one per name), so
-  an sshd without a matching `AcceptEnv` drops it silently, as it drops pulumi-command's
-  `session.Setenv` (whose error the provider ignores); PULUMI_COMMAND_STDOUT/STDERR of the
-  previous run are sent the same way on update and delete;
+- the environment travels as SSH env requests only (OpenSSH's `SendEnv`, one per name). An
+  sshd without a matching `AcceptEnv` refuses them: pulumi-command fails the command at once
+  ("could not set environment variable"); OpenSSH's client goes on without them, so here the
+  script stops at its first missing parameter instead. Either way nothing runs with half its
+  parameters. PULUMI_COMMAND_STDOUT/STDERR of the previous run are sent the same way on update
+  and delete;
 - the server's host key must equal the pinned `hostKey` (a known_hosts file holding only it,
   `StrictHostKeyChecking yes`); without `hostKey` the key is not checked, as in the provider;
 - the command string goes to the server as is (sshd runs it with the login shell), and
   `stdin`, when not empty, is its standard input;
-- a dial that fails (refused, unreachable, timed out) is tried again up to `dialErrorLimit`
-  times (-1: until the step's timeout), a failed authentication or host key is not;
+- a dial that fails is tried again up to `dialErrorLimit` times (-1: until the step's
+  timeout), whatever the failure: the provider retries the whole SSH handshake, so a host key
+  that is not the pinned one and a refused login are retried like a refused connection;
 - a `proxy` is dialled first and the host reached through it (ProxyCommand `ssh -W`).
 """
 
@@ -21,7 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-DIAL_ERRORS = ("Connection refused", "No route to host", "Connection timed out", "Network is unreachable")
+DIAL_ERRORS = (
+    "Connection refused",
+    "No route to host",
+    "Connection timed out",
+    "Network is unreachable",
+    "Host key verification failed",
+    "Permission denied (publickey",
+)
 
 
 def _options(connection: dict, workdir: Path, tag: str) -> list[str]:

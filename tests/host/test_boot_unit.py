@@ -79,6 +79,12 @@ def test_host_state_says_what_the_commands_make(placement):
     containers = {e["CONTAINER"] for name, e in env.items() if name.endswith("-lxc")}
     assert set(state["NODE_CONTAINERS"].split()) | {state["WEB_CONTAINER"]} == containers
     assert state["IMAGE"] == env["e2e-image-rootfs"]["IMAGE"]
+    # What lives in memory and a reboot takes away: the stand-in GPUs and the snapshot writer.
+    stand_ins = env["e2e-host-stand-in-gpus"]
+    assert state["STAND_IN_GPUS"] == f"{stand_ins['DEVICE_DIR']},{stand_ins['GPU_COUNT']}"
+    writer = env["e2e-web-status"]
+    assert state["STATUS_WRITER"] == f"{writer['STATUS_DIR']},{writer['STATUS_INTERVAL_S']}"
+    assert (writer["CLUSTER_DIR"], writer["SLURM_CONF"]) == (state["CLUSTER_DIR"], state["SLURM_CONF_PATH"])
 
 
 def test_the_boot_unit_is_written_last_and_deleted_first():

@@ -1,5 +1,6 @@
 """The container script's handling of host file names matched by gpu.driver_files: a name
-that an LXC config line cannot hold stops the script before anything changes."""
+that an LXC config line cannot hold stops the script before anything changes; and the cpuset
+it writes from this host's online CPUs."""
 
 import os
 import subprocess
@@ -11,7 +12,7 @@ from components.transport import INTERPRETER, script
 CREATE = script(FILES / "container_create.sh")
 
 
-def run_create(tmp_path: Path, pattern: str) -> subprocess.CompletedProcess:
+def run_create(tmp_path: Path, pattern: str = "", **changes: str) -> subprocess.CompletedProcess:
     environment = {
         "CLUSTER": "cst",
         "CLUSTER_DIR": str(tmp_path / "state"),
@@ -23,6 +24,8 @@ def run_create(tmp_path: Path, pattern: str) -> subprocess.CompletedProcess:
         "NAT_ADDRESS": "10.98.3.2",
         "DRIVER_FILES": pattern,
         "SHARED_DIR": str(tmp_path / "shared"),
+        "CPUSET": "",
+        **changes,
     }
     return subprocess.run(
         [*INTERPRETER, CREATE],
@@ -54,3 +57,69 @@ def test_safe_driver_file_names_pass_the_check(tmp_path):
     # Past the driver files, the script stops at the missing image (nothing to clone).
     assert done.returncode == 1
     assert "node image cst-image-absent is missing" in done.stderr
+
+
+def online_cpus() -> list[int]:
+    cpus = []
+    for part in Path("/sys/devices/system/cpu/online").read_text().strip().split(","):
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
+
+
+def written_cpuset(tmp_path: Path, slot: int, count: int) -> str:
+    """The cpuset the script writes into a container's config on this host. The container is
+    a directory of this test's own LXC path with an empty config and no rootfs: lxc-start
+    fails on it, so the script stops right after writing the config."""
+    lxc_path = tmp_path / "lxc"
+    container = lxc_path / "cst-c000"
+    container.mkdir(parents=True, exist_ok=True)
+    (container / "config").write_text("")
+    (container / "gpucluster-owner").write_text("cst\n")
+    done = subprocess.run(
+        [*INTERPRETER, CREATE],
+        env={
+            "PATH": os.environ["PATH"],
+            "LXC_PATH": str(lxc_path),
+            "CLUSTER": "cst",
+            "CLUSTER_DIR": str(tmp_path / "state"),
+            "DEVICES": "",
+            "IMAGE": "cst-image",
+            "CONTAINER": "cst-c000",
+            "NODE_HOSTNAME": "c000",
+            "LXC_CONFIG": "# config",
+            "NAT_ADDRESS": "10.98.3.2",
+            "DRIVER_FILES": "",
+            "SHARED_DIR": str(tmp_path / "shared"),
+            "CPUSET": f"{slot},{count}",
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0 and "lxc-start" in done.stderr, done.stderr
+    config = (container / "gpucluster.conf").read_text().splitlines()
+    (v1,) = [line for line in config if line.startswith("lxc.cgroup.cpuset.cpus = ")]
+    (v2,) = [line for line in config if line.startswith("lxc.cgroup2.cpuset.cpus = ")]
+    assert v1.split(" = ")[1] == v2.split(" = ")[1]
+    return v2.split(" = ")[1]
+
+
+def test_nodes_are_dealt_the_hosts_online_cpus_in_turn(tmp_path):
+    online = online_cpus()
+    assert len(online) >= 2, "this test needs a host with two CPUs or more"
+    # One-CPU nodes at slots 0, 1, 2...: each its own CPU, wrapping around past the last one.
+    dealt = [written_cpuset(tmp_path, slot, 1) for slot in range(len(online) + 1)]
+    assert dealt == [str(cpu) for cpu in online] + [str(online[0])]
+    # Two CPUs each: the second node's pair starts where the first one's ends.
+    pair = written_cpuset(tmp_path, 0, 2)
+    assert pair == f"{online[0]},{online[1]}"
+    assert written_cpuset(tmp_path, len(online) - 1, 2) == f"{online[0]},{online[-1]}"
+
+
+def test_a_node_with_more_cpus_than_the_host_has_online_is_refused(tmp_path):
+    wanted = len(online_cpus()) + 1
+    done = run_create(tmp_path, CPUSET=f"0,{wanted}")
+    assert done.returncode == 1
+    assert f"c000 asks for {wanted} CPUs (nodes[].cpus) but this host has {wanted - 1} online" in done.stderr
+    assert not (tmp_path / "shared").exists()

@@ -43,13 +43,16 @@ def collect(cluster: str, interval: float) -> dict:
             name, state, gres, used = line.split("|")[:4]
             nodes[name] = {"name": name, "state": state, "gpus_total": gres_count(gres), "gpus_used": gres_count(used)}
         snapshot["nodes"] = [nodes[name] for name in sorted(nodes)]
-        jobs = [line.split("|", 3) for line in run("squeue", "-h", "-o", "%i|%T|%b|%j").splitlines()]
+        # A job name may hold '|' (it comes last) or a newline (its rest is a line of its own,
+        # with fewer fields: skipped).
+        lines = run("squeue", "-h", "-o", "%i|%T|%b|%j").splitlines()
+        jobs = [job for job in (line.split("|", 3) for line in lines) if len(job) == 4]
         snapshot["jobs"] = {
             "running": sum(1 for job in jobs if job[1] == "RUNNING"),
             "pending": sum(1 for job in jobs if job[1] == "PENDING"),
             "list": [{"id": i, "state": s, "gres": g, "name": n} for i, s, g, n in jobs[:MAX_JOBS_LISTED]],
         }
-    except (subprocess.SubprocessError, OSError, ValueError) as error:
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as error:
         detail = getattr(error, "stderr", None) or str(error)
         if isinstance(detail, bytes):
             detail = detail.decode(errors="replace")
@@ -73,6 +76,8 @@ def main() -> None:
             write_atomically(out, collect(cluster, interval))
         except OSError as error:  # a full disk or a removed directory: say so, try again
             print(f"cluster_status: cannot write {out}: {error}", file=sys.stderr, flush=True)
+        except Exception as error:  # noqa: BLE001 (output Slurm never gave before: say so, keep writing)
+            print(f"cluster_status: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
         if "--once" in sys.argv[4:]:
             return
         time.sleep(max(0.0, interval - (time.monotonic() - started)))

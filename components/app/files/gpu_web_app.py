@@ -12,9 +12,14 @@ Settings come from the JSON file named by the first argument (written by webapp_
   job_command          the GPU job's argv (e.g. ["nvidia-smi"])
   max_concurrent_jobs  jobs running at once; a run beyond that gets 503 at once
   job_timeout_s        a job running longer is killed with its whole process group
-  max_connections      connections served at once (a fixed pool of threads); more wait
-                       in the listen backlog
-  socket_timeout_s     a client that sends nothing for this long is dropped
+  max_connections      requests handled at once (a fixed pool of threads); a connection
+                       still sending its request holds no thread
+  socket_timeout_s     a client whose whole request has not arrived this long after it
+                       connected is dropped (a slow sender too, not only a silent one)
+  max_open_per_source  connections one source address may hold open at once (more: closed)
+  server_names         names the app may be reached by (the Host header), besides IP
+                       addresses and localhost: any other name is refused (421), so a page
+                       of another site re-resolved to this address (DNS rebinding) gets nothing
   run_allowed_cidrs    source networks allowed to run jobs (empty: any)
   status_file          the cluster snapshot (a read-only mount in the container)
   status_interval_s    how often the snapshot is written (older than 3 intervals is stale)
@@ -24,8 +29,10 @@ When the job cannot run here (no GPU device node, or the command is missing) the
 a small CPU matrix product instead and says so in `mode`.
 """
 
+import asyncio
 import contextlib
 import glob
+import io
 import ipaddress
 import json
 import os
@@ -36,8 +43,9 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 SETTINGS = json.loads(Path(sys.argv[1]).read_text()) if len(sys.argv) > 1 else {}
@@ -48,6 +56,11 @@ MAX_CONCURRENT_JOBS = int(SETTINGS.get("max_concurrent_jobs", 2))
 JOB_TIMEOUT_S = float(SETTINGS.get("job_timeout_s", 60))
 MAX_CONNECTIONS = int(SETTINGS.get("max_connections", MAX_CONCURRENT_JOBS + 8))
 SOCKET_TIMEOUT_S = float(SETTINGS.get("socket_timeout_s", 10))
+MAX_OPEN_PER_SOURCE = int(SETTINGS.get("max_open_per_source", 32))
+MAX_OPEN = 1024  # connections open at once in all (each costs a little memory, no thread)
+MAX_HEAD_BYTES = 16 * 1024  # request line and headers
+MAX_BODY_BYTES = 64 * 1024  # no endpoint reads a body; a small one is taken and dropped
+SERVER_NAMES = {name.lower() for name in SETTINGS.get("server_names", [])} | {"localhost"}
 RUN_ALLOWED = [ipaddress.ip_network(cidr) for cidr in SETTINGS.get("run_allowed_cidrs", [])]
 STATUS_FILE = Path(SETTINGS.get("status_file", "/var/lib/cluster-status/cluster.json"))
 STATUS_INTERVAL_S = float(SETTINGS.get("status_interval_s", 5))
@@ -155,6 +168,27 @@ def cluster_snapshot() -> dict:
     return {**snapshot, "available": True, "age_s": round(age, 1), "stale": age > stale_after}
 
 
+def known_host(host: str | None) -> bool:
+    """The Host header names this app: an IP address (a browser sends the address it was
+    given), localhost or one of `server_names`; never a name of another site, which is what
+    a DNS rebinding page sends. No Host at all (HTTP/1.0 clients) is not a browser's."""
+    if host is None:
+        return True
+    if "@" in host or "/" in host:
+        return False
+    try:
+        parts = urllib.parse.urlsplit(f"//{host}")
+        name, _ = parts.hostname, parts.port  # .port: ValueError when it is not a port
+    except ValueError:
+        return False
+    if not name:
+        return False
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(name)
+        return True
+    return name.rstrip(".") in SERVER_NAMES
+
+
 def cross_origin(headers, host: str | None) -> str | None:
     """Why a POST is refused as cross-origin, or None. Browsers send Sec-Fetch-Site and
     Origin on every POST; clients without them (curl) are not browsers and carry no
@@ -169,8 +203,25 @@ def cross_origin(headers, host: str | None) -> str | None:
 
 
 class Handler(BaseHTTPRequestHandler):
-    timeout = SOCKET_TIMEOUT_S  # StreamRequestHandler applies it to the connection
+    """Handles one request whose bytes the event loop has read in full (`request`); the reply
+    is collected in `wfile` and sent by the event loop. So a slow client holds no thread."""
+
     server_version = "gpu-web-app"
+
+    def setup(self):
+        self.rfile = io.BytesIO(self.request)
+        self.wfile = io.BytesIO()
+
+    def finish(self):
+        pass
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if not known_host(self.headers.get("Host")):
+            self._reply(421, {"error": f"this app is not reached as {self.headers.get('Host')!r}"})
+            return False
+        return True
 
     def do_GET(self):
         if self.path == "/":
@@ -248,35 +299,67 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-class BoundedHTTPServer(HTTPServer):
-    """Serves at most `workers` connections at once from a fixed pool of threads; the accept
-    loop waits for a free one, so further connections wait in the kernel's listen backlog
-    instead of each getting a thread of its own."""
+class Server:
+    """An asyncio front: each connection's request is read by the event loop, within
+    SOCKET_TIMEOUT_S of its connect and at most MAX_HEAD_BYTES, then handled by a fixed pool of
+    MAX_CONNECTIONS threads. Slow or silent clients cost no thread, are dropped at their
+    deadline, and one source address holds at most MAX_OPEN_PER_SOURCE connections."""
 
-    request_queue_size = 64
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(MAX_CONNECTIONS, thread_name_prefix="request")
+        self.open: dict[str, int] = {}
 
-    def __init__(self, address, handler, workers: int):
-        super().__init__(address, handler)
-        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="conn")
-        self.free = threading.BoundedSemaphore(workers)
-
-    def process_request(self, request, client_address):
-        self.free.acquire()
-        self.pool.submit(self._serve, request, client_address)
-
-    def _serve(self, request, client_address):
+    async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        source = peer[0]
+        if self.open.get(source, 0) >= MAX_OPEN_PER_SOURCE or sum(self.open.values()) >= MAX_OPEN:
+            writer.transport.abort()
+            return
+        self.open[source] = self.open.get(source, 0) + 1
         try:
-            self.finish_request(request, client_address)
-        except Exception:  # noqa: BLE001 (as socketserver does: log it, keep serving)
-            self.handle_error(request, client_address)
+            request = await asyncio.wait_for(self.read_request(reader), SOCKET_TIMEOUT_S)
+            reply = await asyncio.get_running_loop().run_in_executor(self.pool, respond, request, peer[:2])
+            writer.write(reply)
+            await asyncio.wait_for(writer.drain(), SOCKET_TIMEOUT_S)
+            writer.close()
+        except (TimeoutError, ValueError, EOFError, ConnectionError, asyncio.LimitOverrunError):
+            pass  # too slow, too big, or gone: dropped
         finally:
-            self.shutdown_request(request)
-            self.free.release()
+            self.open[source] -= 1
+            if not self.open[source]:
+                del self.open[source]
+            if not writer.is_closing():
+                writer.transport.abort()
+
+    @staticmethod
+    async def read_request(reader: asyncio.StreamReader) -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")  # LimitOverrunError past MAX_HEAD_BYTES
+        length = 0
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip())
+        if not 0 <= length <= MAX_BODY_BYTES:
+            raise ValueError("request body too large")
+        return head + await reader.readexactly(length)
+
+
+def respond(request: bytes, client_address: tuple) -> bytes:
+    handler = Handler(request, client_address, None)
+    return handler.wfile.getvalue()
+
+
+async def serve() -> None:
+    server = Server()
+    listener = await asyncio.start_server(
+        server.connection, LISTEN_ADDRESS, PORT, limit=MAX_HEAD_BYTES, backlog=64, reuse_address=True
+    )
+    async with listener:
+        await listener.serve_forever()
 
 
 def main() -> None:
-    server = BoundedHTTPServer((LISTEN_ADDRESS, PORT), Handler, MAX_CONNECTIONS)
-    server.serve_forever()
+    asyncio.run(serve())
 
 
 PAGE = """<!doctype html>

@@ -1,11 +1,12 @@
 # The cluster snapshot writer, on the host (the controller side, where the cluster's Slurm
 # client and munged are): sinfo/squeue every STATUS_INTERVAL_S seconds into
 # STATUS_DIR/cluster.json, which the web app's container mounts read-only. Started as a plain
-# daemon (like the host's munged); restarted when its program or arguments change.
+# daemon (like the host's munged), as nobody (it needs only Slurm's client and the munge
+# socket); restarted when its program or arguments change.
 require CLUSTER CLUSTER_DIR STATUS_DIR STATUS_INTERVAL_S SLURM_CONF STATUS_WRITER_SOURCE
 program="$CLUSTER_DIR/cluster-status.py"
 pidfile="$CLUSTER_DIR/cluster-status.pid"
-install -d -m 0755 "$STATUS_DIR"
+install -d -m 0755 -o nobody -g "$(id -g nobody)" "$STATUS_DIR"
 ours() { [ -n "$1" ] && grep -qF "$program" "/proc/$1/cmdline" 2>/dev/null; }
 changed=1
 printf '%s' "$STATUS_WRITER_SOURCE" | write_if_changed "$program" 0644 && changed=0
@@ -19,8 +20,8 @@ if ours "$pid" && [ "$changed" = 0 ]; then
 fi
 if ! ours "$pid" || [ "$changed" = 0 ]; then
   rm -f "$STATUS_DIR/cluster.json"
-  SLURM_CONF="$SLURM_CONF" setsid python3 "$program" "$CLUSTER" "$STATUS_DIR/cluster.json" "$STATUS_INTERVAL_S" \
-    </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
+  SLURM_CONF="$SLURM_CONF" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
+    python3 "$program" "$CLUSTER" "$STATUS_DIR/cluster.json" "$STATUS_INTERVAL_S" </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
   echo $! > "$pidfile"
 fi
 # Until slurmctld answers, the snapshot says why; the page shows that.

@@ -1,7 +1,8 @@
 # Bring the cluster's host state back after a boot, as the create scripts made it: bridges
 # with their addresses, ip_forward, the iptables rules, routes to the other hosts (several
-# hosts), the host munged (and slurmctld when it runs on the host), then the containers,
-# whose daemons are systemd units inside them.
+# hosts), the stand-in GPUs (gpu.stand_in), the host munged (and slurmctld when it runs on the
+# host), then the containers, whose daemons are systemd units inside them, and the web app's
+# cluster-status writer.
 # Idempotent: what is already there is left alone. Usage: boot.sh HOST_STATE_FILE
 load_host_state "${1:?usage: boot.sh HOST_STATE_FILE}"
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
@@ -18,6 +19,19 @@ done
 read -ra routes <<< "${ROUTES:-}"
 [ "${#routes[@]}" = 0 ] || routes_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "${routes[@]}"
 log "$CLUSTER: bridges, ip_forward, routes and firewall rules in place"
+# Stand-in GPUs live under the run directory, a tmpfs: made again before the containers that
+# bind them start (their bind mounts are optional: a node would boot without its GPUs).
+if [ -n "${STAND_IN_GPUS:-}" ]; then
+  IFS=, read -r device_dir count <<< "$STAND_IN_GPUS"
+  mkdir -p "$device_dir"
+  chmod 0755 "$device_dir"
+  for ((i = 0; i <= count; i++)); do
+    name=nvidia$i minor=$i
+    [ "$i" -lt "$count" ] || { name=nvidiactl; minor=255; }
+    [ -c "$device_dir/$name" ] || mknod -m 0666 "$device_dir/$name" c 195 "$minor"
+  done
+  log "$CLUSTER: $count stand-in GPU(s) in $device_dir"
+fi
 cluster_munged_up "$MUNGE_KEY_FILE" "$MUNGE_SOCKET" "$CLUSTER_DIR/munge"
 # The accounting database before slurmctld: a slurmctld whose slurmdbd does not answer when it
 # starts exits (in a container, its unit restarts it; on the host, wait here).
@@ -37,3 +51,18 @@ for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER; do
   lxc-wait -n "$container" -s RUNNING -t 60
 done
 log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER"
+# The web app's cluster-status writer, a plain daemon run as nobody (as its create starts it),
+# started again when no live writer is behind its pid file.
+if [ -n "${STATUS_WRITER:-}" ]; then
+  IFS=, read -r status_dir interval <<< "$STATUS_WRITER"
+  program=$CLUSTER_DIR/cluster-status.py
+  if [ ! -f "$program" ]; then
+    log "$CLUSTER: no cluster-status writer $program: 'pulumi up' writes it"
+  elif [ -z "$(daemon_pid "$CLUSTER_DIR/cluster-status.pid" python3 "$program")" ]; then
+    install -d -m 0755 -o nobody -g "$(id -g nobody)" "$status_dir"
+    SLURM_CONF="$SLURM_CONF_PATH" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
+      python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval" </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
+    echo $! > "$CLUSTER_DIR/cluster-status.pid"
+    log "$CLUSTER: cluster-status writer started (pid $!)"
+  fi
+fi

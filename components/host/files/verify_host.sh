@@ -138,6 +138,29 @@ fi
 check "slurmctld answers (SLURM_CONF=$SLURM_CONF_PATH scontrol ping)" WRONG \
   /bin/sh -c 'SLURM_CONF="$1" timeout 20 scontrol ping | grep -q "is UP"' sh "$SLURM_CONF_PATH"
 
+# Stand-in GPUs (gpu.stand_in): character devices 195:N in the cluster's device directory.
+if [ -n "${STAND_IN_GPUS:-}" ]; then
+  IFS=, read -r device_dir count <<< "$STAND_IN_GPUS"
+  for ((i = 0; i <= count; i++)); do
+    name=nvidia$i minor=$i
+    [ "$i" -lt "$count" ] || { name=nvidiactl; minor=255; }
+    check "stand-in GPU $device_dir/$name (195:$minor)" MISSING \
+      /bin/sh -c '[ -c "$1" ] && [ "$(stat -c %t:%T "$1")" = "$2" ]' sh "$device_dir/$name" "$(printf 'c3:%x' "$minor")"
+  done
+fi
+
+# The web app's cluster-status writer: by pid file and identity, and its snapshot fresh.
+if [ -n "${STATUS_WRITER:-}" ]; then
+  IFS=, read -r status_dir interval <<< "$STATUS_WRITER"
+  pid=$(daemon_pid "$CLUSTER_DIR/cluster-status.pid" python3 "$CLUSTER_DIR/cluster-status.py")
+  if [ -z "$pid" ]; then
+    bad MISSING "cluster-status writer (no live $CLUSTER_DIR/cluster-status.py behind $CLUSTER_DIR/cluster-status.pid)"
+  else
+    check "cluster-status writer (pid $pid) wrote $status_dir/cluster.json in the last $((3 * interval)) s" WRONG \
+      /bin/sh -c '[ $(($(date +%s) - $(stat -c %Y "$1"))) -le "$2" ]' sh "$status_dir/cluster.json" "$((3 * interval))"
+  fi
+fi
+
 # Boot persistence: the bring-up, its description (as the config says now) and the unit.
 check "boot script $CLUSTER_DIR/boot.sh" MISSING test -s "$CLUSTER_DIR/boot.sh"
 if [ ! -f "$CLUSTER_DIR/host-state.env" ]; then

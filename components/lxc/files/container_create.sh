@@ -1,6 +1,6 @@
 # One node container: an overlay clone of the image with our LXC config, started and ready.
 # Safe to run for many containers at once: each touches only its own directory.
-require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DEVICES DRIVER_FILES SHARED_DIR
+require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS DEVICES DRIVER_FILES SHARED_DIR CPUSET
 # stdout is the resource's output (the container's name); everything else goes to stderr.
 exec 3>&1 1>&2
 
@@ -18,6 +18,23 @@ while read -r pattern; do
   done
 done < <(lines "$DRIVER_FILES")
 shopt -u nullglob
+
+# A node's cpuset (CPUSET=SLOT,COUNT): COUNT of this host's online CPUs from place SLOT of their
+# list, wrapping around, so the host's CPUs are dealt to its nodes in turn. Empty: no pinning.
+cpuset_lines=""
+if [ -n "$CPUSET" ]; then
+  IFS=, read -r slot count <<< "$CPUSET"
+  [[ $slot =~ ^[0-9]+$ && $count =~ ^[1-9][0-9]*$ ]] || die "CPUSET must be SLOT,COUNT, got '$CPUSET'"
+  online=()
+  IFS=, read -ra ranges < /sys/devices/system/cpu/online
+  for range in "${ranges[@]}"; do
+    for ((cpu = ${range%-*}; cpu <= ${range#*-}; cpu++)); do online+=("$cpu"); done
+  done
+  [ "$count" -le "${#online[@]}" ] ||
+    die "$NODE_HOSTNAME asks for $count CPUs (nodes[].cpus) but this host has ${#online[@]} online"
+  cpus=$(for ((i = 0; i < count; i++)); do echo "${online[(slot + i) % ${#online[@]}]}"; done | sort -n | paste -sd,)
+  cpuset_lines="lxc.cgroup.cpuset.cpus = $cpus"$'\n'"lxc.cgroup2.cpuset.cpus = $cpus"$'\n'
+fi
 
 dir=$(lxc_dir "$CONTAINER")
 # Renamed (the web app's name changed): the previous run printed the old name, which the
@@ -47,9 +64,10 @@ fi
 mkdir -p "$SHARED_DIR"
 
 # Host facts only known here: the numbers of the container's own devices (nvidia-uvm's major
-# is dynamic) and which driver files exist.
+# is dynamic), which driver files exist and which CPUs are online.
 {
   printf '%s\n' "$LXC_CONFIG"
+  printf '%s' "$cpuset_lines"
   device_allow_lines "$DEVICES"
   printf '%s' "$driver_mounts"
 } | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || changed=0
