@@ -190,6 +190,12 @@ class ClusterIdentity:
     """The host's name in a cluster of several hosts (its kept files have their own folder)."""
 
     @property
+    def status_dir(self) -> str:
+        """Host directory of the cluster snapshot: written on the host (the boot unit restarts
+        its writer), mounted read-only in the web app."""
+        return f"{self.cluster_dir}/status"
+
+    @property
     def kept_dir(self) -> str:
         """What destroy keeps of this cluster on purpose (purge-kept.sh removes it); per host
         where several hosts may share a filesystem."""

@@ -21,11 +21,6 @@ STATUS_WRITER_SOURCE = FILES / "cluster_status.py"
 CONTAINER_STATUS_DIR = "/var/lib/cluster-status"
 
 
-def status_dir(cluster: ClusterIdentity) -> str:
-    """Host directory of the cluster snapshot: written on the host, mounted read-only in the app."""
-    return f"{cluster.cluster_dir}/status"
-
-
 def render_app_settings(app: WebAppConfig) -> str:
     """The app's settings file (JSON), read by components/app/files/gpu_web_app.py."""
     settings = {
@@ -84,7 +79,7 @@ class WebApp(pulumi.ComponentResource):
             environment={
                 "CLUSTER": cluster.name,
                 "CLUSTER_DIR": cluster.cluster_dir,
-                "STATUS_DIR": status_dir(cluster),
+                "STATUS_DIR": cluster.status_dir,
                 "STATUS_INTERVAL_S": str(app.status_interval_s),
                 "SLURM_CONF": f"{cluster.cluster_dir}/slurm.conf",
                 "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
@@ -99,7 +94,7 @@ class WebApp(pulumi.ComponentResource):
                 nat_address=app.nat_address,
                 cluster_address=None,
                 gpu_devices=list(app.gpus),
-                read_only_mounts=((status_dir(cluster), CONTAINER_STATUS_DIR),),
+                read_only_mounts=((cluster.status_dir, CONTAINER_STATUS_DIR),),
             ),
             platform,
             image=image,

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pulumi
 
-from components.app.web_app import status_dir
 from components.config import ClusterConfig, ClusterHostConfig, ClusterIdentity
 from components.options import child_options
 from components.transport import DEFAULT_LXC_PATH, Transport, host_command, script
@@ -80,7 +79,7 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
         state["STAND_IN_GPUS"] = f"{config.host_device_dir(host)},{view.gpu.stand_in.count}"
     if view.web_app:
         # snapshot directory,interval: the cluster-status writer, a plain daemon on this host
-        state["STATUS_WRITER"] = f"{status_dir(cluster)},{view.web_app.status_interval_s}"
+        state["STATUS_WRITER"] = f"{cluster.status_dir},{view.web_app.status_interval_s}"
     if host.lxc_dir != DEFAULT_LXC_PATH:
         state["LXC_PATH"] = host.lxc_dir
     if config.multi_host:
