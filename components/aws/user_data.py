@@ -16,9 +16,12 @@ import yaml
 FILES = Path(__file__).parent / "files"
 
 # The drop-in of components/files/sshd_accept_env_create.sh, byte for byte.
+# The drop-in components/files/sshd_accept_env_create.sh writes for root on an sshd whose own
+# config accepts no other names (on an AMI whose does, that script rewrites it once).
 ACCEPT_ENV_DROPIN = (
     "# Managed by the gpu-cluster Pulumi program: its parameters arrive as SSH env requests.\n"
-    "AcceptEnv GPUCLUSTER_* PULUMI_COMMAND_*\n"
+    "Match User root\n"
+    "  AcceptEnv GPUCLUSTER_* PULUMI_COMMAND_*\n"
 )
 # The only host key type made, and the only one the connection accepts.
 HOST_KEY_TYPE = "ssh-ed25519"

@@ -719,3 +719,27 @@ host_people() {
   [ "$#" -gt 1 ] || [ -d "$HOST_PEOPLE_DIR" ] || return 0
   with_dir_lock "$HOST_PEOPLE_DIR" _host_people "$@"
 }
+
+# The identity of a container's clone: a random id kept in its LXC directory, made on first use.
+# A container replaced by a new clone of the same name has another one.
+clone_id() {
+  local dir file
+  dir=$(lxc_dir "$1")
+  file=$dir/gpucluster-clone-id
+  [ -d "$dir" ] || return 1
+  [ -s "$file" ] || cat /proc/sys/kernel/random/uuid > "$file"
+  cat "$file"
+}
+
+# A create of something set up inside CONTAINER reports the clone it was made in (`clone=ID`).
+report_clone() { echo "clone=$(clone_id "$1")"; }
+
+# False when the command was created in another clone of CONTAINER than the one there now. The
+# engine deletes the old copy of a command replaced along with its container only after the new
+# copy exists, in the new clone of the same name: that delete must leave the new clone alone.
+# A create of an earlier release reported nothing: then it is the same clone, as before.
+created_in_this_clone() {
+  local created
+  created=$(printf '%s\n' "${PULUMI_COMMAND_STDOUT:-}" | sed -n 's/^clone=//p' | tail -n 1)
+  [ -z "$created" ] || [ "$created" = "$(clone_id "$1" 2>/dev/null)" ]
+}

@@ -1,5 +1,6 @@
 # The GPU web app as a systemd unit in its container; waits until /healthz answers.
 require CONTAINER APP_SOURCE APP_SETTINGS APP_PORT APP_ADDRESS
+report_clone "$CONTAINER"
 # The app's container faces the network: no munge, no Slurm client or daemons in it (it is
 # cloned from the node image, which has them). The cluster panel reads a snapshot file instead.
 in_ct "$CONTAINER" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq \

@@ -3,6 +3,7 @@
 # initialised here, and, with accounting.restore, loaded from the kept dump. The database's
 # slurm user gets the cluster's password on stdin, never in an argument.
 require CLUSTER CONTAINER PASSWORD_FILE MYSQL_CONF_TEXT RESTORE KEPT_DUMP FIRST_JOB_ID_FILE
+report_clone "$CONTAINER"
 [ -s "$PASSWORD_FILE" ] || die "database password $PASSWORD_FILE is missing (made by the accounting data resource)"
 if ! in_ct "$CONTAINER" test -d /var/lib/mysql/mysql; then
   log "initialising a new database directory"

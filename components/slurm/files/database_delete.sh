@@ -2,6 +2,7 @@
 # the cluster is destroyed or only the container replaced (its data directory stays); the
 # data resource's delete decides what destroy keeps. Nothing to do once the container is gone.
 require CONTAINER PENDING_DUMP
+created_in_this_clone "$CONTAINER" || exit 0
 lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
 if in_ct "$CONTAINER" test -d /var/lib/mysql/slurm_acct_db; then
   in_ct "$CONTAINER" systemctl start mariadb

@@ -3,6 +3,7 @@
 # add nodes or switch accounting plugins on a reconfigure); any other change is applied with
 # `scontrol reconfigure`, which also pushes the new files to the configless nodes.
 require CONTAINER SLURM_CONF_PATH SLURM_CONF_TEXT GRES_CONF_TEXT
+report_clone "$CONTAINER"
 stop_other_slurmctld "$CONTAINER"
 restore_ct_slurmctld "$CONTAINER"
 ct_setup_munge "$CONTAINER" || true

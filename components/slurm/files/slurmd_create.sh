@@ -1,5 +1,6 @@
 # slurmd in a node: munge first, then slurmd in configless mode; waits until the node serves (idle, or running jobs).
 require CONTAINER NODE CONF_SERVER SLURM_CONF_PATH
+report_clone "$CONTAINER"
 ct_setup_munge "$CONTAINER" || true
 changed=1
 {

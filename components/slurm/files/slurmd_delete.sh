@@ -1,4 +1,5 @@
 require CONTAINER NODE SLURM_CONF_PATH
+created_in_this_clone "$CONTAINER" || exit 0
 fresh="$(dirname "$SLURM_CONF_PATH")/fresh-nodes"
 rm -f "$fresh/$NODE"
 rmdir "$fresh" 2>/dev/null || true

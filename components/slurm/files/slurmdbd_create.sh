@@ -3,6 +3,7 @@
 # the cluster is registered in the database (sacctmgr from the host with the cluster's
 # slurm.conf), before slurmctld first connects.
 require CLUSTER CONTAINER SLURMDBD_CONF_TEXT PASSWORD_FILE SLURM_CONF_PATH
+report_clone "$CONTAINER"
 [ -s "$PASSWORD_FILE" ] || die "database password $PASSWORD_FILE is missing (made by the accounting data resource)"
 ct_setup_munge "$CONTAINER" || true
 in_ct "$CONTAINER" install -d -o slurm -g slurm /var/log/slurm
