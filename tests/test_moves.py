@@ -1,0 +1,134 @@
+"""Moves and renames in a running cluster, under mocks: what the engine runs, where, in what order.
+
+The state holds a three-host stack (gpu1 local, gpu2 and gpu3 over SSH); the new program moves
+things between the SSH hosts. The engine's order comes from tests/harness/command_executor.py
+with every script replaced by a recorder, so nothing runs on this machine.
+"""
+
+import copy
+import threading
+
+import pytest
+
+from tests.harness import command_executor
+from tests.harness.command_executor import State, StateEntry, host_commands, up
+from tests.harness.plan import plan, records
+from tests.harness.program_harness import run_program, stack_config
+
+SECRETS = {"gpu2SshKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-key\n-----END OPENSSH PRIVATE KEY-----\n"}
+GPU2, GPU3 = "192.168.10.12", "192.168.10.13"
+
+
+def three_hosts(controller: str = "c002") -> dict:
+    """The two-host stack plus gpu3 (SSH) with node c004; slurmctld in `controller`."""
+    config = copy.deepcopy(stack_config("twohost"))
+    cluster = config["cluster"]
+    gpu3 = copy.deepcopy(cluster["hosts"][1])
+    gpu3["name"], gpu3["address"], gpu3["connection"]["address"] = "gpu3", GPU3, GPU3
+    gpu3["network"] = {
+        "nat_bridge": {"name": "duobr0", "address": "10.48.3.1/24"},
+        "cluster_bridge": {"name": "duobr1", "subnet": "10.48.5.0/24"},
+    }
+    cluster["hosts"].append(gpu3)
+    cluster["nodes"].append(
+        {"name": "c004", "host": "gpu3", "nat_address": "10.48.3.2", "cluster_address": "10.48.5.2"}
+    )
+    cluster["slurm"]["controller"] = {"placement": "container", "node": controller}
+    return config
+
+
+def moved(config: dict) -> dict:
+    """c003 moved from gpu2 to gpu3 (with addresses of gpu3's subnets), slurmctld from c002
+    (gpu2) to c004 (gpu3)."""
+    config = copy.deepcopy(config)
+    c003 = next(node for node in config["cluster"]["nodes"] if node["name"] == "c003")
+    c003.update(host="gpu3", nat_address="10.48.3.3", cluster_address="10.48.5.3")
+    config["cluster"]["slurm"]["controller"]["node"] = "c004"
+    return config
+
+
+def commands(config: dict):
+    return host_commands(run_program(config, stack="twohost", secrets=SECRETS))
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Every script the engine would run, in the order it starts: (name, script, host)."""
+    ran: list[tuple[str, str, str]] = []
+    lock = threading.Lock()
+
+    def record(command, script, previous, timeout):
+        kind = "delete" if script == command.delete else "create"
+        with lock:
+            ran.append((command.name, kind, command.connection["host"] if command.connection else "local"))
+        return "", ""
+
+    monkeypatch.setattr(command_executor, "_execute", record)
+    return ran
+
+
+def test_a_move_between_ssh_hosts_deletes_on_the_old_host_before_it_creates_on_the_new(recorded):
+    old = commands(three_hosts())
+    state = State({c.urn: StateEntry(c) for c in old})
+    _, actions = up(state, commands(moved(three_hosts())))
+
+    for name in ("duo-c003-lxc", "duo-c003-slurm-slurmd", "duo-slurm-slurmctld"):
+        assert actions[name] == "replace", (name, actions[name])
+        steps = [(kind, host) for ran, kind, host in recorded if ran == name]
+        old_host = GPU2
+        assert steps == [("delete", old_host), ("create", GPU3)], (name, steps)
+    # The node's daemons go before its container; slurmctld is stopped before it starts anew.
+    order = [(name, kind) for name, kind, _ in recorded]
+    assert order.index(("duo-c003-slurm-slurmd", "delete")) < order.index(("duo-c003-lxc", "delete"))
+    assert order.index(("duo-c003-lxc", "create")) < order.index(("duo-c003-slurm-slurmd", "create"))
+    # Every host keeps its Slurm client: none is deleted, each converges in place where it is.
+    clients = {name: action for name, action in actions.items() if name.endswith("-slurm-client")}
+    assert clients == {f"duo-gpu{n}-slurm-client": "update" for n in (1, 2, 3)}
+    assert not [step for step in recorded if step[0].endswith("-slurm-client") and step[1] == "delete"]
+    # Afterwards the state holds one of each, on the new host.
+    by_name = {entry.command.name: entry.command for entry in state.resources.values()}
+    assert len(by_name) == len(state.resources)
+    for name in ("duo-c003-lxc", "duo-c003-slurm-slurmd", "duo-slurm-slurmctld"):
+        assert by_name[name].connection["host"] == GPU3
+
+
+def test_the_upgrade_plan_of_a_move_replaces_what_moved():
+    """The upgrade planner (tests/harness/plan.py) knows that a remote command's triggers replace."""
+    old = records(run_program(three_hosts(), stack="twohost", secrets=SECRETS))
+    new = records(run_program(moved(three_hosts()), stack="twohost", secrets=SECRETS))
+    steps = {step.urn.rsplit("::", 1)[1]: step for step in plan(old, new)}
+    assert steps["duo-c003-lxc"].action == "replace" and steps["duo-c003-lxc"].changed == ("triggers",)
+    assert steps["duo-slurm-slurmctld"].action == "replace"
+    assert not [name for name, step in steps.items() if step.action in ("create", "delete")]
+
+
+def test_the_controller_hosts_client_of_an_earlier_release_is_kept_not_made_twice():
+    """Earlier, the controller's host had its client under the controller (`duo-slurm-client`);
+    now every host has `duo-<host>-slurm-client`. The alias takes the old one over: deleting it
+    at the end would stop the munged and remove the slurm.conf that the new one just converged."""
+    new = records(run_program(stack_config("twohost"), stack="twohost", secrets=SECRETS))
+    (client,) = [r for r in new if r["name"] == "duo-gpu1-slurm-client"]
+    (controller,) = [r for r in new if r["name"] == "duo-slurm"]
+    head = "::".join(client["urn"].split("::")[:2])
+    earlier = {
+        **client,
+        "name": "duo-slurm-client",
+        "urn": f"{head}::gpu-cluster:slurm:SlurmController${client['type']}::duo-slurm-client",
+        "parent": controller["urn"],
+        "aliases": [],
+    }
+    old = [record for record in new if record is not client] + [earlier]
+    steps = {step.urn.rsplit("::", 1)[1]: step for step in plan(old, new)}
+    assert steps["duo-gpu1-slurm-client"].action == "same"
+    assert steps["duo-gpu1-slurm-client"].old_urn.endswith("::duo-slurm-client")
+    assert not [name for name, step in steps.items() if step.action != "same"]
+
+
+def test_nothing_moves_where_the_host_stays():
+    """The host's name is a trigger only of what the config places: a second plan of the same
+    stack replaces nothing, and a one-host stack's commands carry no host trigger."""
+    old = records(run_program(three_hosts(), stack="twohost", secrets=SECRETS))
+    new = records(run_program(three_hosts(), stack="twohost", secrets=SECRETS))
+    assert {step.action for step in plan(old, new)} == {"same"}
+    local = records(run_program(stack_config("e2e"), stack="e2e"))
+    assert not [r for r in local if any(str(t).startswith("host:") for t in r["inputs"].get("triggers") or [])]
