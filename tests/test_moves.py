@@ -132,3 +132,125 @@ def test_nothing_moves_where_the_host_stays():
     assert {step.action for step in plan(old, new)} == {"same"}
     local = records(run_program(stack_config("e2e"), stack="e2e"))
     assert not [r for r in local if any(str(t).startswith("host:") for t in r["inputs"].get("triggers") or [])]
+
+
+# ---- renames on one host: the container scripts, with LXC's commands stubbed ----
+
+LXC_STUB = """#!/bin/bash
+# Records the call; lxc-info answers from $STUB/running; lxc-start/lxc-create stop the script.
+tool=$(basename "$0"); name=""; args=("$@")
+while [ $# -gt 0 ]; do [ "$1" = -n ] && name=$2; shift; done
+echo "$tool $name ${args[*]}" >> "$STUB/calls"
+case $tool in
+  lxc-info) [ -f "$STUB/running/$name" ] && echo RUNNING || echo STOPPED ;;
+  lxc-stop) rm -f "$STUB/running/$name" ;;
+  lxc-destroy) rm -rf "$LXC_PATH/$name" ;;
+  lxc-start|lxc-create) exit 1 ;;
+esac
+"""
+
+
+def lxc_stubs(tmp_path):
+    stub = tmp_path / "stub"
+    (stub / "bin").mkdir(parents=True)
+    (stub / "running").mkdir()
+    for tool in ("lxc-info", "lxc-stop", "lxc-destroy", "lxc-start", "lxc-create", "lxc-copy", "lxc-attach"):
+        (stub / "bin" / tool).write_text(LXC_STUB)
+        (stub / "bin" / tool).chmod(0o755)
+    return stub
+
+
+def container(lxc_path, name: str, cluster: str, conf: str = "", running_in=None) -> None:
+    """A container of `cluster` as the scripts see it: its config, owner marker, our config."""
+    directory = lxc_path / name
+    directory.mkdir(parents=True)
+    (directory / "config").write_text(f"lxc.include = {directory}/gpucluster.conf\n")
+    (directory / "gpucluster-owner").write_text(cluster)
+    (directory / "gpucluster.conf").write_text(conf)
+    if running_in:
+        (running_in / name).touch()
+
+
+def run_script(path, stub, environment: dict):
+    import os
+    import subprocess
+
+    from components.transport import INTERPRETER, script
+
+    # The helpers set PATH: the stubs go first right after them.
+    marker = f"# ---- {path.name} ----\n"
+    text = script(path).replace(marker, f'{marker}PATH="$STUB/bin:$PATH"\n')
+    return subprocess.run(
+        [*INTERPRETER, text],
+        env={"PATH": os.environ["PATH"], "STUB": str(stub), **environment},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_node_renamed_with_its_addresses_stops_the_old_names_container_before_starting(tmp_path):
+    """c003 renamed c009, same addresses: the old container goes only at the end of the update
+    (another resource), so c009's create stops it before starting on the same address."""
+    from components.lxc.cuda_container import FILES as LXC_FILES
+
+    stub, lxc_path = lxc_stubs(tmp_path), tmp_path / "lxc"
+    lines = "lxc.net.0.ipv4.address = 10.98.3.5/24\nlxc.net.1.ipv4.address = 10.98.5.5/24\n"
+    container(lxc_path, "rn-c003", "rn", f"lxc.uts.name = c003\n{lines}", running_in=stub / "running")
+    container(lxc_path, "rn-c001", "rn", "lxc.net.0.ipv4.address = 10.98.3.3/24\n", running_in=stub / "running")
+    container(lxc_path, "other-c009", "other", lines, running_in=stub / "running")  # not this cluster's
+    container(lxc_path, "rn-c009", "rn")
+    done = run_script(
+        LXC_FILES / "container_create.sh",
+        stub,
+        {
+            "LXC_PATH": str(lxc_path),
+            "CLUSTER": "rn",
+            "CLUSTER_DIR": str(tmp_path / "state"),
+            "IMAGE": "rn-image",
+            "CONTAINER": "rn-c009",
+            "NODE_HOSTNAME": "c009",
+            "LXC_CONFIG": f"lxc.uts.name = c009\n{lines}",
+            "NAT_ADDRESS": "10.98.3.5",
+            "DEVICES": "",
+            "DRIVER_FILES": "",
+            "SHARED_DIR": str(tmp_path / "shared"),
+        },
+    )
+    calls = (stub / "calls").read_text().splitlines()
+    assert done.returncode != 0 and calls[-1].startswith("lxc-start rn-c009"), (done.stderr, calls)
+    stops = [call.split()[1] for call in calls if call.startswith("lxc-stop")]
+    assert stops == ["rn-c003"], calls
+    assert not (stub / "running" / "rn-c003").exists()
+    assert (stub / "running" / "rn-c001").exists() and (stub / "running" / "other-c009").exists()
+
+
+def test_a_renamed_accounting_container_goes_before_the_new_one_is_made(tmp_path):
+    """accounting.name db -> acct is an update of the same resource: the engine hands back the
+    old name (the previous stdout); the old container stops cleanly and goes first."""
+    from components.slurm.accounting import FILES as SLURM_FILES
+
+    stub, lxc_path = lxc_stubs(tmp_path), tmp_path / "lxc"
+    container(lxc_path, "rn-db", "rn", running_in=stub / "running")
+    done = run_script(
+        SLURM_FILES / "dbd_container_create.sh",
+        stub,
+        {
+            "LXC_PATH": str(lxc_path),
+            "CLUSTER": "rn",
+            "CLUSTER_DIR": str(tmp_path / "state"),
+            "CONTAINER": "rn-acct",
+            "NODE_HOSTNAME": "acct",
+            "LXC_CONFIG": "lxc.net.0.ipv4.address = 10.98.3.20/24\n",
+            "NAT_ADDRESS": "10.98.3.20",
+            "RELEASE": "bookworm",
+            "PACKAGES": "mariadb-server",
+            "DATA_DIR": str(tmp_path / "data"),
+            "PULUMI_COMMAND_STDOUT": "rn-db",
+        },
+    )
+    calls = [" ".join(call.split()[:2]) for call in (stub / "calls").read_text().splitlines()]
+    assert done.returncode != 0 and calls[-1] == "lxc-create rn-acct", (done.stderr, calls)
+    assert calls[:2] == ["lxc-stop rn-db", "lxc-destroy rn-db"], calls
+    assert "-t 60" in (stub / "calls").read_text().splitlines()[0]
+    assert not (lxc_path / "rn-db").exists()
