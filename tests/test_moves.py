@@ -254,3 +254,47 @@ def test_a_renamed_accounting_container_goes_before_the_new_one_is_made(tmp_path
     assert calls[:2] == ["lxc-stop rn-db", "lxc-destroy rn-db"], calls
     assert "-t 60" in (stub / "calls").read_text().splitlines()[0]
     assert not (lxc_path / "rn-db").exists()
+
+
+def test_the_node_image_is_not_removed_from_under_a_clone_no_state_holds(tmp_path):
+    """A clone left by a failed create is in no state, so destroy never deletes it: the image's
+    delete names it and stops, instead of removing the clone's lower layer."""
+    from components.lxc.node_image import FILES as IMAGE_FILES
+
+    stub, lxc_path = lxc_stubs(tmp_path), tmp_path / "lxc"
+    container(lxc_path, "or-image", "or")
+    container(lxc_path, "or-c000", "or")
+    (lxc_path / "or-c000" / "config").write_text(f"lxc.rootfs.path = overlay:{lxc_path}/or-image/rootfs:x\n")
+    for keep in ("false", "true"):
+        done = run_script(
+            IMAGE_FILES / "image_delete.sh",
+            stub,
+            {
+                "LXC_PATH": str(lxc_path),
+                "CLUSTER": "or",
+                "CLUSTER_DIR": str(tmp_path / "state"),
+                "IMAGE": "or-image",
+                "RELEASE": "bookworm",
+                "KEPT_DIR": str(tmp_path / "kept"),
+                "KEEP_IMAGE": keep,
+            },
+        )
+        assert done.returncode == 1 and "still has containers cloned from it: or-c000" in done.stderr, done.stderr
+        assert (lxc_path / "or-image" / "config").exists()
+    (lxc_path / "or-c000" / "config").unlink()
+    (lxc_path / "or-c000").rename(tmp_path / "gone")
+    done = run_script(
+        IMAGE_FILES / "image_delete.sh",
+        stub,
+        {
+            "LXC_PATH": str(lxc_path),
+            "CLUSTER": "or",
+            "CLUSTER_DIR": str(tmp_path / "state"),
+            "IMAGE": "or-image",
+            "RELEASE": "bookworm",
+            "KEPT_DIR": str(tmp_path / "kept"),
+            "KEEP_IMAGE": "false",
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (lxc_path / "or-image").exists()
