@@ -298,3 +298,24 @@ def test_the_node_image_is_not_removed_from_under_a_clone_no_state_holds(tmp_pat
     )
     assert done.returncode == 0, done.stderr
     assert not (lxc_path / "or-image").exists()
+
+
+def test_the_web_app_moved_between_ssh_hosts_leaves_nothing_on_the_old_host(recorded):
+    """The app's status writer, container, service and forward rules go on gpu2, then come on gpu3."""
+    before = three_hosts()
+    before["cluster"]["web_app"].update(host="gpu2", nat_address="10.47.3.10")
+    after = copy.deepcopy(before)
+    after["cluster"]["web_app"].update(host="gpu3", nat_address="10.48.3.10")
+    old = commands(before)
+    with_delete = {c.name for c in old if c.delete}
+    state = State({c.urn: StateEntry(c) for c in old})
+    _, actions = up(state, commands(after))
+    web = {name: action for name, action in actions.items() if name.startswith(("duo-web-", "duo-fwd-"))}
+    assert web and set(web.values()) == {"replace"}, web
+    for name in web:
+        steps = [(kind, host) for ran, kind, host in recorded if ran == name]
+        deletes = [host for kind, host in steps if kind == "delete"]
+        assert [host for kind, host in steps if kind == "create"] == [GPU3], (name, steps)
+        assert deletes == ([GPU2] if name in with_delete else []), (name, steps)
+    by_name = {entry.command.name: entry.command for entry in state.resources.values()}
+    assert all(by_name[name].connection["host"] == GPU3 for name in web)
