@@ -198,6 +198,13 @@ class GpuCluster(pulumi.ComponentResource):
                 slurmdbd_conf=render_slurmdbd_conf(config),
                 after=(self.hosts[controller_host.name].packages, self.bridges_of[controller_host.name]),
             )
+        # Several hosts: every host has the cluster's munged and a slurm.conf for its Slurm
+        # clients (sinfo, srun there; a slurmd's create waits there for its node to register),
+        # the controller's host included, so a client never moves with the controller.
+        clients = {
+            host.name: self._client(name, config, host, controller_hostname)
+            for host in (config.cluster_hosts if multi else [])
+        }
         self.controller = SlurmController(
             f"{name}-slurm",
             config.host_identity(controller_host),
@@ -213,6 +220,7 @@ class GpuCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
             transport=self.transports[controller_host.name],
             munge_key=self.munge_keys.get(controller_host.name),
+            client=clients.get(controller_host.name),
         )
         # Accounts after slurmctld: it registers the cluster's TRES (gres/gpu) that GPU limits name.
         self.accounts = None
@@ -225,12 +233,7 @@ class GpuCluster(pulumi.ComponentResource):
                     parent=self, depends_on=[self.controller, *self.containers.values(), *host_users]
                 ),
             )
-        # Every other host gets the cluster's munged and a slurm.conf for its Slurm clients
-        # (sinfo, srun there; a slurmd's create waits there for its node to register).
-        self.clients = {controller_host.name: self.controller.client}
-        for host in config.cluster_hosts:
-            if host.name != controller_host.name:
-                self.clients[host.name] = self._client(name, config, host, controller_hostname)
+        self.clients = clients or {controller_host.name: self.controller.client}
         self.slurm_nodes = []
         for node in config.nodes:
             host = config.node_host(node)
@@ -414,10 +417,17 @@ class GpuCluster(pulumi.ComponentResource):
     def _client(
         self, name: str, config: ClusterConfig, host: ClusterHostConfig, controller_hostname: str
     ) -> pulumi.Resource:
-        """The cluster's munged and a slurm.conf copy on a host without the controller; the
-        copy names that host's own munge socket."""
+        """The cluster's munged and a slurm.conf copy on a host; the copy names that host's own
+        munge socket. The controller's host had its client under the controller before: an
+        alias keeps that one (same paths) instead of making a second and deleting the first."""
         host_dir = config.host_cluster_dir(host)
         socket_path = config.host_munge_socket(host)
+        aliases = []
+        if host.name == config.controller_host.name:
+            controller_urn = self.urn.apply(
+                lambda urn: f"{urn.rsplit('::', 1)[0]}$gpu-cluster:slurm:SlurmController::{name}-slurm"
+            )
+            aliases = [pulumi.Alias(name=f"{name}-slurm-client", parent=controller_urn)]
         return host_command(
             f"{name}-{host.name}-slurm-client",
             transport=self.transports[host.name],
@@ -431,7 +441,7 @@ class GpuCluster(pulumi.ComponentResource):
                 "SLURM_CONF_PATH": f"{host_dir}/slurm.conf",
                 "SLURM_CONF_TEXT": render_slurm_conf(config, controller_hostname, munge_socket=socket_path),
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.munge_keys[host.name]]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.munge_keys[host.name]], aliases=aliases),
         )
 
     @staticmethod

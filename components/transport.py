@@ -179,6 +179,11 @@ def connect(
     return transport
 
 
+def host_trigger(host: ClusterHostConfig) -> str:
+    """The trigger naming the SSH host a placed command runs on."""
+    return f"host:{host.name}"
+
+
 def host_command(
     name: str,
     *,
@@ -189,6 +194,7 @@ def host_command(
     triggers: list | None = None,
     transport: Transport | None = None,
     stdin: pulumi.Input[str] | None = None,
+    placed: bool = False,
 ) -> local.Command | remote.Command:
     """A Command on a host running the script at `create` (and `delete`).
 
@@ -197,9 +203,17 @@ def host_command(
     again (pulumi-command's behaviour without an `update`), so every create converges the
     host to its inputs and is safe to repeat. Without a transport, or with a local one, the
     command is a `local.Command` (a one-host stack's graph is exactly that).
+
+    `placed`: what the config puts on one host or another (a node's container and daemons,
+    slurmctld, the web app, a forward), whose name does not carry the host. Over SSH the
+    host's name is then one of its triggers: the connection is no trigger of pulumi-command,
+    so without it a move to another SSH host would run the create there and leave the old one
+    running; with it a move is a replacement, whose delete runs on the old host.
     """
     if transport is not None:
         opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
+        if placed and transport.is_ssh:
+            triggers = [*(triggers or []), host_trigger(transport.host)]
     if transport is None or not transport.is_ssh:
         return local.Command(
             name,

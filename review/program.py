@@ -97,7 +97,25 @@ def _ed25519_openssh(seed: bytes) -> dict[str, str]:
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
     ).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
-    return {"privateKeyOpenssh": private, "publicKeyOpenssh": public + "\n"}
+    return {"privateKeyOpenssh": _fixed_check_int(private, seed), "publicKeyOpenssh": public + "\n"}
+
+
+def _fixed_check_int(private: str, seed: bytes) -> str:
+    """The OpenSSH encoding draws a random check-int (twice, at the start of the private
+    section): fixed from `seed` here, so the same seed gives the same text every run."""
+    lines = private.strip().splitlines()
+    blob = bytearray(base64.b64decode("".join(lines[1:-1])))
+    offset = len(b"openssh-key-v1\0")
+    for _ in range(3):  # cipher name, KDF name, KDF options
+        offset += 4 + int.from_bytes(blob[offset : offset + 4], "big")
+    offset += 4  # number of keys
+    offset += 4 + int.from_bytes(blob[offset : offset + 4], "big")  # the public key
+    offset += 4  # the private section's length
+    check = hashlib.sha256(seed).digest()[:4]
+    blob[offset : offset + 8] = check + check
+    body = base64.b64encode(bytes(blob)).decode()
+    wrapped = [body[i : i + 70] for i in range(0, len(body), 70)]
+    return "\n".join([lines[0], *wrapped, lines[-1]]) + "\n"
 
 
 GENERATED_SECRET = re.compile(r"head -c (\d+) /dev/urandom \| base64 -w0")

@@ -22,6 +22,7 @@ from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts
 from tests.harness.command_executor import State, apply, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import (
+    FIRST_HOST_SECRET,
     SECOND_HOST,
     SECRET,
     SHARED_DIR,
@@ -33,6 +34,7 @@ from tests.harness.e2e_teardown import (
     teardown,
     teardown_ssh_stacks,
     two_host_config,
+    two_ssh_hosts_config,
 )
 from tests.harness.program_harness import run_program
 from tests.test_e2e import (
@@ -357,3 +359,77 @@ def test_a_host_that_died_is_retired_without_dialing_it(capsys, kept_images_purg
     assert host_snapshot() == before
     with capsys.disabled():
         print("\n== a dead host retired ==\n" + "\n".join(report))
+
+
+def test_moves_between_two_ssh_hosts_leave_one_of_each_on_the_new_host(capsys, kept_images_purged):
+    """Both hosts over SSH (h1: this machine through the test's sshd; h2: its namespace), so a
+    move keeps the command's type: slurmctld moves from c000 (h1) to c002 (h2) and node c003
+    from h2 to h1 in one update. Afterwards: one slurmctld, in c002; c003's container only on
+    h1; every node idle, seen from both hosts' own Slurm clients; nothing of either left on the
+    old host."""
+    require_host()
+    kept_images_purged.add(CLUSTER)
+    teardown()
+    before = host_snapshot()
+    report: list[str] = []
+    state = State()
+    h2_lxc = "/var/lib/lxc-e2e-h2"
+    try:
+        first, second = ssh_hosts.start(SSH_HOST), ssh_hosts.start(SECOND_HOST)
+        secrets = {SECRET: second["client_key"], FIRST_HOST_SECRET: first["client_key"]}
+        Path(SHARED_DIR).mkdir(parents=True, exist_ok=True)
+
+        def program(moved: bool):
+            config = two_ssh_hosts_config(first["host_key"], second["host_key"], moved=moved)
+            return host_commands(run_program(config, stack=STACK, secrets=secrets))
+
+        commands = program(False)
+        assert all(c.connection for c in commands), "a command of the two SSH hosts runs locally"
+        started = time.monotonic()
+        up(state, commands)
+        bring_up = time.monotonic() - started
+        assert pids(["pidof", "slurmctld"], ["c000"], {})["c000"]
+
+        move, actions = up(state, program(True))
+        report.append(
+            f"move (slurmctld c000@h1 -> c002@h2, c003 h2 -> h1): {move.wall_seconds:.1f} s; "
+            + ", ".join(sorted(f"{n} {a}" for n, a in actions.items() if a not in ("same", "update")))
+        )
+        assert actions["e2e-slurm-slurmctld"] == actions["e2e-c003-lxc"] == "replace"
+        assert not [n for n, a in actions.items() if n.endswith("-slurm-client") and a != "update"]
+
+        # Exactly one slurmctld on the machine (every container's processes are seen from
+        # here), and it is c002's on h2; c003's container is on h1 only.
+        slurmctlds = sh("pgrep", "-x", "slurmctld", check=False).stdout.split()
+        report.append(f"$ pgrep -x slurmctld   (both hosts)\n{' '.join(slurmctlds)}")
+        assert len(slurmctlds) == 1, slurmctlds
+        assert pids(["pidof", "slurmctld"], ["c002"], {"c002": h2_lxc})["c002"]  # its pid in c002's namespace
+        assert sh("lxc-attach", "-n", f"{CLUSTER}-c000", "--", "pidof", "slurmctld", check=False).returncode != 0
+        assert not Path(f"{h2_lxc}/{CLUSTER}-c003").exists()
+        assert Path(f"/var/lib/lxc/{CLUSTER}-c003").exists()
+        assert sh("lxc-info", "-P", h2_lxc, "-n", f"{CLUSTER}-c003", check=False).returncode != 0
+        # Both hosts keep their Slurm client, and see every node idle.
+        h1_sinfo = sh("sinfo", "-N", "-h", "-o", "%N %T", env=SLURM).stdout
+        h2_sinfo = on_second_host(
+            "sinfo", "-N", "-h", "-o", "%N %T", env={"SLURM_CONF": f"{SECOND_STATE}/slurm.conf"}
+        ).stdout
+        report.append("$ sinfo -N -h -o '%N %T'   (on h1)\n" + h1_sinfo + "(on h2)\n" + h2_sinfo)
+        for seen in (h1_sinfo, h2_sinfo):
+            assert sorted(seen.split()) == sorted(["c000", "c001", "c002", "c003", *["idle"] * 4]), seen
+        hostnames = sh("srun", "--chdir=/tmp", "-N4", "hostname", env=SLURM).stdout
+        assert sorted(hostnames.split()) == ["c000", "c001", "c002", "c003"]
+        removal = destroy_state(state)
+        total = time.monotonic() - started
+    finally:
+        teardown_ssh_stacks()
+        remove_stand_in_gpus()
+
+    assert leftovers(CLUSTER) == []
+    after = host_snapshot()
+    assert after == before, (
+        {key: (before[key], after[key]) for key in before if before[key] != after[key]},
+        sh("ps", "-eo", "pid,ppid,args").stdout if after["daemons"] != before["daemons"] else "",
+    )
+    with capsys.disabled():
+        print("\n== moves between two SSH hosts ==\n" + "\n".join(report))
+        print(f"bring-up {bring_up:.0f} s; destroy {removal.wall_seconds:.1f} s; whole test {total:.0f} s")

@@ -84,6 +84,7 @@ class WebApp(pulumi.ComponentResource):
                 "SLURM_CONF": f"{cluster.cluster_dir}/slurm.conf",
                 "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
             },
+            placed=True,
             opts=child_options(self, opts),
         )
         self.container_resource = CudaContainer(

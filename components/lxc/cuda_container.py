@@ -87,6 +87,8 @@ class CudaContainer(pulumi.ComponentResource):
             # A new image means a new clone (replace_with the image); the name and addresses are
             # reused, so the old clone goes first (and, with it, what was set up inside it).
             triggers=image_fingerprint(platform.image),
+            # Moved to another host: made there after the old one is gone from its host.
+            placed=True,
             opts=child_options(self, opts, delete_before_replace=True, replace_with=[image]),
         )
         if platform.users:

@@ -52,6 +52,7 @@ class PortForward(pulumi.ComponentResource):
             },
             # A different host port is a different rule set: the tag changes with it.
             triggers=[forward.host_port],
+            placed=True,
             opts=child_options(self, opts, delete_before_replace=True),
         )
         self.host_port = pulumi.Output.from_input(forward.host_port)

@@ -44,7 +44,8 @@ class SlurmController(pulumi.ComponentResource):
         cluster on each host).
       - `<name>-client`: a munged for this cluster on a private socket and a copy of
         slurm.conf on the host, so `SLURM_CONF=... sinfo/srun` work from the host while the
-        host's own munge and /etc/slurm stay untouched.
+        host's own munge and /etc/slurm stay untouched. Not built when `client` is given
+        (several hosts: the cluster makes one per host).
       - `<name>-accounting` (with `accounting`): the AccountingDatabase (MariaDB and slurmdbd
         in their own container); slurmctld waits for slurmdbd.
       - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
@@ -70,6 +71,7 @@ class SlurmController(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
         munge_key: pulumi.Resource | None = None,
+        client: pulumi.Resource | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         key_file = f"{cluster.cluster_dir}/munge.key"
@@ -89,7 +91,10 @@ class SlurmController(pulumi.ComponentResource):
             environment=common,
             opts=child_options(self, opts),
         )
-        self.client = host_command(
+        # With several hosts the cluster gives every host its own client, the controller's
+        # included (`client`): a client that moved with the controller would share its paths
+        # with the per-host client of the host it moved to.
+        self.client = client or host_command(
             f"{name}-client",
             transport=transport,
             create=FILES / "client_create.sh",
@@ -131,8 +136,16 @@ class SlurmController(pulumi.ComponentResource):
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
             },
-            # In a container, slurmctld lives there: a new container needs it set up again.
-            opts=child_options(self, opts, *before_slurmctld, replace_with=[container] if container else None),
+            # Moved to another host: the old slurmctld is stopped there before the new one starts
+            # (never two). In a container, slurmctld lives there: a new container needs it set up again.
+            placed=True,
+            opts=child_options(
+                self,
+                opts,
+                *before_slurmctld,
+                delete_before_replace=True,
+                replace_with=[container] if container else None,
+            ),
         )
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)

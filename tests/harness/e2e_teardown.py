@@ -145,6 +145,26 @@ def two_host_config(host_key: str = PLACEHOLDER_KEY, *, second: bool = True) -> 
     return config
 
 
+# The first host reached over SSH too (this machine through the test's sshd), with a key of its own.
+FIRST_HOST_SECRET = "e2eSshKeyH1"
+
+
+def two_ssh_hosts_config(first_key: str = PLACEHOLDER_KEY, second_key: str = PLACEHOLDER_KEY, *, moved=False) -> dict:
+    """The two-host stack with both hosts over SSH: h1 is this machine through the test's sshd.
+    `moved`: slurmctld moved from c000 (h1) to c002 (h2), and node c003 from h2 to h1."""
+    config = two_host_config(second_key)
+    cluster = config["cluster"]
+    first = cluster["hosts"][0]
+    first["connection"] = {**ssh_connection(SSH_HOST, first_key), "private_key_secret": FIRST_HOST_SECRET}
+    for host in cluster["hosts"]:
+        host["gpu"] = {"stand_in": {"count": 3}}  # room for a third node on h1
+    if moved:
+        cluster["slurm"]["controller"] = {"placement": "container", "node": "c002"}
+        c003 = next(node for node in cluster["nodes"] if node["name"] == "c003")
+        c003.update(host="h1", nat_address="10.43.3.6", cluster_address="10.43.5.5")
+    return config
+
+
 def run_here(commands: list[HostCommand], hosts: dict[str, SshHost]) -> list[HostCommand]:
     """The commands as local ones, each remote one run on its stand-in host without SSH
     (`hosts`: by the SSH address): a teardown must work whatever state the sshd is in. The
@@ -175,8 +195,10 @@ def teardown_ssh_stacks() -> None:
     try:
         by_address = {SSH_HOST.address: SSH_HOST, SECOND_HOST.address: SECOND_HOST}
         second = second_host_may_hold_something()
-        for config in (one_ssh_host_config(), two_host_config()):
-            commands = host_commands(run_program(config, stack=STACK, secrets=PLACEHOLDER_SECRETS))
+        secrets = {**PLACEHOLDER_SECRETS, FIRST_HOST_SECRET: "placeholder"}
+        configs = (one_ssh_host_config(), two_host_config(), two_ssh_hosts_config(), two_ssh_hosts_config(moved=True))
+        for config in configs:
+            commands = host_commands(run_program(config, stack=STACK, secrets=secrets))
             if not second:  # nothing there: no namespace is made just to delete nothing in it
                 commands = [c for c in commands if not (c.connection and c.connection["host"] == SECOND_HOST.address)]
             destroy(run_here(commands, by_address))

@@ -19,6 +19,7 @@ from typing import Any
 # Inputs whose change makes the provider replace the resource instead of updating it.
 REPLACE_ON_CHANGE = {
     "command:local:Command": ("triggers",),
+    "command:remote:Command": ("triggers",),
 }
 KUBERNETES_REPLACE_ON_CHANGE = ("metadata.name", "metadata.namespace")
 
@@ -36,8 +37,23 @@ class Step:
 
 def _normalize(urn: str) -> str:
     # The mock monitor puts the stack's type in the chain of its children's URNs; the engine
-    # (and the SDK when it resolves aliases) does not.
-    return urn.replace("::pulumi:pulumi:Stack$", "::")
+    # (and the SDK when it resolves aliases) does not. It also chains only the parent's own
+    # type, where the engine (and an alias the SDK resolves from a parent URN) chains every
+    # ancestor's: both are compared by the last two links.
+    urn = urn.replace("::pulumi:pulumi:Stack$", "::")
+    if urn.count("::") < 3:
+        return urn
+    head, chain, name = urn.rsplit("::", 2)
+    return f"{head}::{'$'.join(chain.split('$')[-2:])}::{name}"
+
+
+def _normalized(record: dict) -> dict:
+    return {
+        **record,
+        "urn": _normalize(record["urn"]),
+        "parent": _normalize(record["parent"]) if record.get("parent") else record.get("parent"),
+        "aliases": [_normalize(alias) for alias in record.get("aliases", ())],
+    }
 
 
 def records(run) -> list[dict[str, Any]]:
@@ -77,7 +93,7 @@ def _child_urn(parent_urn: str, type_: str, name: str) -> str:
     """The URN a child of `parent_urn` with this type and name has."""
     stack, project, parent_type, _ = parent_urn.split("::", 3)
     chain = type_ if parent_type == "pulumi:pulumi:Stack" else f"{parent_type}${type_}"
-    return f"{stack}::{project}::{chain}::{name}"
+    return _normalize(f"{stack}::{project}::{chain}::{name}")
 
 
 def _depth(record: dict) -> tuple[int, str]:
@@ -86,6 +102,7 @@ def _depth(record: dict) -> tuple[int, str]:
 
 def plan(old: list[dict], new: list[dict]) -> list[Step]:
     """One step per resource of either graph, in URN order."""
+    old, new = [_normalized(record) for record in old], [_normalized(record) for record in new]
     by_urn = {record["urn"]: record for record in old}
     taken: dict[str, str] = {}  # new URN -> the old URN it took over
     steps = []

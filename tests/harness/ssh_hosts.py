@@ -111,8 +111,15 @@ def ensure_namespaces(host: SshHost) -> None:
 def _site_rules(host: SshHost) -> list[tuple[str, str, list[str]]]:
     """(table, chain, rule) of the site network: masquerading out, forwarding both ways."""
     comment = ["-m", "comment", "--comment", f"{ROOT_TAG}:{host.name}"]
+    # Out to the world only: into this machine's test bridges (e2e*) the second host keeps its
+    # address, as between real hosts, so a node here answers srun there at that address.
+    outward = ["!", "-o", "e2e+"]
     return [
-        ("nat", "POSTROUTING", ["-s", host.site_subnet, "!", "-d", host.site_subnet, *comment, "-j", "MASQUERADE"]),
+        (
+            "nat",
+            "POSTROUTING",
+            ["-s", host.site_subnet, "!", "-d", host.site_subnet, *outward, *comment, "-j", "MASQUERADE"],
+        ),
         ("filter", "FORWARD", ["-i", host.links[0], *comment, "-j", "ACCEPT"]),
         ("filter", "FORWARD", ["-o", host.links[0], *comment, "-j", "ACCEPT"]),
     ]
@@ -177,7 +184,13 @@ def remove(host: SshHost) -> None:
             sh("umount", str(host.mount_ns.parent), check=False)
         sh("ip", "netns", "del", host.netns, check=False)
         sh("ip", "link", "del", host.links[0], check=False)
-        for table, chain, rule in _site_rules(host):
+        comment = ["-m", "comment", "--comment", f"{ROOT_TAG}:{host.name}"]
+        earlier = (
+            "nat",
+            "POSTROUTING",
+            ["-s", host.site_subnet, "!", "-d", host.site_subnet, *comment, "-j", "MASQUERADE"],
+        )
+        for table, chain, rule in [*_site_rules(host), earlier]:  # `earlier`: the form older runs left
             while sh("iptables", "-t", table, "-D", chain, *rule, check=False).returncode == 0:
                 pass
         record = host.directory / "site-ip-forward"

@@ -78,6 +78,21 @@ if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
   log "$CONTAINER: config changed, restarting"
   lxc-stop -n "$CONTAINER" -t 30 >&2
 fi
+# A node renamed with its addresses kept: the container of its old name, deleted only at the
+# end of this update, still holds them, and two containers on one address answer in turns.
+# Only a container that the config no longer lists can hold an address of this one (the config
+# refuses one address twice): it stops now, and its delete removes it.
+addresses=$(printf '%s\n' "$LXC_CONFIG" | grep -E '^lxc\.net\.[0-9]+\.ipv4\.address = ' || true)
+for conf in "$(dirname "$dir")"/*/gpucluster.conf; do
+  [ -n "$addresses" ] && [ -f "$conf" ] || continue
+  other=$(basename "$(dirname "$conf")")
+  [ "$other" != "$CONTAINER" ] && [ "$(lxc_owner "$other")" = "$CLUSTER" ] || continue
+  grep -qxF -f <(printf '%s\n' "$addresses") "$conf" || continue
+  if lxc_running "$other"; then
+    log "$other holds an address of $CONTAINER (a renamed node): stopping it"
+    lxc-stop -n "$other" -k >&2
+  fi
+done
 lxc_running "$CONTAINER" || lxc-start -n "$CONTAINER" -d >&2
 # A container that comes back at an address another one had (a rename, a replacement) has a
 # new MAC: forget the host's stale neighbour entry instead of waiting for it to expire.

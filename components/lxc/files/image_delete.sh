@@ -5,6 +5,16 @@ require CLUSTER CLUSTER_DIR IMAGE RELEASE KEPT_DIR KEEP_IMAGE
 dir=$(lxc_dir "$IMAGE")
 if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE is not this cluster's; not removing it"
+  # A clone on the image (one a failed create left, which no state holds) would lose its lower
+  # layer to the removal below and come back broken at the next boot: stop and name it.
+  clones=""
+  for config in "$(dirname "$dir")"/*/config; do
+    name=$(basename "$(dirname "$config")")
+    if [ "$name" != "$IMAGE" ] && [ -f "$config" ] && lxc_on_image "$name" "$IMAGE"; then
+      clones+=" $name"
+    fi
+  done
+  [ -z "$clones" ] || die "node image $IMAGE still has containers cloned from it:$clones; remove them first (lxc-destroy -n NAME)"
   digest=$(cat "$dir/gpucluster-image-digest" 2>/dev/null || true)
   if [ "$KEEP_IMAGE" = true ] && [ -n "$digest" ] && [ -f "$dir/gpucluster-image-ready" ]; then
     rm -rf "$KEPT_DIR"/node-image-*

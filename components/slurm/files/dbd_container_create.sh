@@ -5,6 +5,16 @@
 require CLUSTER CLUSTER_DIR CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS RELEASE PACKAGES DATA_DIR
 exec 3>&1 1>&2
 dir=$(lxc_dir "$CONTAINER")
+# Renamed (accounting.name changed): the previous run printed the old name, which the engine
+# hands back on update. Same address and the same data directory: the old container (its
+# MariaDB shut down cleanly) goes before the new one is made.
+previous=${PULUMI_COMMAND_STDOUT:-}
+if [ -n "$previous" ] && [ "$previous" != "$CONTAINER" ] && lxc_exists "$previous" &&
+  [ "$(lxc_owner "$previous")" = "$CLUSTER" ]; then
+  log "renamed from $previous: removing it"
+  lxc-stop -n "$previous" -t 60 || lxc-stop -n "$previous" -k || true
+  lxc-destroy -n "$previous" -f
+fi
 if lxc_exists "$CONTAINER" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER" || die "LXC container $CONTAINER exists and is not this cluster's"
   if lxc_pending "$CLUSTER_DIR" "$CONTAINER"; then
