@@ -72,14 +72,18 @@ def test_a_move_between_ssh_hosts_deletes_on_the_old_host_before_it_creates_on_t
     state = State({c.urn: StateEntry(c) for c in old})
     _, actions = up(state, commands(moved(three_hosts())))
 
-    for name in ("duo-c003-lxc", "duo-c003-slurm-slurmd", "duo-slurm-slurmctld"):
+    for name in ("duo-c003-lxc", "duo-slurm-slurmctld"):
         assert actions[name] == "replace", (name, actions[name])
         steps = [(kind, host) for ran, kind, host in recorded if ran == name]
-        old_host = GPU2
-        assert steps == [("delete", old_host), ("create", GPU3)], (name, steps)
-    # The node's daemons go before its container; slurmctld is stopped before it starts anew.
+        assert steps == [("delete", GPU2), ("create", GPU3)], (name, steps)
+    # slurmd is replaced with its container but is no delete-before-replace resource: as the
+    # engine does it, its old copy is deleted at the end, on the old host, where its container
+    # is already gone (the delete then has nothing to do).
+    assert actions["duo-c003-slurm-slurmd"] == "replace"
+    steps = [(kind, host) for ran, kind, host in recorded if ran == "duo-c003-slurm-slurmd"]
+    assert steps == [("create", GPU3), ("delete", GPU2)], steps
     order = [(name, kind) for name, kind, _ in recorded]
-    assert order.index(("duo-c003-slurm-slurmd", "delete")) < order.index(("duo-c003-lxc", "delete"))
+    assert order.index(("duo-c003-lxc", "delete")) < order.index(("duo-c003-slurm-slurmd", "delete"))
     assert order.index(("duo-c003-lxc", "create")) < order.index(("duo-c003-slurm-slurmd", "create"))
     # Every host keeps its Slurm client: none is deleted, each converges in place where it is.
     clients = {name: action for name, action in actions.items() if name.endswith("-slurm-client")}
@@ -215,6 +219,7 @@ def test_a_node_renamed_with_its_addresses_stops_the_old_names_container_before_
             "DEVICES": "",
             "DRIVER_FILES": "",
             "SHARED_DIR": str(tmp_path / "shared"),
+            "CPUSET": "",
         },
     )
     calls = (stub / "calls").read_text().splitlines()
