@@ -1,0 +1,81 @@
+"""Which config changes restart a running container (components/files/lib/lxc.sh): only those
+that need it. Checked on the e2e stack's node config as the last release wrote it and as the
+program writes it now, and on single changes of each kind."""
+
+import json
+import subprocess
+from pathlib import Path
+
+from components.transport import helpers
+from tests.harness.program_harness import run_program, stack_config
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "upgrade" / "snapshots" / "e2e.json"
+DEVICE_LINES = (
+    "lxc.cgroup.devices.allow = c 195:0 rwm\nlxc.cgroup2.devices.allow = c 195:0 rwm\n"
+    "lxc.cgroup.devices.allow = c 195:255 rwm\nlxc.cgroup2.devices.allow = c 195:255 rwm\n"
+)
+
+
+def lib(call: str, *args: str) -> str:
+    done = subprocess.run(
+        ["/bin/bash", "-c", f'{helpers()}\n{call} "$@"', "test", *args], capture_output=True, text=True, check=False
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return done.stdout if call != "lxc_needs_restart" else str(done.returncode == 0)
+
+
+def needs_restart(old: str, new: str) -> bool:
+    return lib("lxc_needs_restart", old, new) == "True"
+
+
+def changed_keys(old: str, new: str, which: str) -> list[str]:
+    return lib(f'lxc_conf_changed_keys "$1" "$2" "${which}"', old, new).split()
+
+
+def release_config() -> str:
+    """c000's gpucluster.conf as the last release wrote it (no driver files on this host)."""
+    resources = json.loads(SNAPSHOT.read_text())["resources"]
+    (lxc,) = [r for r in resources if r["name"] == "e2e-c000-lxc"]
+    return lxc["inputs"]["environment"]["LXC_CONFIG"] + "\n"
+
+
+def current_config() -> str:
+    (lxc,) = [r for r in run_program(stack_config("e2e"), stack="e2e").resources if r.name == "e2e-c000-lxc"]
+    return lxc.inputs["environment"]["LXC_CONFIG"] + "\n" + DEVICE_LINES
+
+
+def test_the_upgrade_from_the_last_release_restarts_no_node():
+    old, new = release_config(), current_config()
+    assert old != new
+    assert not needs_restart(old, new)
+    assert changed_keys(old, new, "LXC_LIVE_KEYS") == ["lxc.cgroup.cpuset.cpus", "lxc.cgroup2.cpuset.cpus"]
+    later = changed_keys(old, new, "LXC_NEXT_START_KEYS")
+    assert {"lxc.cap.drop", "lxc.apparmor.allow_nesting", "lxc.cgroup2.devices.allow"} <= set(later)
+
+
+def test_comments_blank_lines_and_spacing_restart_nothing():
+    new = current_config()
+    edited = "# another comment\n\n" + new.replace("lxc.uts.name = c000", "lxc.uts.name=c000  ")
+    assert not needs_restart(new, edited)
+    assert changed_keys(new, edited, "LXC_LIVE_KEYS") == changed_keys(new, edited, "LXC_NEXT_START_KEYS") == []
+
+
+def test_a_new_address_a_new_gpu_or_a_new_mount_restarts():
+    new = current_config()
+    assert needs_restart(new, new.replace("10.43.3.2/24", "10.43.3.9/24"))
+    gpu = "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidia1 dev/nvidia1 none bind,optional,create=file 0 0\n"
+    assert needs_restart(new, new + gpu)
+    assert needs_restart(new + gpu, new)
+
+
+def test_a_new_cpuset_is_live_and_other_devices_wait_for_the_next_start():
+    new = current_config()
+    cpus = new.replace("cpuset.cpus = 0-1", "cpuset.cpus = 1")
+    assert not needs_restart(new, cpus)
+    assert changed_keys(new, cpus, "LXC_LIVE_KEYS") == ["lxc.cgroup.cpuset.cpus", "lxc.cgroup2.cpuset.cpus"]
+    devices = new.replace("c 195:255 rwm", "c 195:254 rwm")
+    assert not needs_restart(new, devices)
+    assert changed_keys(new, devices, "LXC_NEXT_START_KEYS") == [
+        "lxc.cgroup.devices.allow",
+        "lxc.cgroup2.devices.allow",
+    ]
