@@ -3,10 +3,12 @@ that need it. Checked on the e2e stack's node config as the last release wrote i
 program writes it now, and on single changes of each kind."""
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
-from components.transport import helpers
+from components.lxc.cuda_container import FILES
+from components.transport import helpers, script
 from tests.harness.program_harness import run_program, stack_config
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "upgrade" / "snapshots" / "e2e.json"
@@ -79,3 +81,57 @@ def test_a_new_cpuset_is_live_and_other_devices_wait_for_the_next_start():
         "lxc.cgroup.devices.allow",
         "lxc.cgroup2.devices.allow",
     ]
+
+
+# lxc-* and ip as shell functions that record their calls: the container "runs" and answers.
+FAKES = """
+lxc_fake() { printf '%s\\n' "$*" >> "$CALLS"; }
+for c in lxc-info lxc-stop lxc-start lxc-cgroup lxc-copy lxc-destroy; do
+  eval "$c() { lxc_fake $c \\"\\$@\\"; [ $c != lxc-info ] || echo RUNNING; }"
+done
+lxc-attach() {
+  lxc_fake lxc-attach "$@"
+  case "$*" in *is-system-running*) echo running ;; *'ip -4'*) echo ' 10.43.3.2/24' ;; esac
+}
+ip() { :; }
+"""
+
+
+def rerun_create(tmp_path: Path, on_disk: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """container_create.sh of the current program over a running c000 whose config is `on_disk`."""
+    (lxc,) = [r for r in run_program(stack_config("e2e"), stack="e2e").resources if r.name == "e2e-c000-lxc"]
+    container = tmp_path / "lxc" / "e2e-c000"
+    container.mkdir(parents=True)
+    (container / "config").write_text("lxc.rootfs.path = overlay:/nowhere\n")
+    (container / "gpucluster-owner").write_text("e2e\n")
+    (container / "gpucluster.conf").write_text(on_disk)
+    calls = tmp_path / "calls"
+    calls.touch()
+    header = "# ---- container_create.sh ----"
+    text = script(FILES / "container_create.sh").replace(header, FAKES + header)
+    environment = {
+        **lxc.inputs["environment"],
+        "LXC_PATH": str(tmp_path / "lxc"),
+        "CLUSTER_DIR": str(tmp_path / "state"),
+        "SHARED_DIR": str(tmp_path / "shared"),
+        "CALLS": str(calls),
+        "PATH": os.environ["PATH"],
+    }
+    done = subprocess.run(["/bin/bash", "-c", text], env=environment, capture_output=True, text=True, check=False)
+    return done, calls.read_text().splitlines()
+
+
+def test_the_create_over_a_container_of_the_last_release_keeps_it_running(tmp_path):
+    done, calls = rerun_create(tmp_path, release_config())
+    assert done.returncode == 0, done.stderr
+    assert [call for call in calls if call.startswith(("lxc-stop", "lxc-start"))] == []
+    assert "lxc-cgroup -n e2e-c000 cpuset.cpus 0-1" in calls
+    assert "cpuset applied to the running container" in done.stderr
+    assert "lxc.cap.drop" in done.stderr and "until it next starts" in done.stderr
+
+
+def test_the_create_restarts_a_container_whose_address_changed(tmp_path):
+    done, calls = rerun_create(tmp_path, current_config().replace("10.43.3.2/24", "10.43.3.9/24"))
+    assert done.returncode == 0, done.stderr
+    assert "lxc-stop -n e2e-c000 -t 30" in calls
+    assert "restarting (its jobs end)" in done.stderr

@@ -89,8 +89,11 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys, kept_i
 
         _, actions = up(state, current)
         ran = {name: action for name, action in actions.items() if action != "same"}
+        logs = {e.command.name: e.stderr for e in state.resources.values() if e.command.name.endswith("-lxc")}
         with capsys.disabled():
             print(f"\nupgrade {commit[:7]} -> current: {ran}")
+            for name, text in sorted(logs.items()):
+                print(f"--- {name} (stderr)\n{text}")
         unexplained = {
             name: action
             for name, action in ran.items()

@@ -37,7 +37,7 @@ lxc_conf_keys() {
 
 # lxc_conf_changed_keys OLD NEW REGEX: the keys matching REGEX whose settings differ, one a line.
 lxc_conf_changed_keys() {
-  diff <(lxc_conf_settings <<< "$1" | lxc_conf_keys "$3") <(lxc_conf_settings <<< "$2" | lxc_conf_keys "$3") |
+  { diff <(lxc_conf_settings <<< "$1" | lxc_conf_keys "$3") <(lxc_conf_settings <<< "$2" | lxc_conf_keys "$3") || true; } |
     sed -nE 's/^[<>] ([^ ]+) = .*/\1/p' | sort -u
 }
 
