@@ -134,4 +134,4 @@ def test_the_create_restarts_a_container_whose_address_changed(tmp_path):
     done, calls = rerun_create(tmp_path, current_config().replace("10.43.3.2/24", "10.43.3.9/24"))
     assert done.returncode == 0, done.stderr
     assert "lxc-stop -n e2e-c000 -t 30" in calls
-    assert "restarting (its jobs end)" in done.stderr
+    assert "lxc.net.0.ipv4.address changed, which only a restart applies: restarting (its jobs end)" in done.stderr

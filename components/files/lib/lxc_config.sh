@@ -41,11 +41,15 @@ lxc_conf_changed_keys() {
     sed -nE 's/^[<>] ([^ ]+) = .*/\1/p' | sort -u
 }
 
-# lxc_needs_restart OLD NEW: whether the running container must restart to take NEW.
-lxc_needs_restart() {
+# lxc_restart_keys OLD NEW: the keys of the changed settings that only a restart applies.
+lxc_restart_keys() {
   local keep="$LXC_LIVE_KEYS|$LXC_NEXT_START_KEYS"
-  [ "$(lxc_conf_settings <<< "$1" | lxc_conf_keys -v "$keep")" != "$(lxc_conf_settings <<< "$2" | lxc_conf_keys -v "$keep")" ]
+  { diff <(lxc_conf_settings <<< "$1" | lxc_conf_keys -v "$keep") <(lxc_conf_settings <<< "$2" | lxc_conf_keys -v "$keep") || true; } |
+    sed -nE 's/^[<>] ([^ ]+) = .*/\1/p; s/^[<>] ([^ ]+)$/\1/p' | sort -u
 }
+
+# lxc_needs_restart OLD NEW: whether the running container must restart to take NEW.
+lxc_needs_restart() { [ -n "$(lxc_restart_keys "$1" "$2")" ]; }
 
 # lxc_apply_cpuset CONTAINER CONFIG: the running container's cpuset as CONFIG sets it (the
 # host's online CPUs when CONFIG pins none).

@@ -63,7 +63,8 @@ grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
 # cpuset is applied live; the settings it keeps until its next start are named.
 if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
   if lxc_needs_restart "$old_config" "$config"; then
-    log "$CONTAINER: its network, mounts or other settings that need a restart changed: restarting (its jobs end)"
+    log "$CONTAINER: $(lxc_restart_keys "$old_config" "$config" | paste -sd ' ' -) changed, which only a restart applies: restarting (its jobs end)"
+    diff <(lxc_conf_settings <<< "$old_config") <(lxc_conf_settings <<< "$config") >&2 || true
     lxc-stop -n "$CONTAINER" -t 30 >&2
   else
     if [ -n "$(lxc_conf_changed_keys "$old_config" "$config" "$LXC_LIVE_KEYS")" ]; then
