@@ -35,10 +35,12 @@ def changed_keys(old: str, new: str, which: str) -> list[str]:
 
 
 def release_config() -> str:
-    """c000's gpucluster.conf as the last release wrote it (no driver files on this host)."""
+    """c000's gpucluster.conf as the last release wrote it: a driver file pattern without glob
+    characters became an optional mount entry whether the file existed or not."""
     resources = json.loads(SNAPSHOT.read_text())["resources"]
     (lxc,) = [r for r in resources if r["name"] == "e2e-c000-lxc"]
-    return lxc["inputs"]["environment"]["LXC_CONFIG"] + "\n"
+    absent = "/usr/bin/nvidia-smi-absent usr/bin/nvidia-smi-absent none bind,ro,optional,create=file 0 0"
+    return lxc["inputs"]["environment"]["LXC_CONFIG"] + f"\nlxc.mount.entry = {absent}\n"
 
 
 def current_config() -> str:
@@ -68,6 +70,8 @@ def test_a_new_address_a_new_gpu_or_a_new_mount_restarts():
     gpu = "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidia1 dev/nvidia1 none bind,optional,create=file 0 0\n"
     assert needs_restart(new, new + gpu)
     assert needs_restart(new + gpu, new)
+    present = "lxc.mount.entry = /bin/sh bin/sh-too none bind,ro,optional,create=file 0 0\n"
+    assert needs_restart(new + present, new), "an optional mount whose source exists is a real mount"
 
 
 def test_a_new_cpuset_is_live_and_other_devices_wait_for_the_next_start():

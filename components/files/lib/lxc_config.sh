@@ -41,10 +41,25 @@ lxc_conf_changed_keys() {
     sed -nE 's/^[<>] ([^ ]+) = .*/\1/p' | sort -u
 }
 
+# lxc_effective_mounts: the settings on stdin without the optional mount entries whose source
+# this host does not have: LXC skips them, so they mount nothing (an earlier release listed
+# driver files that were absent).
+lxc_effective_mounts() {
+  local line source options
+  while IFS= read -r line; do
+    if [[ "$line" == "lxc.mount.entry = "* ]]; then
+      read -r source _ _ options _ <<< "${line#lxc.mount.entry = }"
+      [[ ",$options," == *,optional,* ]] && [ ! -e "$source" ] && continue
+    fi
+    printf '%s\n' "$line"
+  done
+}
+
 # lxc_restart_keys OLD NEW: the keys of the changed settings that only a restart applies.
 lxc_restart_keys() {
   local keep="$LXC_LIVE_KEYS|$LXC_NEXT_START_KEYS"
-  { diff <(lxc_conf_settings <<< "$1" | lxc_conf_keys -v "$keep") <(lxc_conf_settings <<< "$2" | lxc_conf_keys -v "$keep") || true; } |
+  { diff <(lxc_conf_settings <<< "$1" | lxc_conf_keys -v "$keep" | lxc_effective_mounts) \
+    <(lxc_conf_settings <<< "$2" | lxc_conf_keys -v "$keep" | lxc_effective_mounts) || true; } |
     sed -nE 's/^[<>] ([^ ]+) = .*/\1/p; s/^[<>] ([^ ]+)$/\1/p' | sort -u
 }
 
