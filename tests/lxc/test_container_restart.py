@@ -67,7 +67,8 @@ def test_comments_blank_lines_and_spacing_restart_nothing():
 def test_a_new_address_a_new_gpu_or_a_new_mount_restarts():
     new = current_config()
     assert needs_restart(new, new.replace("10.43.3.2/24", "10.43.3.9/24"))
-    gpu = "lxc.mount.entry = /run/gpucluster-e2e-dev/nvidia1 dev/nvidia1 none bind,optional,create=file 0 0\n"
+    # A device the host has (an absent source is an optional mount that mounts nothing).
+    gpu = "lxc.mount.entry = /dev/null dev/nvidia1 none bind,optional,create=file 0 0\n"
     assert needs_restart(new, new + gpu)
     assert needs_restart(new + gpu, new)
     present = "lxc.mount.entry = /bin/sh bin/sh-too none bind,ro,optional,create=file 0 0\n"
