@@ -11,6 +11,7 @@ SSH host carries the prefix `GPUCLUSTER_` (lib's prelude strips it), and the hos
 command installs an sshd drop-in accepting that prefix. Secrets travel by stdin only.
 """
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,23 +22,70 @@ from pulumi_command import local, remote
 from components.config import ClusterHostConfig
 
 FILES = Path(__file__).parent / "files"
-# The shared helpers are part of every command's input, on purpose: an edit to lib.sh changes
-# every command's `create` (and `delete`), so the next `up` runs every create script again as an
-# update in place (never a replace: lib.sh is no trigger). Creates converge and are safe to
-# repeat, so this costs one pass over the cluster and guarantees that no command keeps running
-# helpers older than the repository's. The header names the bare file name, not its folder, so
-# moving a script changes no input (tests/upgrade/ proves both).
-LIB = FILES / "lib.sh"
+# The shared helpers, one file per concern. A script's text is preceded by core.sh and by the
+# files whose functions (or variables) it uses, found in its text, and transitively those the
+# included files use: an edit to one helper file changes the input of exactly the commands
+# whose scripts use it, so the next `up` runs their create again as an update in place (never
+# a replace: the helpers are no trigger). Creates converge and are safe to repeat, and no
+# command keeps running helpers older than the repository's. Each part has a header line; the
+# script's header names the bare file name, not its folder, so moving a script changes no
+# input (tests/upgrade/ proves both).
+LIB = FILES / "lib"
+CORE = "core.sh"
 DEFAULT_LXC_PATH = "/var/lib/lxc"
 INTERPRETER = ["/bin/bash", "-c"]
 ENV_PREFIX = "GPUCLUSTER_"
 
+_FUNCTION = re.compile(r"^([A-Za-z_][\w-]*)\(\)\s*\{", re.MULTILINE)
+_VARIABLE = re.compile(r"^([A-Z][A-Z0-9_]*)=", re.MULTILINE)
+_COMMENT = re.compile(r"^\s*#.*$", re.MULTILINE)
+
+
+def _uses(names: set[str], variables: set[str]) -> re.Pattern:
+    """A pattern matching a call of one of the functions or a reference to one of the variables."""
+    alternatives = []
+    if names:
+        alternatives.append(r"(?<![\w$-])(?:" + "|".join(map(re.escape, sorted(names))) + r")(?![\w-])")
+    if variables:
+        alternatives.append(r"\$\{?(?:" + "|".join(map(re.escape, sorted(variables))) + r")\b")
+    return re.compile("|".join(alternatives) or r"(?!)")
+
+
+def library() -> dict[str, tuple[str, re.Pattern]]:
+    """Every helper file by name: its text and the pattern of what it defines."""
+    found = {}
+    for path in sorted(LIB.glob("*.sh")):
+        text = path.read_text()
+        found[path.name] = (text, _uses(set(_FUNCTION.findall(text)), set(_VARIABLE.findall(text))))
+    return found
+
+
+def helper_files(text: str) -> list[str]:
+    """The helper files a script's text needs: core.sh, then every file defining a function
+    or variable that the text (or an included file) uses, in name order."""
+    files = library()
+    needed, pending = {CORE}, [text, files[CORE][0]]
+    while pending:
+        code = _COMMENT.sub("", pending.pop())
+        for name, (helper, defines) in files.items():
+            if name not in needed and defines.search(code):
+                needed.add(name)
+                pending.append(helper)
+    return [CORE, *sorted(needed - {CORE})]
+
+
+def helpers(names: list[str] | None = None) -> str:
+    """The text of these helper files (default: all of them), each under its header line."""
+    names = [CORE, *sorted(set(library()) - {CORE})] if names is None else names
+    return "".join(f"# ---- lib/{name} ----\n{(LIB / name).read_text()}\n" for name in names)
+
 
 def script(path: Path) -> str:
-    """The text of the script at `path` preceded by the shared helpers in files/lib.sh."""
+    """The text of the script at `path` preceded by the shared helpers it uses."""
     if not isinstance(path, Path):
         raise TypeError(f"script wants the path of a file (e.g. FILES / 'x.sh'), got {path!r}")
-    return f"{LIB.read_text()}\n# ---- {path.name} ----\n{path.read_text()}"
+    body = path.read_text()
+    return f"{helpers(helper_files(body))}# ---- {path.name} ----\n{body}"
 
 
 def remote_script(path: Path) -> str:

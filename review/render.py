@@ -8,7 +8,8 @@ for stacks/Pulumi.STACK.yaml and writes, deterministically byte for byte:
     resources.yaml             every resource: type, parent, dependencies, key inputs
     files/<resource>/<name>    text a command's environment carries (slurm.conf, gres.conf,
                                the LXC config, the web app, lists), one file per variable
-    scripts/<name>             the scripts commands run (lib.sh once, then each script once)
+    scripts/<name>             the scripts commands run, each once, and the helper files they
+                               include (scripts/lib/<name>)
     manifests/<resource>.yaml  the inputs of every other resource (Kubernetes objects, Helm values)
 
 Values marked secret are written as `[secret]`, and key-shaped text is scrubbed (review/scrub.py).
@@ -37,8 +38,9 @@ FILE_NAMES = {
     "UNIT_TEXT": "unit.service",
     "HOST_STATE_TEXT": "host-state.env",
 }
-# transport.script() joins lib.sh and a script with this header line.
+# transport.script() puts a header line before each helper file and before the script.
 SCRIPT_HEADER = re.compile(r"^# ---- (?P<name>[\w.-]+) ----$", re.MULTILINE)
+LIB_HEADER = re.compile(r"^# ---- lib/(?P<name>[\w.-]+) ----$", re.MULTILINE)
 COMMAND_TYPES = ("command:local:Command", "command:remote:Command")
 
 
@@ -105,7 +107,14 @@ def _script(writer: _Writer, resource: str, field: str, text: str) -> str:
     if not match:
         return writer.add(f"files/{resource}/{field}.sh", text)
     helpers, body = text[: match.start()], text[match.end() + 1 :]
-    return " + ".join([writer.add("scripts/lib.sh", helpers), writer.add(f"scripts/{match['name']}", body)])
+    parts = list(LIB_HEADER.finditer(helpers))
+    if not parts:  # a tree from before the helpers were split: one lib.sh
+        return " + ".join([writer.add("scripts/lib.sh", helpers), writer.add(f"scripts/{match['name']}", body)])
+    names = [writer.add("scripts/prelude.sh", helpers[: parts[0].start()])] if parts[0].start() else []
+    for part, following in zip(parts, [*parts[1:], None], strict=True):
+        end = following.start() if following else len(helpers)
+        names.append(writer.add(f"scripts/lib/{part['name']}", helpers[part.end() + 1 : end]))
+    return " + ".join([*names, writer.add(f"scripts/{match['name']}", body)])
 
 
 def _command_entry(writer: _Writer, name: str, inputs: dict) -> dict:

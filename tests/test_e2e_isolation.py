@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from components.stack_config import parse_stack_config
-from components.transport import LIB
+from components.transport import helpers
 from tests.harness.e2e_teardown import OUTSIDE_LINK, OUTSIDE_NS
 from tests.test_e2e_lifecycle import run_verify
 
@@ -101,7 +101,7 @@ def _forward(config: dict) -> tuple[str, str, str, str]:
 
 
 def _forward_check(config: dict) -> subprocess.CompletedProcess:
-    script = LIB.read_text() + '\nforward_check "$@"\necho "forward ok"\n'
+    script = helpers() + '\nforward_check "$@"\necho "forward ok"\n'
     return subprocess.run(
         ["/bin/bash", "-c", script, "forward_check", *_forward(config), ""],
         capture_output=True,

@@ -99,7 +99,7 @@ def test_commands_run_scripts_with_parameters_in_the_environment(run):
             script = inputs.get(phase)
             if not script:
                 continue
-            assert script.startswith("#!/usr/bin/env bash\n# Shared helpers"), f"{command.name} {phase}"
+            assert script.startswith("# ---- lib/core.sh ----\n"), f"{command.name} {phase}"
             for key, value in inputs["environment"].items():
                 # A config value never appears in the script text: it is passed, not pasted.
                 if len(value) > 4 and key not in {"CLUSTER"}:

@@ -76,7 +76,7 @@ class UserConfig(StrictModel):
 
     @property
     def spec(self) -> str:
-        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib.sh)."""
+        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib/people.sh)."""
         return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from components.host.boot_unit import render_boot_unit, render_host_state
 from components.stack_config import parse_stack_config
-from components.transport import INTERPRETER, LIB
+from components.transport import INTERPRETER, helpers
 from tests.harness.program_harness import run_program, stack_config
 
 COMMAND = "command:local:Command"
@@ -21,7 +21,7 @@ COMMAND = "command:local:Command"
 def bash(text: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `text` after the shared helpers, as every host script runs."""
     return subprocess.run(
-        [*INTERPRETER, f"{LIB.read_text()}\n{text}", "test", *args],
+        [*INTERPRETER, f"{helpers()}\n{text}", "test", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -119,7 +119,7 @@ def test_ip_forward_is_restored_once_by_the_last_user_whatever_the_order(tmp_pat
     """
     # A private network namespace: its own net.ipv4.ip_forward, set to 0 first.
     done = subprocess.run(
-        ["unshare", "-n", *INTERPRETER, f"{LIB.read_text()}\n{steps}"],
+        ["unshare", "-n", *INTERPRETER, f"{helpers()}\n{steps}"],
         capture_output=True,
         text=True,
         check=False,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from components.config import ClusterConfig
 from components.lxc.lxc_conf import ContainerSpec, container_devices, cpu_slots, render_lxc_config
+from components.transport import helpers
 from tests.harness.program_harness import stack_config
 
 
@@ -77,7 +78,7 @@ def test_node_containers_are_confined():
 
 
 def device_allow_lines(devices: list[str]) -> list[str]:
-    lib = (Path(__file__).resolve().parents[2] / "components" / "files" / "lib.sh").read_text()
+    lib = helpers()
     done = subprocess.run(
         ["/bin/bash", "-c", lib + '\ndevice_allow_lines "$1"', "test", "\n".join(devices)],
         capture_output=True,

@@ -3,7 +3,7 @@ container and marks it; none of them may pull the directory from under another."
 
 import subprocess
 
-from components.transport import LIB
+from components.transport import helpers
 
 # Eight creates at once, each making 40 containers (in a scratch LXC directory) the way
 # container_create.sh does: pending marker, the container, the owner marker.
@@ -29,7 +29,7 @@ ls "$root/state/pending" | wc -l
 
 def test_markers_are_written_while_other_containers_are_marked(tmp_path):
     done = subprocess.run(
-        ["bash", "-c", LIB.read_text() + CREATES, "creates", str(tmp_path)], capture_output=True, text=True, check=False
+        ["bash", "-c", helpers() + CREATES, "creates", str(tmp_path)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0", "pending markers left behind"

@@ -1,12 +1,12 @@
-"""Forward and bridge rules as the scripts render them (lib.sh), and the shadow analysis.
+"""Forward and bridge rules as the scripts render them (components/files/lib/), and the shadow analysis.
 
-The functions run in bash with lib.sh loaded; for the analysis, `iptables` and `ip` are
+The functions run in bash with the shared helpers loaded; for the analysis, `iptables` and `ip` are
 shell functions that print a fixed ruleset, so nothing on the host is read or changed.
 """
 
 import subprocess
 
-from components.transport import LIB
+from components.transport import helpers
 
 TAG = "gpucluster:e2e:fwd:7000"
 FORWARD = [TAG, "7000", "10.43.3.10", "8080"]
@@ -15,7 +15,7 @@ BRIDGE_TAG = "gpucluster:e2e:bridge:e2ebr0"
 
 def bash(call: str, *args: str, fakes: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["/bin/bash", "-c", f'{LIB.read_text()}\n{fakes}\n{call} "$@"', "test", *args],
+        ["/bin/bash", "-c", f'{helpers()}\n{fakes}\n{call} "$@"', "test", *args],
         capture_output=True,
         text=True,
         check=False,

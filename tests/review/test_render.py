@@ -43,7 +43,8 @@ def test_render_writes_the_generated_files_by_name(tmp_path):
         "files/gpu-c000-lxc/config",
         "files/gpu-web-service/app.py",
         "files/gpu-boot-unit/unit.service",
-        "scripts/lib.sh",
+        "scripts/lib/core.sh",
+        "scripts/lib/lxc.sh",
         "scripts/container_create.sh",
     ]:
         assert path in files, path
@@ -55,7 +56,9 @@ def test_render_writes_the_generated_files_by_name(tmp_path):
     assert lxc["parent"] == "gpu-c000"
     assert "gpu-image-rootfs" in lxc["depends_on"]
     assert lxc["inputs"]["environment"]["LXC_CONFIG"] == "<files/gpu-c000-lxc/config>"
-    assert lxc["inputs"]["create"] == "scripts/lib.sh + scripts/container_create.sh"
+    assert lxc["inputs"]["create"] == (
+        "scripts/lib/core.sh + scripts/lib/lxc.sh + scripts/lib/lxc_config.sh + scripts/container_create.sh"
+    )
 
 
 def test_render_writes_kubernetes_manifests(tmp_path):

@@ -6,8 +6,14 @@ __main__.py runs there under this repository's mocks (review/program.py),
 once per stack of that commit's stacks/, in a fresh interpreter whose imports resolve to
 the commit's components. Writes tests/upgrade/snapshots/<stack>.json, which
 tests/upgrade/test_upgrade.py compares the current program against.
+
+`release_run(commit, stack)` gives the same run whole (every registration, dependencies
+included), so its commands can run for real (tests/harness/command_executor.py): the
+end-to-end upgrade test brings a cluster up with the release's program.
 """
 
+import contextlib
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -39,10 +45,23 @@ def record(tree: Path, stack: str) -> list[dict]:
     return plan.records(harness.run_program(harness.stack_config(stack), stack))
 
 
-def snapshot(commit: str) -> None:
+def registrations(tree: Path, stack: str) -> list[dict]:
+    """Every registration of the program in `tree` for one stack, as JSON (a fresh interpreter)."""
+    sys.path.insert(0, str(tree))
+    harness = _load("snapshot_program", PROGRAM)
+    harness.ROOT = tree
+    run = harness.run_program(harness.stack_config(stack), stack)
+    return [
+        {key: sorted(value) if isinstance(value, frozenset) else value for key, value in dataclasses.asdict(r).items()}
+        for r in run.resources
+    ]
+
+
+@contextlib.contextmanager
+def extracted(commit: str):
+    """The files of `commit` in a temporary directory; yields (full commit, directory)."""
     full = subprocess.run(["git", "rev-parse", commit], cwd=ROOT, capture_output=True, text=True, check=True)
     commit = full.stdout.strip()
-    SNAPSHOTS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp)
         archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
@@ -51,16 +70,40 @@ def snapshot(commit: str) -> None:
         with tarfile.open(archive_path) as tar:
             tar.extractall(tree, filter="data")
         archive_path.unlink()
+        yield commit, tree
+
+
+def _in_tree(tree: Path, mode: str, stack: str) -> list[dict]:
+    done = subprocess.run(
+        [sys.executable, __file__, mode, str(tree), stack], cwd=tree, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def release_run(commit: str, stack: str):
+    """The ProgramRun of `commit`'s program for `stack` (its own stack file)."""
+    from review.program import ProgramRun, Registration
+
+    fields = {f.name: f.type for f in dataclasses.fields(Registration)}
+    with extracted(commit) as (_, tree):
+        found = _in_tree(tree, "--registrations", stack)
+    resources = []
+    for entry in found:
+        for key, value in entry.items():
+            if "frozenset" in str(fields[key]):
+                entry[key] = frozenset(value)
+            elif "tuple" in str(fields[key]):
+                entry[key] = tuple(value)
+        resources.append(Registration(**entry))
+    return ProgramRun(resources=resources)
+
+
+def snapshot(commit: str) -> None:
+    SNAPSHOTS.mkdir(exist_ok=True)
+    with extracted(commit) as (commit, tree):
         for stack_file in sorted((tree / "stacks").glob("Pulumi.*.yaml")):
             stack = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-            done = subprocess.run(
-                [sys.executable, __file__, "--record", str(tree), stack],
-                cwd=tree,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            resources = json.loads(done.stdout)
+            resources = _in_tree(tree, "--record", stack)
             document = {"commit": commit, "stack": stack, "resources": resources}
             out = SNAPSHOTS / f"{stack}.json"
             out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
@@ -70,6 +113,8 @@ def snapshot(commit: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--record"]:
         print(json.dumps(record(Path(sys.argv[2]), sys.argv[3])))
+    elif sys.argv[1:2] == ["--registrations"]:
+        print(json.dumps(registrations(Path(sys.argv[2]), sys.argv[3])))
     elif len(sys.argv) == 2:
         snapshot(sys.argv[1])
     else:

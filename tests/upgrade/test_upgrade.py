@@ -5,11 +5,12 @@ tests/upgrade/snapshot.py), the current program runs under mocks on the same sta
 the engine's plan against the recorded graph is computed (tests/harness/plan.py). An
 upgrade deletes nothing, replaces only what is listed below, and updates only (a) commands
 whose script text changed, which re-run their idempotent create in place (the documented
-choice for script and lib.sh edits, components/transport.py), and (b) what is listed below:
+choice for script and helper edits, components/transport.py), and (b) what is listed below:
 every other changed input needs a reason here.
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from components import transport
 from tests.harness.plan import plan, records, summary
 from tests.harness.program_harness import ROOT, run_program, stack_config
+from tests.upgrade import lib_reach
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 STACKS = sorted(path.stem for path in SNAPSHOTS.glob("*.json"))
@@ -89,16 +91,21 @@ def test_upgrade_replaces_and_deletes_nothing(stack, capsys):
     assert unexplained(beyond_scripts, ALLOWED_UPDATES) == {}
 
 
-def test_an_edit_to_the_shared_helpers_reruns_every_command_and_replaces_nothing(monkeypatch, tmp_path):
-    # The documented choice (components/transport.py): lib.sh is part of every command's input.
-    edited = tmp_path / "lib.sh"
-    edited.write_text(transport.LIB.read_text() + "\n# an edit\n")
+@pytest.mark.parametrize("edited", ["core.sh", "iptables.sh"])
+def test_an_edit_to_a_helper_file_reruns_the_commands_using_it_and_replaces_nothing(edited, monkeypatch, tmp_path):
+    # The documented choice (components/transport.py): a script includes the helper files it
+    # uses, so an edit to one runs again exactly the commands whose text includes it.
+    library = tmp_path / "lib"
+    shutil.copytree(transport.LIB, library)
+    (library / edited).write_text((library / edited).read_text() + "\n# an edit\n")
+    total, using = lib_reach.reach("e2e")
     old = records(run_program(stack_config("e2e"), stack="e2e"))
-    monkeypatch.setattr(transport, "LIB", edited)
+    monkeypatch.setattr(transport, "LIB", library)
     steps = plan(old, records(run_program(stack_config("e2e"), stack="e2e")))
 
-    commands = {record["urn"] for record in old if record["type"] == "command:local:Command"}
-    assert {step.urn for step in steps if step.action == "update"} == commands
+    updated = {step.urn.rsplit("::", 1)[1] for step in steps if step.action == "update"}
+    assert updated == set(using[edited])
+    assert (len(updated) == total) == (edited == transport.CORE), "only core.sh is in every command"
     # The boot unit writes the helpers into boot.sh, so it carries their text in its environment.
     changed = {step.changed for step in steps if step.action == "update" and not step.urn.endswith("-boot-unit")}
     assert changed <= {("create",), ("create", "delete")}

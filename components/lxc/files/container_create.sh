@@ -65,18 +65,39 @@ mkdir -p "$SHARED_DIR"
 
 # Host facts only known here: the numbers of the container's own devices (nvidia-uvm's major
 # is dynamic), which driver files exist and which CPUs are online.
-{
+container_config() {
   printf '%s\n' "$LXC_CONFIG"
   printf '%s' "$cpuset_lines"
   device_allow_lines "$DEVICES"
   printf '%s' "$driver_mounts"
-} | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || changed=0
+}
+old_config=$(cat "$dir/gpucluster.conf" 2>/dev/null || true)
+config=$(container_config)
+container_config | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || changed=0
 grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
   printf 'lxc.include = %s\n' "$dir/gpucluster.conf" >> "$dir/config"
 
+# A running container restarts (and its jobs die) only for a setting that needs it; the
+# cpuset is applied live; the settings it keeps until its next start are named.
 if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
-  log "$CONTAINER: config changed, restarting"
-  lxc-stop -n "$CONTAINER" -t 30 >&2
+  if lxc_needs_restart "$old_config" "$config"; then
+    log "$CONTAINER: $(lxc_restart_keys "$old_config" "$config" | paste -sd ' ' -) changed, which only a restart applies: restarting (its jobs end)"
+    diff <(lxc_conf_settings <<< "$old_config") <(lxc_conf_settings <<< "$config") >&2 || true
+    lxc-stop -n "$CONTAINER" -t 30 >&2
+  else
+    if [ -n "$(lxc_conf_changed_keys "$old_config" "$config" "$LXC_LIVE_KEYS")" ]; then
+      if lxc_apply_cpuset "$CONTAINER" "$config"; then
+        log "$CONTAINER: cpuset applied to the running container"
+      else
+        log "$CONTAINER: the cpuset could not be applied live: restarting (its jobs end)"
+        lxc-stop -n "$CONTAINER" -t 30 >&2
+      fi
+    fi
+    later=$(lxc_conf_changed_keys "$old_config" "$config" "$LXC_NEXT_START_KEYS" | paste -sd ' ' -)
+    if [ -n "$later" ] && lxc_running "$CONTAINER"; then
+      log "$CONTAINER: $later changed in its config; the running container keeps its current ones until it next starts (a reboot, or lxc-stop and lxc-start when its jobs allow)"
+    fi
+  fi
 fi
 # A node renamed with its addresses kept: the container of its old name, deleted only at the
 # end of this update, still holds them, and two containers on one address answer in turns.

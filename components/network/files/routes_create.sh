@@ -1,5 +1,5 @@
 # Routes to the other hosts' container subnets via those hosts, with only the forwarding they
-# need (lib.sh route_rules); a route an earlier run made that is no longer wanted is removed.
+# need (lib/routes.sh route_rules); a route an earlier run made that is no longer wanted is removed.
 # ROUTES: one SUBNET,VIA per line. The record lists what this host routes now.
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_SUBNET ROUTES
 record="$CLUSTER_DIR/routes"

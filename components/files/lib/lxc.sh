@@ -1,0 +1,102 @@
+# LXC containers: the lxc-* commands under the cluster's LXC path, ownership markers, and
+# commands inside a container.
+# A host may keep the cluster's containers under an LXC path of its own (LXC_PATH, set by the
+# command or the host state file): every lxc-* command then gets `-P LXC_PATH`.
+lxc_dir() { printf '%s/%s' "${LXC_PATH:-/var/lib/lxc}" "$1"; }
+lxc-attach() { command lxc-attach ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-cgroup() { command lxc-cgroup ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-copy() { command lxc-copy ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-create() { command lxc-create ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-destroy() { command lxc-destroy ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-info() { command lxc-info ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-start() { command lxc-start ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-stop() { command lxc-stop ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc-wait() { command lxc-wait ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+lxc_exists() { [ -f "$(lxc_dir "$1")/config" ]; }
+lxc_owner() { cat "$(lxc_dir "$1")/gpucluster-owner" 2>/dev/null || true; }
+
+# A container is marked as the cluster's right after it is made. A create interrupted before
+# that leaves an unmarked container; the pending marker, written before the container is
+# made, says it is ours: `lxc_pending CLUSTER_DIR NAME`. Clones must also sit on our image.
+lxc_pending_marker() { printf '%s/pending/%s' "$1" "$2"; }
+lxc_pending() { [ -f "$(lxc_pending_marker "$1" "$2")" ] && [ -z "$(lxc_owner "$2")" ]; }
+
+# lxc_pending_begin CLUSTER_DIR NAME: write the pending marker. The directory stays while
+# containers are made (many at once): only the deletes remove it, when it is empty.
+lxc_pending_begin() {
+  mkdir -p "$1/pending"
+  touch "$(lxc_pending_marker "$1" "$2")"
+}
+lxc_on_image() { grep -qsE "^lxc\.rootfs\.path *= *overlay(fs)?:$(lxc_dir "$2")/rootfs:" "$(lxc_dir "$1")/config"; }
+
+# lxc_ours CLUSTER CLUSTER_DIR NAME [IMAGE]: the container is this cluster's: marked, or a
+# half-made one this cluster was making (for a clone: an overlay of the cluster's image).
+lxc_ours() {
+  local cluster=$1 cluster_dir=$2 name=$3 image=${4-}
+  [ "$(lxc_owner "$name")" = "$cluster" ] && return 0
+  lxc_pending "$cluster_dir" "$name" || return 1
+  [ -z "$image" ] || [ ! -f "$(lxc_dir "$name")/config" ] || lxc_on_image "$name" "$image"
+}
+
+# lxc_mark CLUSTER CLUSTER_DIR NAME: the owner marker, then the pending marker goes (not its
+# directory: another create may be writing its marker there at this moment).
+lxc_mark() {
+  echo "$1" > "$(lxc_dir "$3")/gpucluster-owner"
+  rm -f "$(lxc_pending_marker "$2" "$3")"
+}
+lxc_running() { [ "$(lxc-info -n "$1" -sH 2>/dev/null)" = RUNNING ]; }
+
+# in_ct CONTAINER COMMAND...: run a command in a container with a clean environment. Nodes
+# run systemd: systemctl skips the packages' SysV scripts (syncing them runs update-rc.d, a
+# perl script, seconds of CPU when many nodes enable a unit at once).
+in_ct() {
+  local name=$1; shift
+  lxc-attach -n "$name" --clear-env -v LC_ALL=C -v SYSTEMCTL_SKIP_SYSV=1 \
+    -v PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -- "$@"
+}
+
+# ct_write_if_changed CONTAINER PATH MODE OWNER: stdin to PATH in the container;
+# exit status 0 when the content changed. Paths are passed as arguments, never as shell text.
+ct_write_if_changed() {
+  local name=$1 path=$2 mode=$3 owner=$4
+  in_ct "$name" /bin/sh -c '
+    set -e; path=$1; mode=$2; owner=$3
+    mkdir -p "$(dirname "$path")"
+    tmp=$(mktemp "$path.XXXXXX")
+    cat > "$tmp"; chown "$owner" "$tmp"; chmod "$mode" "$tmp"
+    if [ -f "$path" ] && cmp -s "$tmp" "$path"; then rm -f "$tmp"; exit 1; fi
+    mv -f "$tmp" "$path"' sh "$path" "$mode" "$owner"
+}
+
+# systemd_ready CONTAINER: the container's boot has finished (running, or degraded). One
+# attach that waits for the end of the boot, not one every poll: with many containers booting
+# at once, polling attaches take CPU from their boots. Fails while systemd is not answering yet.
+systemd_ready() {
+  local state
+  state=$(in_ct "$1" timeout 60 systemctl is-system-running --wait 2>/dev/null) || true
+  [ "$state" = running ] || [ "$state" = degraded ]
+}
+
+# The identity of a container's clone: a random id kept in its LXC directory, made on first use.
+# A container replaced by a new clone of the same name has another one.
+clone_id() {
+  local dir file
+  dir=$(lxc_dir "$1")
+  file=$dir/gpucluster-clone-id
+  [ -d "$dir" ] || return 1
+  [ -s "$file" ] || cat /proc/sys/kernel/random/uuid > "$file"
+  cat "$file"
+}
+
+# A create of something set up inside CONTAINER reports the clone it was made in (`clone=ID`).
+report_clone() { echo "clone=$(clone_id "$1")"; }
+
+# False when the command was created in another clone of CONTAINER than the one there now. The
+# engine deletes the old copy of a command replaced along with its container only after the new
+# copy exists, in the new clone of the same name: that delete must leave the new clone alone.
+# A create of an earlier release reported nothing: then it is the same clone, as before.
+created_in_this_clone() {
+  local created
+  created=$(printf '%s\n' "${PULUMI_COMMAND_STDOUT:-}" | sed -n 's/^clone=//p' | tail -n 1)
+  [ -z "$created" ] || [ "$created" = "$(clone_id "$1" 2>/dev/null)" ]
+}

@@ -1,0 +1,76 @@
+# A container's LXC config: the devices cgroup lines the container script appends, and which
+# changes of the config a running container can take without a restart.
+# device_allow_lines DEVICES: devices cgroup allow lines (cgroup v1 and v2; LXC ignores the
+# other one) for exactly these host device nodes, by their own major:minor. A device that is
+# missing (optional control devices) gets none.
+device_allow_lines() {
+  local device number
+  while read -r device; do
+    [ -c "$device" ] || continue
+    number=$(stat -c '%t %T' "$device" | { read -r major minor; printf '%d:%d' "0x$major" "0x$minor"; })
+    printf 'lxc.cgroup.devices.allow = c %s rwm\nlxc.cgroup2.devices.allow = c %s rwm\n' "$number" "$number"
+  done < <(lines "$1")
+}
+
+# A running container's config is compared setting by setting, so that rewriting it with the
+# same effective settings (new comments, other spacing) or with settings it can take without
+# a restart never stops the container and the jobs on it.
+# lxc_conf_settings: the config on stdin without comments and blank lines, `key = value` as LXC
+# reads it.
+lxc_conf_settings() { sed -E '/^[[:space:]]*(#|$)/d; s/^[[:space:]]*([^=[:space:]]+)[[:space:]]*=[[:space:]]*/\1 = /; s/[[:space:]]+$//'; }
+
+# Settings a running container takes live (its cpuset, by lxc-cgroup), and settings it keeps
+# until its next start without harm to what runs in it: capabilities, AppArmor, the cgroup
+# placement, the devices allow list (the device nodes themselves are mount entries, and any
+# change of those restarts), autostart. Every other setting (network, mounts, rootfs, name)
+# needs a restart.
+LXC_LIVE_KEYS='lxc\.cgroup2?\.cpuset\.cpus'
+LXC_NEXT_START_KEYS='lxc\.(cap\.(drop|keep)|apparmor\.[a-z_.]+|cgroup\.dir\.[a-z.]+|cgroup2?\.devices\.(allow|deny)|start\.[a-z]+)'
+
+# lxc_conf_keys REGEX: the settings on stdin (lxc_conf_settings) whose key matches REGEX,
+# or with -v those whose key does not.
+lxc_conf_keys() {
+  local invert=
+  [ "$1" != -v ] || { invert=-v; shift; }
+  grep -E $invert "^($1) = " || true
+}
+
+# lxc_conf_changed_keys OLD NEW REGEX: the keys matching REGEX whose settings differ, one a line.
+lxc_conf_changed_keys() {
+  { diff <(lxc_conf_settings <<< "$1" | lxc_conf_keys "$3") <(lxc_conf_settings <<< "$2" | lxc_conf_keys "$3") || true; } |
+    sed -nE 's/^[<>] ([^ ]+) = .*/\1/p' | sort -u
+}
+
+# lxc_effective_mounts: the settings on stdin without the optional mount entries whose source
+# this host does not have: LXC skips them, so they mount nothing (an earlier release listed
+# driver files that were absent).
+lxc_effective_mounts() {
+  local line source options
+  while IFS= read -r line; do
+    if [[ "$line" == "lxc.mount.entry = "* ]]; then
+      read -r source _ _ options _ <<< "${line#lxc.mount.entry = }"
+      [[ ",$options," == *,optional,* ]] && [ ! -e "$source" ] && continue
+    fi
+    printf '%s\n' "$line"
+  done
+}
+
+# lxc_restart_keys OLD NEW: the keys of the changed settings that only a restart applies.
+lxc_restart_keys() {
+  local keep="$LXC_LIVE_KEYS|$LXC_NEXT_START_KEYS"
+  { diff <(lxc_conf_settings <<< "$1" | lxc_conf_keys -v "$keep" | lxc_effective_mounts) \
+    <(lxc_conf_settings <<< "$2" | lxc_conf_keys -v "$keep" | lxc_effective_mounts) || true; } |
+    sed -nE 's/^[<>] ([^ ]+) = .*/\1/p; s/^[<>] ([^ ]+)$/\1/p' | sort -u
+}
+
+# lxc_needs_restart OLD NEW: whether the running container must restart to take NEW.
+lxc_needs_restart() { [ -n "$(lxc_restart_keys "$1" "$2")" ]; }
+
+# lxc_apply_cpuset CONTAINER CONFIG: the running container's cpuset as CONFIG sets it (the
+# host's online CPUs when CONFIG pins none).
+lxc_apply_cpuset() {
+  local cpus
+  cpus=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2?\.cpuset\.cpus = //p' | head -n1)
+  [ -n "$cpus" ] || cpus=$(cat /sys/devices/system/cpu/online)
+  lxc-cgroup -n "$1" cpuset.cpus "$cpus"
+}

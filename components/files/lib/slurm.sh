@@ -1,0 +1,82 @@
+# Slurm: slurm.conf as slurmctld reads it, and the cluster's slurmctld on the host or in a container.
+# restart_lines: the lines of a slurm.conf on stdin that a reconfigure cannot apply, so a
+# change of them restarts slurmctld: the nodes (Slurm 22.05 cannot add nodes on a reconfigure)
+# and the accounting storage and job accounting plugins.
+restart_lines() { grep -E '^(NodeName|AccountingStorage[A-Za-z]*|JobAcctGather[A-Za-z]*)=' || true; }
+
+# host_slurmctld_pid CLUSTER_DIR CONF: the pid of the slurmctld running with -f CONF, or nothing.
+host_slurmctld_pid() { daemon_pid "$1/slurmctld.pid" slurmctld "$2"; }
+
+# host_slurmctld_up CLUSTER_DIR CONF: slurmctld on the host with CONF, started when not running.
+host_slurmctld_up() {
+  install -d -o slurm -g slurm "$1/slurmctld"
+  [ -n "$(host_slurmctld_pid "$1" "$2")" ] || slurmctld -f "$2"
+  wait_until 60 "slurmctld on the host" /bin/sh -c 'SLURM_CONF="$1" scontrol ping | grep -q "is UP"' sh "$2"
+}
+
+# slurm_conf_text: SLURM_CONF_TEXT as slurmctld reads it; after a restored accounting database,
+# with FirstJobId past the restored jobs (written by the database's create).
+slurm_conf_text() {
+  require CLUSTER_DIR SLURM_CONF_TEXT
+  local first="$CLUSTER_DIR/accounting/first-job-id"
+  printf '%s' "$SLURM_CONF_TEXT"
+  if [ -s "$first" ]; then printf 'FirstJobId=%s\n' "$(cat "$first")"; fi
+}
+
+# the cluster's slurmctld, wherever it runs
+# The controller's state (its job queue) is kept on the host, in $CLUSTER_DIR/slurmctld: there
+# slurmctld on the host runs from it, and a slurmctld in a container saves it there when it
+# stops, so a controller that moves or whose container is replaced starts from the same queue.
+CT_SLURMCTLD_STATE=/var/lib/slurm/slurmctld
+
+# stop_ct_slurmctld CONTAINER: stop slurmctld there and save its state to the host.
+stop_ct_slurmctld() {
+  require CLUSTER_DIR
+  local name=$1 saved="$CLUSTER_DIR/slurmctld"
+  in_ct "$name" systemctl disable --now --quiet slurmctld || true
+  if in_ct "$name" test -e "$CT_SLURMCTLD_STATE/job_state"; then
+    rm -rf "$saved.new" && mkdir -p "$saved.new"
+    in_ct "$name" tar -C "$CT_SLURMCTLD_STATE" -cf - . | tar -C "$saved.new" -xf -
+    chown -R slurm:slurm "$saved.new" 2>/dev/null || true
+    rm -rf "$saved" && mv "$saved.new" "$saved"
+  fi
+  in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/systemd/system/slurmctld.service.d/gpucluster.conf
+}
+
+# restore_ct_slurmctld CONTAINER: a slurmctld about to start there for the first time takes
+# the saved state (which then lives in the container only).
+restore_ct_slurmctld() {
+  require CLUSTER_DIR
+  local name=$1 saved="$CLUSTER_DIR/slurmctld"
+  [ -e "$saved/job_state" ] || return 0
+  in_ct "$name" test -e "$CT_SLURMCTLD_STATE/job_state" && return 0
+  log "starting slurmctld in $name from the saved queue"
+  tar -C "$saved" -cf - . |
+    in_ct "$name" /bin/sh -c 'set -e; mkdir -p "$1"; tar -C "$1" -xf -; chown -R slurm:slurm "$1"' sh "$CT_SLURMCTLD_STATE"
+  rm -rf "$saved"
+}
+
+# stop_host_slurmctld: stop a slurmctld started on the host for this cluster (checked by
+# name, so a reused pid is never killed); its state stays for the next controller.
+stop_host_slurmctld() {
+  require CLUSTER_DIR
+  local pid
+  pid=$(host_slurmctld_pid "$CLUSTER_DIR" "$CLUSTER_DIR/controller/slurm.conf")
+  [ -z "$pid" ] || stop_daemon "$pid" slurmctld
+  rm -rf "$CLUSTER_DIR/slurmctld.pid" "$CLUSTER_DIR/slurmctld.log" "$CLUSTER_DIR/controller"
+}
+
+# stop_other_slurmctld KEEP: the controller moved to KEEP (`host` or a container): stop this
+# cluster's slurmctld everywhere else, so that two never serve one cluster.
+stop_other_slurmctld() {
+  require CLUSTER CLUSTER_DIR
+  local keep=$1 dir name
+  [ "$keep" = host ] || stop_host_slurmctld
+  for dir in "${LXC_PATH:-/var/lib/lxc}"/*/; do
+    name=$(basename "$dir")
+    [ "$name" != "$keep" ] && [ "$(lxc_owner "$name")" = "$CLUSTER" ] && lxc_running "$name" || continue
+    in_ct "$name" test -e /etc/slurm/slurm.conf || continue
+    log "the controller moved: stopping slurmctld in $name"
+    stop_ct_slurmctld "$name"
+  done
+}

@@ -1,0 +1,83 @@
+"""Every script gets the shared helper files it calls (components/transport.py): checked by bash
+itself, which lists the functions the included helpers define and prints each one's body."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components import transport
+from components.transport import helper_files, helpers, script
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(ROOT.glob("components/**/files/*.sh"))
+HEADER = re.compile(r"^# ---- [\w.-]+ ----$", re.MULTILINE)
+
+
+def bash_functions(text: str) -> dict[str, str]:
+    """The functions bash has after running `text` (helpers only), each with its body as bash prints it."""
+    listing = 'for f in $(compgen -A function); do printf "@@ %s\\n" "$f"; declare -f "$f"; done'
+    done = subprocess.run(
+        ["/bin/bash", "-c", f"{text}\n{listing}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    functions, name = {}, None
+    for line in done.stdout.splitlines():
+        if line.startswith("@@ "):
+            name = line[3:]
+            functions[name] = ""
+        else:
+            functions[name] += line + "\n"
+    return functions
+
+
+ALL = bash_functions(helpers())
+
+
+def calls(text: str) -> set[str]:
+    """The shared helper functions that `text` names as a word outside comments."""
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return {name for name in ALL if re.search(rf"(?<![\w$-]){re.escape(name)}(?![\w-])", code)}
+
+
+def missing(assembled: str) -> set[str]:
+    """Helper functions the script, or a helper it includes, calls but its text does not define."""
+    header = list(HEADER.finditer(assembled))[-1]
+    defined = bash_functions(assembled[: header.start()])
+    wanted = calls(assembled[header.end() :])
+    for body in defined.values():
+        wanted |= calls(body)
+    return wanted - set(defined)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_script_includes_the_helpers_it_calls(path):
+    assert missing(script(path)) == set()
+
+
+def test_the_check_finds_a_helper_file_left_out():
+    path = ROOT / "components/network/files/forward_create.sh"
+    body = path.read_text()
+    included = helper_files(body)
+    assert "iptables.sh" in included  # forward_up pipes into rules_up
+    without = helpers([name for name in included if name != "iptables.sh"]) + f"# ---- {path.name} ----\n{body}"
+    assert {"rules_up"} <= missing(without)
+
+
+def test_helpers_come_in_one_order_core_first():
+    for path in SCRIPTS:
+        included = helper_files(path.read_text())
+        assert included[0] == transport.CORE
+        assert included[1:] == sorted(included[1:])
+    assert helper_files("nothing here") == [transport.CORE]
+
+
+def test_the_header_names_the_file_not_its_folder(tmp_path):
+    moved = tmp_path / "elsewhere" / "files" / "container_create.sh"
+    moved.parent.mkdir(parents=True)
+    original = ROOT / "components/lxc/files/container_create.sh"
+    moved.write_text(original.read_text())
+    assert script(moved) == script(original)
