@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.transport import FILES, LIB
+from components.transport import FILES, helpers
 
 SSHD = "/usr/sbin/sshd"
 
@@ -51,7 +51,7 @@ def step(name: str, sshd: dict, overrides: str = "") -> subprocess.CompletedProc
     `overrides`: shell functions standing in for commands."""
     prelude = (FILES / "ssh_prelude.sh").read_text()
     found = f"sshd_master() {{ echo {sshd['pid']}; }}\nsshd_config_of() {{ echo {sshd['config']}; }}\n{overrides}\n"
-    text = f"{prelude}\n{LIB.read_text()}\n{found}\n{(FILES / name).read_text()}"
+    text = f"{prelude}\n{helpers()}\n{found}\n{(FILES / name).read_text()}"
     return subprocess.run(["/bin/bash", "-c", text], input="t\n", capture_output=True, text=True, check=False)
 
 
@@ -83,7 +83,7 @@ def test_a_relative_include_is_read_from_etc_ssh(tmp_path):
     config.write_text("Include sshd_config.d/*.conf\n")
     prelude = (FILES / "ssh_prelude.sh").read_text()
     found = f"sshd_master() {{ echo 1; }}\nsshd_config_of() {{ echo {config}; }}\n"
-    text = f'{prelude}\n{LIB.read_text()}\n{found}\nsshd_dropin_target\necho "$dropin"'
+    text = f'{prelude}\n{helpers()}\n{found}\nsshd_dropin_target\necho "$dropin"'
     done = subprocess.run(["/bin/bash", "-c", text], input="t\n", capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "/etc/ssh/sshd_config.d/gpucluster-t.conf"
 

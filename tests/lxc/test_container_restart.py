@@ -18,6 +18,9 @@ DEVICE_LINES = (
 )
 
 
+CPUSET_LINES = "lxc.cgroup.cpuset.cpus = 0,1\nlxc.cgroup2.cpuset.cpus = 0,1\n"
+
+
 def lib(call: str, *args: str) -> str:
     done = subprocess.run(
         ["/bin/bash", "-c", f'{helpers()}\n{call} "$@"', "test", *args], capture_output=True, text=True, check=False
@@ -44,8 +47,10 @@ def release_config() -> str:
 
 
 def current_config() -> str:
+    """c000's gpucluster.conf as the program writes it now: the rendered config, the cpuset the
+    script deals from the host's online CPUs (c000 is first: CPUs 0,1 of two) and the device lines."""
     (lxc,) = [r for r in run_program(stack_config("e2e"), stack="e2e").resources if r.name == "e2e-c000-lxc"]
-    return lxc.inputs["environment"]["LXC_CONFIG"] + "\n" + DEVICE_LINES
+    return lxc.inputs["environment"]["LXC_CONFIG"] + "\n" + CPUSET_LINES + DEVICE_LINES
 
 
 def test_the_upgrade_from_the_last_release_restarts_no_node():
@@ -77,7 +82,7 @@ def test_a_new_address_a_new_gpu_or_a_new_mount_restarts():
 
 def test_a_new_cpuset_is_live_and_other_devices_wait_for_the_next_start():
     new = current_config()
-    cpus = new.replace("cpuset.cpus = 0-1", "cpuset.cpus = 1")
+    cpus = new.replace("cpuset.cpus = 0,1", "cpuset.cpus = 1")
     assert not needs_restart(new, cpus)
     assert changed_keys(new, cpus, "LXC_LIVE_KEYS") == ["lxc.cgroup.cpuset.cpus", "lxc.cgroup2.cpuset.cpus"]
     devices = new.replace("c 195:255 rwm", "c 195:254 rwm")
@@ -130,7 +135,7 @@ def test_the_create_over_a_container_of_the_last_release_keeps_it_running(tmp_pa
     done, calls = rerun_create(tmp_path, release_config())
     assert done.returncode == 0, done.stderr
     assert [call for call in calls if call.startswith(("lxc-stop", "lxc-start"))] == []
-    assert "lxc-cgroup -n e2e-c000 cpuset.cpus 0-1" in calls
+    assert "lxc-cgroup -n e2e-c000 cpuset.cpus 0,1" in calls
     assert "cpuset applied to the running container" in done.stderr
     assert "lxc.cap.drop" in done.stderr and "until it next starts" in done.stderr
 
