@@ -55,19 +55,25 @@ def harness_deletes_first(old_config: dict, new_config: dict) -> set[str]:
     return {names[urn] for urn in first}
 
 
-def changed(actions: dict[str, str]) -> dict[str, str]:
-    return {name: action for name, action in sorted(actions.items()) if action != "same"}
-
-
-def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged):
+def fresh_engine(tmp_path: Path, kept_images_purged: set[str], revision: str | None = None) -> Engine:
+    """An engine with a new stack of its own, on a host without what a previous run left."""
     missing = ready()
     assert missing is None, f"the real engine cannot run here: {missing}"
     require_host()
     kept_images_purged.add(STACK)
     teardown()
-    before = host_snapshot()
-    engine = Engine(tmp_path, STACK)
+    engine = Engine(tmp_path, STACK, revision)
     engine.init()
+    return engine
+
+
+def changed(actions: dict[str, str]) -> dict[str, str]:
+    return {name: action for name, action in sorted(actions.items()) if action != "same"}
+
+
+def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged):
+    engine = fresh_engine(tmp_path, kept_images_purged)
+    before = host_snapshot()
     rows: list[tuple[str, dict, dict]] = []
     report: list[str] = []
 
@@ -145,14 +151,8 @@ def test_the_real_engine_runs_two_hosts_over_ssh_and_keeps_secrets_out_of_the_st
     from tests.harness.e2e_teardown import SECOND_HOST, SECRET, SHARED_DIR, teardown_ssh_stacks, two_host_config
     from tests.test_e2e_hosts import second_host_leftovers
 
-    missing = ready()
-    assert missing is None, f"the real engine cannot run here: {missing}"
-    require_host()
-    kept_images_purged.add(STACK)
-    teardown()
+    engine = fresh_engine(tmp_path, kept_images_purged)
     before = host_snapshot()
-    engine = Engine(tmp_path, STACK)
-    engine.init()
     report: list[str] = []
     try:
         server = ssh_hosts.start(SECOND_HOST)
@@ -212,13 +212,7 @@ PREVIOUS_RELEASE = "fb772c7"
 def test_a_state_written_by_the_previous_release_upgrades_without_replace_or_delete(
     tmp_path, capsys, kept_images_purged
 ):
-    missing = ready()
-    assert missing is None, f"the real engine cannot run here: {missing}"
-    require_host()
-    kept_images_purged.add(STACK)
-    teardown()
-    engine = Engine(tmp_path, STACK, revision=PREVIOUS_RELEASE)
-    engine.init()
+    engine = fresh_engine(tmp_path, kept_images_purged, revision=PREVIOUS_RELEASE)
     config = e2e_config("container")
     try:
         make_outside_namespace()
