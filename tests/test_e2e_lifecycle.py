@@ -116,7 +116,9 @@ def drift_is_named(config: dict, report: list[str]) -> None:
     missing = [line for line in output.splitlines() if not line.startswith("ok ")]
     assert code == 1
     assert missing[0].startswith("MISSING  iptables rule: filter FORWARD ") and tag in missing[0], missing
-    assert len(missing) == 2 and missing[1].startswith("drift:"), missing
+    # The drift line, then the two repairs it advises (the boot script, a replace).
+    assert len(missing) == 4 and missing[1].startswith("drift:"), missing
+    assert "boot.sh" in missing[2] and "--replace" in missing[3], missing
     sh(*boot_command(name), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
     code, output = run_verify(config)
     assert code == 0, output

@@ -182,6 +182,6 @@ else
   # `pulumi up` would not repair it: with unchanged inputs pulumi-command runs no script again.
   echo "drift: cluster $CLUSTER differs from its config (see the lines above)."
   echo "  bridges, rules, routes, daemons, containers: run the boot script, /bin/bash $CLUSTER_DIR/boot.sh $CLUSTER_DIR/host-state.env (stack output boot_command)"
-  echo "  a damaged node container or image: ./up.sh STACK --replace URN (./pulumi.sh stack --show-urns --stack STACK lists them); see the README, Drift"
+  echo "  a damaged node container or image: ./up.sh STACK --replace URN (./pulumi.sh stack --show-urns --stack STACK lists them); see docs/reboot-and-drift.md"
 fi
 exit "$drift"
