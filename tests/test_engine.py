@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.command_executor import State, StateEntry, _replaced_with, host_commands, plan
-from tests.harness.e2e_teardown import STACK, e2e_config, teardown
+from tests.harness.e2e_teardown import STACK, e2e_config, remove_outside_namespace, teardown
 from tests.harness.engine import Engine, ready
 from tests.harness.program_harness import run_program
 from tests.test_e2e import check_cluster, host_snapshot, leftovers, make_outside_namespace, require_host, sh, slurm_env
@@ -129,6 +129,7 @@ def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged
         destroyed = engine.destroy()
         assert set(destroyed.actions().values()) == {"delete"}
         report.append("## destroy\n" + "\n".join(destroyed.output.splitlines()[-6:]))
+        remove_outside_namespace()  # the test's own client namespace, made after `before`
         assert leftovers(STACK) == []
         assert host_snapshot() == before
     finally:

@@ -501,3 +501,9 @@ def destroy(commands: list[HostCommand], timeout: int = 600) -> Timeline:
 def update(old: list[HostCommand], new: list[HostCommand], timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
     """`pulumi up` of `new` against a state holding `old` (outputs unknown: empty)."""
     return up(State({c.urn: StateEntry(c) for c in old}), new, timeout)
+
+
+def makes_the_munge_key(command: HostCommand) -> bool:
+    """The one local command of a stack on SSH hosts: the cluster's munge key, made where
+    `pulumi up` runs (components/transport.py generated_secret); it touches no host."""
+    return not command.connection and command.create == "head -c 1024 /dev/urandom | base64 -w0"
