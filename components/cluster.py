@@ -1,5 +1,6 @@
 """GpuCluster: the whole GPU Slurm cluster, on one host or several, as one dependency graph."""
 
+import ipaddress
 import socket
 from pathlib import Path
 
@@ -363,8 +364,9 @@ class GpuCluster(pulumi.ComponentResource):
         ssh_via: public), an SSH host's, the configured one, else this machine's own."""
         if host.name in self.machines:
             return self.machines[host.name].ssh_address
-        if host.connection.kind == "ssh":
+        if host.connection.kind == "ssh" and not _is_loopback(host.connection.address):
             return host.connection.address
+        # A host reached over loopback is this machine: users reach it at its own address.
         return str(host.address) if host.address else this_machine_address()
 
     def _access(self, config: ClusterConfig, host: ClusterHostConfig) -> dict:
@@ -474,3 +476,11 @@ def _shell(config: ClusterConfig, node) -> str:
     path = f"-P {host.lxc_dir} " if host.lxc_dir != "/var/lib/lxc" else ""
     command = f"lxc-attach {path}-n {config.container_name(node.name)}"
     return f"{command}  (on host {host.name})" if config.multi_host else command
+
+
+def _is_loopback(address: str) -> bool:
+    """127.0.0.0/8 or localhost: an SSH connection to this very machine."""
+    try:
+        return ipaddress.IPv4Address(address).is_loopback
+    except ValueError:
+        return address == "localhost" or address.endswith(".localhost")

@@ -26,4 +26,5 @@ if ! ours "$pid" || [ "$changed" = 0 ]; then
 fi
 # Until slurmctld answers, the snapshot says why; the page shows that.
 sleep 0.5
-ours "$(cat "$pidfile")" || die "the snapshot writer did not start; see $CLUSTER_DIR/cluster-status.log"
+ours "$(cat "$pidfile")" ||
+  die "the snapshot writer did not start; the end of $CLUSTER_DIR/cluster-status.log: $(tail -n 5 "$CLUSTER_DIR/cluster-status.log" 2>&1)"
