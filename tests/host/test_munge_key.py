@@ -72,3 +72,21 @@ def test_a_world_writable_state_dir_is_refused(state):
     assert done.returncode == 1
     assert "(host.state_dir) is not root-owned or is writable by others" in done.stderr
     assert not (state / "munge.key").exists()
+
+
+def test_the_installed_key_is_private_and_the_directories_it_makes_are_not(state):
+    """The cluster's directory made by the key's install is traversable (the status writer runs
+    as nobody under it); only the key is root's alone."""
+    key = state / "cluster" / "sub" / "munge.key"
+    done = subprocess.run(
+        [*INTERPRETER, script(FILES / "munge_key_install_create.sh")],
+        env={"PATH": os.environ["PATH"], "MUNGE_KEY_FILE": str(key)},
+        input="QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ==\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert oct(key.stat().st_mode & 0o777) == "0o400"
+    for directory in (state / "cluster", state / "cluster" / "sub"):
+        assert oct(directory.stat().st_mode & 0o777) == "0o755", directory
