@@ -9,10 +9,9 @@ import os
 import subprocess
 from pathlib import Path
 
-import yaml
-
 from components.config import ClusterConfig
-from components.stack_config import NAMESPACE, ConfigError, parse_stack_config
+from components.host.verify import stack_file_cluster
+from components.stack_config import NAMESPACE, ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 PULUMI = ROOT / "pulumi.sh"
@@ -28,20 +27,10 @@ def stack_file(stack: str) -> Path:
 
 def stack_cluster(stack: str) -> ClusterConfig:
     """The stack's cluster config, checked as `pulumi up` checks it (ConfigError otherwise)."""
-    path = stack_file(stack)
     try:
-        document = yaml.safe_load(path.read_text()) or {}
+        return stack_file_cluster(stack_file(stack), stack)
     except OSError as error:
         raise ConfigError(f"no stack file for {stack}: {error}") from None
-    raw = {
-        key.removeprefix(f"{NAMESPACE}:"): value
-        for key, value in (document.get("config") or {}).items()
-        if key.startswith(f"{NAMESPACE}:")
-    }
-    cluster = parse_stack_config(raw).cluster
-    if cluster is None:
-        raise ConfigError(f"stack {stack} builds no cluster ({NAMESPACE}:cluster is not set in {path})")
-    return cluster
 
 
 def _pulumi(stack: str, *argv: str) -> subprocess.CompletedProcess:

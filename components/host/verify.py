@@ -22,8 +22,9 @@ from components.transport import INTERPRETER, script
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 
 
-def stack_cluster(stack: str) -> ClusterConfig:
-    document = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()) or {}
+def stack_file_cluster(path: Path, stack: str) -> ClusterConfig:
+    """The cluster config of the stack file at `path`, checked as `pulumi up` checks it."""
+    document = yaml.safe_load(path.read_text()) or {}
     raw = {
         key.removeprefix(f"{NAMESPACE}:"): value
         for key, value in (document.get("config") or {}).items()
@@ -31,8 +32,12 @@ def stack_cluster(stack: str) -> ClusterConfig:
     }
     cluster = parse_stack_config(raw).cluster
     if cluster is None:
-        raise ConfigError(f"stack {stack} builds no local cluster ({NAMESPACE}:cluster is not set)")
+        raise ConfigError(f"stack {stack} builds no cluster ({NAMESPACE}:cluster is not set in {path})")
     return cluster
+
+
+def stack_cluster(stack: str) -> ClusterConfig:
+    return stack_file_cluster(STACKS_DIR / f"Pulumi.{stack}.yaml", stack)
 
 
 def verify(cluster: ClusterConfig, host: str | None = None) -> subprocess.CompletedProcess:
