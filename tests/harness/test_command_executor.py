@@ -3,6 +3,7 @@
 import os
 import signal
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -209,8 +210,17 @@ def test_parallelism_is_unbounded(tmp_path):
 
 def test_an_interrupted_update_lets_the_running_steps_end_and_starts_nothing_new(tmp_path):
     log = tmp_path / "log"
-    slow = f'sleep 1; echo "create left" >> "{log}"'
-    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    started = tmp_path / "left-started"
+    slow = f'touch "{started}"; sleep 1; echo "create left" >> "{log}"'
+
+    def interrupt_once_left_runs() -> None:
+        # On the marker rather than after a fixed delay: a busy machine may run base late.
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_left_runs, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         apply(graph(log, left={"create": slow}))
     # The interruption came while left ran: left ended before it went on, top never started.
