@@ -10,6 +10,9 @@ from components.app.web_app import WebApp
 from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.prices import estimate
 from components.aws.site import Ec2Site, SiteSpec
+from components.burst.cloud import BurstCloud
+from components.burst.cost import burst_estimate
+from components.burst.user_data import render_user_data as render_burst_user_data
 from components.config import ClusterConfig, ClusterHostConfig
 from components.host.boot_unit import BootUnit, render_host_state
 from components.host.gpu_host import GpuHost
@@ -84,6 +87,10 @@ class GpuCluster(pulumi.ComponentResource):
         if self.ec2_site is not None:
             types = [host.connection.instance_type for host in config.cluster_hosts if host.is_ec2]
             self.cost = pulumi.Output.from_input(estimate(config.aws.region, types, config.aws.prices))
+        self.burst = self._burst(name, config)
+        if self.burst is not None:
+            cost = self.cost if self.cost is not None else pulumi.Output.from_input({})
+            self.cost = cost.apply(lambda c: {**c, "burst": burst_estimate(config.burst)})
         for host in config.cluster_hosts:
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
@@ -391,6 +398,16 @@ class GpuCluster(pulumi.ComponentResource):
             web_ports=tuple(sorted({f.host_port for host in ec2_hosts for f in config.for_host(host).all_forwards})),
         )
         return Ec2Site(f"{name}-aws", config.aws, spec, opts=pulumi.ResourceOptions(parent=self))
+
+    def _burst(self, name: str, config: ClusterConfig) -> BurstCloud | None:
+        """The AWS side of the burst partitions, if there are any (Slurm starts the instances)."""
+        if config.burst is None:
+            return None
+        burst = config.burst
+        user_data = render_burst_user_data(
+            config.controller_address, burst.region, f"gpucluster/{config.name}/munge-key", burst.api_endpoint
+        )
+        return BurstCloud(f"{name}-burst", config.name, burst, user_data, opts=pulumi.ResourceOptions(parent=self))
 
     def _routes(self, name: str, config: ClusterConfig) -> dict[str, pulumi.Resource]:
         """Per host: routes to every other host's NAT subnet via that host, and the forwarding
