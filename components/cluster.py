@@ -11,6 +11,7 @@ from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.prices import estimate
 from components.aws.site import Ec2Site, SiteSpec
 from components.burst.cloud import BurstCloud
+from components.burst.controller import BurstPrograms
 from components.burst.cost import burst_estimate
 from components.burst.user_data import render_user_data as render_burst_user_data
 from components.config import ClusterConfig, ClusterHostConfig
@@ -242,6 +243,19 @@ class GpuCluster(pulumi.ComponentResource):
                 ),
             )
         self.clients = clients or {controller_host.name: self.controller.client}
+        self.burst_programs = None
+        if self.burst is not None:
+            self.burst_programs = BurstPrograms(
+                f"{name}-burst-programs",
+                config.name,
+                config.burst,
+                self.burst,
+                self.burst_user_data,
+                munge_key_file=f"{config.host_cluster_dir(controller_host)}/munge.key",
+                container=config.container_name(controller_node.name) if controller_node else None,
+                transport=self.transports[controller_host.name],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.controller]),
+            )
         self.slurm_nodes = []
         for node in config.nodes:
             host = config.node_host(node)
@@ -404,10 +418,12 @@ class GpuCluster(pulumi.ComponentResource):
         if config.burst is None:
             return None
         burst = config.burst
-        user_data = render_burst_user_data(
+        self.burst_user_data = render_burst_user_data(
             config.controller_address, burst.region, f"gpucluster/{config.name}/munge-key", burst.api_endpoint
         )
-        return BurstCloud(f"{name}-burst", config.name, burst, user_data, opts=pulumi.ResourceOptions(parent=self))
+        return BurstCloud(
+            f"{name}-burst", config.name, burst, self.burst_user_data, opts=pulumi.ResourceOptions(parent=self)
+        )
 
     def _routes(self, name: str, config: ClusterConfig) -> dict[str, pulumi.Resource]:
         """Per host: routes to every other host's NAT subnet via that host, and the forwarding

@@ -117,3 +117,18 @@ def test_cost_gains_the_node_hour_and_the_most_per_hour(run):
 def test_without_burst_nothing_of_it():
     run = run_program(stack_config("local"))
     assert not [r for r in run.resources if "burst" in r.name] and "cost" not in run.outputs
+
+
+def test_the_programs_go_to_the_controller_container_with_the_key_by_stdin_only(run):
+    install = run.by_name("gpu-burst-programs-install")
+    environment = install.inputs["environment"]
+    assert environment["CONTAINER"] == "gpu-c000" and environment["MUNGE_KEY_FILE"].endswith("/gpu/munge.key")
+    assert "boto3==" in environment["REQUIREMENTS_TXT"] and "def main" in environment["RESUME_PY"]
+    config = json.loads(unwrap(environment["CONFIG_JSON"]))
+    assert config["subnets"] == ["gpu-burst-subnet0-id", "gpu-burst-subnet1-id"]
+    assert config["partitions"][0]["types"][0] == {"name": "g5.xlarge", "template": "gpu-burst-g5-xlarge"}
+    assert "NODE_NAME=@NODE_NAME@" in config["user_data"]
+    # The controller's key: only in stdin, and that is secret.
+    assert install.secret_paths == {"stdin"}
+    assert run.depends_on(install.name, "gpu-slurm-slurmctld")
+    assert not [k for k in environment if "KEY" in k and k != "STORE_MUNGE_KEY_PY" and k != "MUNGE_KEY_FILE"]
