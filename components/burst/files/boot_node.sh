@@ -22,12 +22,12 @@ systemctl enable --now chrony 2>/dev/null || true
 # The key, from the one secret the role reads; written 0400 munge before munged starts.
 install -d -o munge -g munge -m 0700 /etc/munge
 umask 077
-REGION=$REGION SECRET_ID=$SECRET_ID ENDPOINT=$ENDPOINT python3 - <<'PY'
+REGION=$REGION SECRET_ID=$SECRET_ID ENDPOINT=$ENDPOINT KEY_OUT=/etc/munge/munge.key.new python3 - <<'PY'
 import base64, os, boto3
 client = boto3.client("secretsmanager", region_name=os.environ["REGION"], endpoint_url=os.environ["ENDPOINT"] or None)
 secret = client.get_secret_value(SecretId=os.environ["SECRET_ID"])
 key = secret.get("SecretBinary") or base64.b64decode(secret["SecretString"])
-with open("/etc/munge/munge.key.new", "wb") as out:
+with open(os.environ["KEY_OUT"], "wb") as out:
     out.write(key)
 PY
 chown munge:munge /etc/munge/munge.key.new
