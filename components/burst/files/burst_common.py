@@ -33,7 +33,7 @@ def load_config(path: str | None = None) -> dict:
 
 
 def logger(config: dict, program: str) -> logging.Logger:
-    log = logging.getLogger(f"gpucluster-burst-{program}")
+    log = logging.getLogger(f"gpucluster-burst-{program}:{config['log_file']}")
     if not log.handlers:
         handler = logging.FileHandler(config["log_file"])
         handler.setFormatter(logging.Formatter(f"%(asctime)s {program}[%(process)d] %(levelname)s %(message)s"))
