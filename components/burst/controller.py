@@ -66,6 +66,7 @@ class BurstPrograms(pulumi.ComponentResource):
             },
             stdin=cloud.credentials,
             placed=True,
-            opts=child_options(self, opts, cloud.secret),
+            # Removed before the destroy hook ends the instances: nothing launches more meanwhile.
+            opts=child_options(self, opts, cloud.secret, cloud.terminator),
         )
         self.register_outputs({"base": layout.base})

@@ -105,6 +105,8 @@ def test_destroy_terminates_tagged_instances_before_the_templates_and_network_go
         assert run.depends_on(hook.name, name), name
     assert "tag:gpucluster:cluster" in hook.inputs["delete"] and "wait instance-terminated" in hook.inputs["delete"]
     assert hook.inputs["environment"]["CLUSTER"] == "gpu"
+    # The controller's programs go before it: nothing launches an instance after it ran.
+    assert run.depends_on("gpu-burst-programs-install", hook.name)
 
 
 def test_cost_gains_the_node_hour_and_the_most_per_hour(run):
