@@ -134,3 +134,21 @@ def test_the_programs_go_to_the_controller_container_with_the_key_by_stdin_only(
     assert install.secret_paths == {"stdin"}
     assert run.depends_on(install.name, "gpu-slurm-slurmctld")
     assert not [k for k in environment if "KEY" in k and k != "STORE_MUNGE_KEY_PY" and k != "MUNGE_KEY_FILE"]
+
+
+def test_changing_a_burst_type_changes_its_template_the_policy_and_the_programs_config_only(run):
+    config = burst_stack()
+    config["cluster"]["burst"]["partitions"][0]["instance_types"][1] = {"name": "g6.xlarge", "gpus": 1}
+    changed_run = run_program(config, stack="burst")
+    before = {r.urn: r.inputs for r in run.resources if r.custom}
+    after = {r.urn: r.inputs for r in changed_run.resources if r.custom}
+    short = lambda urns: sorted(u.rsplit("::", 1)[1] for u in urns)  # noqa: E731
+    assert short(before.keys() - after.keys()) == ["gpu-burst-burst-g4dn-xlarge"]
+    assert short(after.keys() - before.keys()) == ["gpu-burst-burst-g6-xlarge"]
+    changed = short(
+        u
+        for u in before.keys() & after.keys()
+        if json.dumps(before[u], default=str) != json.dumps(after[u], default=str)
+    )
+    # The controller's scope and the programs' config follow; no container, node or slurmctld changes.
+    assert changed == ["gpu-burst-controller-policy", "gpu-burst-programs-install"], changed
