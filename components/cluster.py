@@ -419,7 +419,11 @@ class GpuCluster(pulumi.ComponentResource):
             return None
         burst = config.burst
         self.burst_user_data = render_burst_user_data(
-            config.controller_address, burst.region, f"gpucluster/{config.name}/munge-key", burst.api_endpoint
+            config.controller_address,
+            burst.region,
+            f"gpucluster/{config.name}/munge-key",
+            burst.api_endpoint,
+            config.munge_socket,
         )
         return BurstCloud(
             f"{name}-burst", config.name, burst, self.burst_user_data, opts=pulumi.ResourceOptions(parent=self)

@@ -13,13 +13,16 @@ NODE_PLACEHOLDER = "@NODE_NAME@"
 SAFE = re.compile(r"^[A-Za-z0-9._:/-]*$")
 
 
-def render_user_data(controller: IPv4Address, region: str, secret_id: str, endpoint: str | None) -> str:
+def render_user_data(
+    controller: IPv4Address, region: str, secret_id: str, endpoint: str | None, munge_socket: str
+) -> str:
     """The boot script of every burst node of the cluster, its node name left to the launch."""
     values = {
         "@CONTROLLER@": str(controller),
         "@REGION@": region,
         "@SECRET_ID@": secret_id,
         "@ENDPOINT@": endpoint or "",
+        "@MUNGE_SOCKET@": munge_socket,
     }
     text = (FILES / "boot_node.sh").read_text()
     for placeholder, value in values.items():

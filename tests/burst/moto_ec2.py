@@ -91,7 +91,9 @@ class AwsWorld:
                 LaunchTemplateName=inputs["name"], LaunchTemplateData=_template_data(inputs, group, profile)
             )
             self.templates[inputs["name"]] = made["LaunchTemplate"]["LaunchTemplateId"]
-        self.user_data = render_user_data(cluster.controller_address, REGION, "gpucluster/gpu/munge-key", None)
+        self.user_data = render_user_data(
+            cluster.controller_address, REGION, "gpucluster/gpu/munge-key", None, cluster.munge_socket
+        )
         config = program_config("gpu", burst, self.subnets, self.user_data)
         credentials = tmp_path / "credentials"
         credentials.write_text(json.dumps({"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}))

@@ -12,18 +12,22 @@ import pytest
 from moto import mock_aws
 
 from components.burst.user_data import NODE_PLACEHOLDER, for_node, render_user_data
+from components.slurm.slurm_conf import render_slurm_conf
+from components.stack_config import parse_stack_config
 from tests.burst.moto_ec2 import AwsWorld, FakeSlurm
+from tests.burst.stack import burst_stack
 
 burst_common = importlib.import_module("burst_common")
 store_munge_key = importlib.import_module("store_munge_key")
 resume = importlib.import_module("resume")
 
 SECRET = "gpucluster/gpu/munge-key"
+SOCKET = "/run/gpucluster-gpu/munge.socket"
 KEY = bytes(range(256)) * 4  # 1024 bytes, as the cluster makes them
 
 
 def test_the_user_data_is_bash_that_starts_munged_then_slurmd_configless_with_the_name():
-    text = for_node(render_user_data("10.42.3.2", "us-east-1", SECRET, None), "burst-2")
+    text = for_node(render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET), "burst-2")
     assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
     assert text.startswith("#!/bin/bash\n") and NODE_PLACEHOLDER not in text
     assert "NODE_NAME=burst-2\n" in text and "CONTROLLER=10.42.3.2\n" in text
@@ -31,14 +35,24 @@ def test_the_user_data_is_bash_that_starts_munged_then_slurmd_configless_with_th
     assert 'SLURMD_OPTIONS="--conf-server %s:6817 -N %s"' in text
 
 
+def test_slurmd_finds_munge_at_the_socket_slurm_conf_names():
+    """Configless slurmd reads AuthInfo from the controller's slurm.conf: that path must answer."""
+    config = parse_stack_config(burst_stack()).cluster
+    auth = next(line for line in render_slurm_conf(config, "c000").splitlines() if line.startswith("AuthInfo="))
+    socket = auth.removeprefix("AuthInfo=socket=")
+    text = render_user_data("10.42.3.2", "us-east-1", SECRET, None, config.munge_socket)
+    assert f"MUNGE_SOCKET={socket}\n" in text
+    assert text.index("systemd-tmpfiles --create") < text.index("systemctl restart munge")
+
+
 def test_a_launch_without_a_name_is_no_node():
-    text = render_user_data("10.42.3.2", "us-east-1", SECRET, None)
+    text = render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET)
     assert "NODE_NAME=@NODE_NAME@" in text and "not a node of the cluster" in text
 
 
 def test_values_that_could_break_out_of_the_script_are_refused():
     with pytest.raises(ValueError, match="@SECRET_ID@"):
-        render_user_data("10.42.3.2", "us-east-1", "x; curl evil", None)
+        render_user_data("10.42.3.2", "us-east-1", "x; curl evil", None, SOCKET)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ CONTROLLER=@CONTROLLER@
 REGION=@REGION@
 SECRET_ID=@SECRET_ID@
 ENDPOINT=@ENDPOINT@
+MUNGE_SOCKET=@MUNGE_SOCKET@
 exec >>/var/log/gpucluster-burst-boot.log 2>&1
 echo "$(date -u +%FT%TZ) boot of burst node ${NODE_NAME}"
 case $NODE_NAME in
@@ -33,6 +34,10 @@ PY
 chown munge:munge /etc/munge/munge.key.new
 chmod 0400 /etc/munge/munge.key.new
 mv /etc/munge/munge.key.new /etc/munge/munge.key
+# slurm.conf's AuthInfo names the cluster's socket path: a link to Debian's, as in the nodes.
+printf 'd %s 0755 root root -\nL+ %s - - - - /run/munge/munge.socket.2\n' "$(dirname "$MUNGE_SOCKET")" "$MUNGE_SOCKET" \
+  >/etc/tmpfiles.d/gpucluster-munge.conf
+systemd-tmpfiles --create /etc/tmpfiles.d/gpucluster-munge.conf
 systemctl restart munge
 
 # Configless: the controller's address is all slurmd needs; -N is the name Slurm resumed.
