@@ -181,7 +181,7 @@ class GpuCluster(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[bridges, image]),
                     transport=transport,
                 )
-        self.routes = self._routes(name, config) if multi else {}
+        self.routes = self._routes(name, config) if multi or config.burst else {}
         # The first host's parts, for the one-host outputs.
         first = config.cluster_hosts[0].name
         self.host, self.bridges, self.image = self.hosts[first], self.bridges_of[first], self.images[first]

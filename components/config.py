@@ -407,12 +407,16 @@ class ClusterConfig(StrictModel):
 
     def routes_of(self, host: "ClusterHostConfig") -> list[tuple[IPv4Network, IPv4Address]]:
         """(subnet, via) for each other host's NAT subnet: where a host routes the
-        other hosts' containers."""
-        return [
+        other hosts' containers; and on the controller's host, the burst VPC via the VPN router
+        (routed, never masqueraded: slurmctld connects back to the address a node registers from)."""
+        routes = [
             (other.network.nat_bridge.subnet, other.address)
             for other in self.cluster_hosts
             if other.name != host.name and other.address is not None
         ]
+        if self.burst is not None and host.name == self.controller_host.name:
+            routes.append((self.burst.vpc_cidr, self.burst.vpn.router_address))
+        return routes
 
     @property
     def cluster_dir(self) -> str:
@@ -1059,6 +1063,12 @@ def rule_burst(c: ClusterConfig) -> Iterator[str]:
         for field, net in others:
             if subnet.cidr.overlaps(net):
                 yield f"burst.subnets[{i}].cidr: {subnet.cidr} overlaps {field} {net}; burst subnets are routed apart"
+    router = burst.vpn.router_address
+    if router in burst.vpc_cidr or any(router in net for _, net in others):
+        yield (
+            f"burst.vpn.router_address: {router} is inside the burst VPC or a container subnet; give the "
+            "on-premises address of the VPN router the controller's host reaches directly"
+        )
     for j, net in enumerate(burst.on_premises_cidrs):
         if net.overlaps(burst.vpc_cidr):
             yield f"burst.on_premises_cidrs[{j}]: {net} overlaps burst.vpc_cidr {burst.vpc_cidr}"

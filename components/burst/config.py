@@ -66,6 +66,9 @@ class BurstVpnConfig(StrictModel):
     """AWS site-to-site VPN to the controller's network: routed, no NAT on the path."""
 
     customer_gateway_address: Address = Field(description="public address of the on-premises VPN router")
+    router_address: Address = Field(
+        description="the VPN router's on-premises address: the controller's host routes the burst VPC through it"
+    )
     bgp_asn: StrictInt = Field(65000, ge=1, le=4294967294, description="the on-premises router's ASN")
 
 

@@ -14,7 +14,7 @@ BURST = {
         {"cidr": "10.90.2.0/24", "availability_zone": "us-east-1b"},
     ],
     "on_premises_cidrs": ["10.42.0.0/16"],
-    "vpn": {"customer_gateway_address": "198.51.100.7"},
+    "vpn": {"customer_gateway_address": "198.51.100.7", "router_address": "192.168.1.254"},
     "partitions": [
         {
             "name": "burst",

@@ -55,6 +55,10 @@ def _partition(c) -> dict:
             lambda c: c["burst"].update(on_premises_cidrs=["10.0.0.0/8"]),
             "burst.on_premises_cidrs[0]: 10.0.0.0/8 overlaps burst.vpc_cidr 10.90.0.0/16",
         ),
+        (
+            lambda c: c["burst"]["vpn"].update(router_address="10.42.3.254"),
+            "burst.vpn.router_address: 10.42.3.254 is inside the burst VPC or a container subnet",
+        ),
         (lambda c: _partition(c).update(name="tutorial"), "burst.partitions[0].name: 'tutorial' is also"),
         (
             lambda c: c["burst"]["subnets"][1].update(availability_zone="us-west-2a"),

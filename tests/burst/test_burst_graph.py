@@ -152,3 +152,10 @@ def test_changing_a_burst_type_changes_its_template_the_policy_and_the_programs_
     )
     # The controller's scope and the programs' config follow; no container, node or slurmctld changes.
     assert changed == ["gpu-burst-controller-policy", "gpu-burst-programs-install"], changed
+
+
+def test_the_controllers_host_routes_the_burst_vpc_via_the_vpn_router_without_masquerading(run):
+    routes = run.by_name("gpu-local-routes")
+    assert unwrap(routes.inputs["environment"]["ROUTES"]).split() == ["10.90.0.0/16,192.168.1.254"]
+    assert "-j RETURN" in routes.inputs["create"]  # ahead of the NAT bridge's MASQUERADE
+    assert run.depends_on("gpu-slurm-slurmctld", "gpu-local-routes")
