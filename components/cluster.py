@@ -253,6 +253,7 @@ class GpuCluster(pulumi.ComponentResource):
                 self.burst_user_data,
                 munge_key_file=f"{config.host_cluster_dir(controller_host)}/munge.key",
                 container=config.container_name(controller_node.name) if controller_node else None,
+                slurm_conf=None if controller_node else f"{config.cluster_dir}/controller/slurm.conf",
                 transport=self.transports[controller_host.name],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.controller]),
             )

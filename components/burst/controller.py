@@ -39,13 +39,14 @@ class BurstPrograms(pulumi.ComponentResource):
         user_data: str,
         munge_key_file: str,
         container: str | None,
+        slurm_conf: str | None,
         transport: Transport,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:burst:BurstPrograms", name, None, opts)
         layout = BurstLayout(cluster)
         settings = pulumi.Output.all(*[s.id for s in cloud.subnets]).apply(
-            lambda ids: json.dumps(program_config(cluster, config, list(ids), user_data), sort_keys=True)
+            lambda ids: json.dumps(program_config(cluster, config, list(ids), user_data, slurm_conf), sort_keys=True)
         )
         self.install = host_command(
             f"{name}-install",

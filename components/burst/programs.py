@@ -7,10 +7,15 @@ from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
 
 
-def program_config(cluster: str, burst: BurstConfig, subnet_ids: list[str], user_data: str) -> dict:
+def program_config(
+    cluster: str, burst: BurstConfig, subnet_ids: list[str], user_data: str, slurm_conf: str | None = None
+) -> dict:
+    """`slurm_conf`: the path scontrol reads where slurmctld runs on a host (in a container,
+    Debian's /etc/slurm/slurm.conf is the default)."""
     layout = BurstLayout(cluster)
     return {
         "cluster": cluster,
+        "slurm_conf": slurm_conf,
         "region": burst.region,
         "endpoint_url": burst.api_endpoint,
         "subnets": list(subnet_ids),

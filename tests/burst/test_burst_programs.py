@@ -165,3 +165,16 @@ def test_the_launch_templates_keep_imdsv2_the_group_and_encryption_where_moto_fl
         assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
         assert data["BlockDeviceMappings"][0]["Ebs"]["Encrypted"] is True
         assert "NODE_NAME=@NODE_NAME@" in base64.b64decode(data["UserData"]).decode()
+
+
+def test_scontrol_reads_the_controllers_slurm_conf_where_slurmctld_runs_on_a_host(tmp_path):
+    fake = tmp_path / "scontrol"
+    fake.write_text('#!/bin/sh\necho "$SLURM_CONF $*"\n')
+    fake.chmod(0o755)
+    slurm = burst_common.Slurm({"scontrol": str(fake), "slurm_conf": "/var/lib/gpucluster/gpu/controller/slurm.conf"})
+    assert slurm.hostnames("burst-1") == [
+        "/var/lib/gpucluster/gpu/controller/slurm.conf",
+        "show",
+        "hostnames",
+        "burst-1",
+    ]

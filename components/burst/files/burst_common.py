@@ -58,11 +58,12 @@ def ec2_client(config: dict):
 class Slurm:
     """scontrol, as slurmctld's programs use it."""
 
-    def __init__(self, scontrol: str = "scontrol"):
-        self.scontrol = scontrol
+    def __init__(self, config: dict):
+        self.scontrol = config.get("scontrol") or "scontrol"
+        self.env = {**os.environ, **({"SLURM_CONF": config["slurm_conf"]} if config.get("slurm_conf") else {})}
 
     def _run(self, *args: str) -> str:
-        return subprocess.run([self.scontrol, *args], capture_output=True, text=True, check=True).stdout
+        return subprocess.run([self.scontrol, *args], capture_output=True, text=True, check=True, env=self.env).stdout
 
     def hostnames(self, hostlist: str) -> list[str]:
         return self._run("show", "hostnames", hostlist).split()

@@ -38,7 +38,7 @@ def _age(instance: dict, now: float) -> float:
 def main(argv: list[str], slurm: Slurm | None = None, ec2=None, now: float | None = None) -> int:
     config = load_config()
     log = logger(config, "reconcile")
-    slurm = slurm or Slurm(config.get("scontrol", "scontrol"))
+    slurm = slurm or Slurm(config)
     ec2 = ec2 or ec2_client(config)
     now = time.time() if now is None else now
     grace = config["orphan_grace_s"]

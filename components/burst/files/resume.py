@@ -124,7 +124,7 @@ def main(argv: list[str], slurm: Slurm | None = None, ec2=None) -> int:
     jobs = Path(resume_file).read_text() if resume_file else ""  # first: Slurm may remove it soon
     config = load_config()
     log = logger(config, "resume")
-    slurm = slurm or Slurm(config.get("scontrol", "scontrol"))
+    slurm = slurm or Slurm(config)
     started = time.time()
     nodes = slurm.hostnames(argv[1])
     log.info("resume %s (jobs: %s)", ",".join(nodes), jobs.strip()[:500])

@@ -13,7 +13,7 @@ def main(argv: list[str], slurm: Slurm | None = None, ec2=None) -> int:
     hostlist = next(a for a in argv[1:] if a != "--failed")
     config = load_config()
     log = logger(config, "resume-fail" if failed else "suspend")
-    slurm = slurm or Slurm(config.get("scontrol", "scontrol"))
+    slurm = slurm or Slurm(config)
     nodes = slurm.hostnames(hostlist)
     ec2 = ec2 or ec2_client(config)
     ids = [i["InstanceId"] for i in instances_of(ec2, config, nodes)]
