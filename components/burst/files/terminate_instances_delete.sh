@@ -3,7 +3,8 @@
 # so no instance Slurm started outlives `pulumi destroy`. The stack's own AWS credentials.
 require CLUSTER REGION
 aws_cli=${AWS_CLI:-aws}
-PATH=$PATH:${HOME:-/root}/.local/bin
+# Also the project's venv (requirements.txt installs the CLI there): pulumi runs in its root.
+PATH=$PATH:${HOME:-/root}/.local/bin:$PWD/venv/bin
 command -v "$aws_cli" >/dev/null || die "the aws CLI is needed to end the cluster's burst instances"
 live=pending,running,stopping,stopped,shutting-down
 ids=$("$aws_cli" ec2 describe-instances --region "$REGION" --output text \
