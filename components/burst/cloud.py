@@ -332,14 +332,8 @@ class BurstCloud(pulumi.ComponentResource):
                     ),
                 )
             ],
-            instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
-                market_type="spot",
-                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
-                    spot_instance_type="one-time", instance_interruption_behavior="terminate"
-                ),
-            )
-            if partition.capacity == "spot"
-            else None,
+            # No market options: EC2 Fleet refuses templates that carry them; the resume
+            # program asks for spot or on-demand capacity in each fleet request.
             # The boot without a node name (the resume program gives each launch its own);
             # it holds no secret: anyone with EC2 read access sees it.
             user_data=pulumi.Output.from_input(user_data).apply(_base64),

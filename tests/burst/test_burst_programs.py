@@ -178,3 +178,11 @@ def test_scontrol_reads_the_controllers_slurm_conf_where_slurmctld_runs_on_a_hos
         "hostnames",
         "burst-1",
     ]
+
+
+def test_a_spot_partition_launches_spot_capacity(world):
+    world.config["partitions"][0]["capacity"] = "spot"
+    world.config_file.write_text(json.dumps(world.config))
+    run_resume(world, "burst-1", FakeSlurm())
+    (instance,) = world.live()
+    assert instance.get("InstanceLifecycle") == "spot"
