@@ -13,6 +13,9 @@ from moto.server import ThreadedMotoServer
 
 from components.burst.cloud import FILES
 from components.transport import INTERPRETER, script
+from tests.burst.stack import burst_stack
+from tests.harness.command_executor import destroy, host_commands
+from tests.harness.program_harness import run_program
 
 
 @pytest.fixture
@@ -78,3 +81,21 @@ def test_destroy_terminates_every_instance_of_the_cluster_and_waits(endpoint):
         [*INTERPRETER, script(FILES / "terminate_instances_delete.sh")], env=env, capture_output=True, text=True
     )
     assert again.returncode == 0 and "no burst instance of gpu is running" in again.stderr
+
+
+def test_destroy_through_the_harness_leaves_no_instance_in_moto(endpoint, monkeypatch):
+    """The destroy hook the program declares, run as `pulumi destroy` runs it (the harness),
+    with burst nodes running in moto: none is left."""
+    beside = Path(sys.executable).with_name("aws")
+    monkeypatch.setenv("AWS_CLI", str(beside) if beside.exists() else shutil.which("aws") or "aws")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "t")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "t")
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=endpoint)
+    nodes = [_launch(ec2, "gpu") for _ in range(3)]
+    config = burst_stack()
+    config["cluster"]["burst"]["api_endpoint"] = endpoint
+    hook = next(c for c in host_commands(run_program(config, stack="burst")) if c.name.endswith("terminate-instances"))
+    assert hook.environment["AWS_ENDPOINT_URL"] == endpoint
+    destroy([hook])
+    states = _states(ec2)
+    assert {states[i] for i in nodes} == {"terminated"}
