@@ -71,8 +71,8 @@ def _template_data(inputs: dict, security_group: str, profile_arn: str) -> dict:
 class AwsWorld:
     """The burst VPC, its subnets, security group and launch templates in moto."""
 
-    def __init__(self, tmp_path: Path):
-        self.ec2 = boto3.client("ec2", region_name=REGION)
+    def __init__(self, tmp_path: Path, endpoint: str | None = None):
+        self.ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=endpoint)
         cluster = parse_stack_config(burst_stack()).cluster
         burst = cluster.burst
         vpc = self.ec2.create_vpc(CidrBlock=str(burst.vpc_cidr))["Vpc"]["VpcId"]
@@ -83,7 +83,7 @@ class AwsWorld:
             for s in burst.subnets
         ]
         group = self.ec2.create_security_group(GroupName="burst", Description="burst", VpcId=vpc)["GroupId"]
-        iam = boto3.client("iam", region_name=REGION)
+        iam = boto3.client("iam", region_name=REGION, endpoint_url=endpoint)
         profile = iam.create_instance_profile(InstanceProfileName="gpu-burst-node")["InstanceProfile"]["Arn"]
         self.templates = {}
         for inputs in recorded_templates():
@@ -100,6 +100,7 @@ class AwsWorld:
         state = tmp_path / "state"
         state.mkdir()
         config |= {"credentials_file": str(credentials), "state_dir": str(state), "log_file": str(tmp_path / "log")}
+        config["endpoint_url"] = endpoint
         self.config_file = tmp_path / "burst.json"
         self.config_file.write_text(json.dumps(config))
         self.config = config

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+import requests
 from moto.server import ThreadedMotoServer
 
 from components.burst.cloud import FILES
@@ -23,6 +24,7 @@ def endpoint():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
     host, port = server.get_host_and_port()
+    requests.post(f"http://{host}:{port}/moto-api/reset", timeout=10)  # the backends are the process's
     try:
         yield f"http://{host}:{port}"
     finally:
