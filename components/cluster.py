@@ -10,6 +10,10 @@ from components.app.web_app import WebApp
 from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.prices import estimate
 from components.aws.site import Ec2Site, SiteSpec
+from components.burst.cloud import BurstCloud
+from components.burst.controller import BurstPrograms
+from components.burst.cost import burst_estimate
+from components.burst.user_data import render_user_data as render_burst_user_data
 from components.config import ClusterConfig, ClusterHostConfig
 from components.host.boot_unit import BootUnit, render_host_state
 from components.host.gpu_host import GpuHost
@@ -84,6 +88,10 @@ class GpuCluster(pulumi.ComponentResource):
         if self.ec2_site is not None:
             types = [host.connection.instance_type for host in config.cluster_hosts if host.is_ec2]
             self.cost = pulumi.Output.from_input(estimate(config.aws.region, types, config.aws.prices))
+        self.burst = self._burst(name, config)
+        if self.burst is not None:
+            cost = self.cost if self.cost is not None else pulumi.Output.from_input({})
+            self.cost = cost.apply(lambda c: {**c, "burst": burst_estimate(config.burst)})
         for host in config.cluster_hosts:
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
@@ -173,7 +181,7 @@ class GpuCluster(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[bridges, image]),
                     transport=transport,
                 )
-        self.routes = self._routes(name, config) if multi else {}
+        self.routes = self._routes(name, config) if multi or config.burst else {}
         # The first host's parts, for the one-host outputs.
         first = config.cluster_hosts[0].name
         self.host, self.bridges, self.image = self.hosts[first], self.bridges_of[first], self.images[first]
@@ -235,6 +243,20 @@ class GpuCluster(pulumi.ComponentResource):
                 ),
             )
         self.clients = clients or {controller_host.name: self.controller.client}
+        self.burst_programs = None
+        if self.burst is not None:
+            self.burst_programs = BurstPrograms(
+                f"{name}-burst-programs",
+                config.name,
+                config.burst,
+                self.burst,
+                self.burst_user_data,
+                munge_key_file=f"{config.host_cluster_dir(controller_host)}/munge.key",
+                container=config.container_name(controller_node.name) if controller_node else None,
+                slurm_conf=None if controller_node else f"{config.cluster_dir}/controller/slurm.conf",
+                transport=self.transports[controller_host.name],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.controller]),
+            )
         self.slurm_nodes = []
         for node in config.nodes:
             host = config.node_host(node)
@@ -391,6 +413,22 @@ class GpuCluster(pulumi.ComponentResource):
             web_ports=tuple(sorted({f.host_port for host in ec2_hosts for f in config.for_host(host).all_forwards})),
         )
         return Ec2Site(f"{name}-aws", config.aws, spec, opts=pulumi.ResourceOptions(parent=self))
+
+    def _burst(self, name: str, config: ClusterConfig) -> BurstCloud | None:
+        """The AWS side of the burst partitions, if there are any (Slurm starts the instances)."""
+        if config.burst is None:
+            return None
+        burst = config.burst
+        self.burst_user_data = render_burst_user_data(
+            config.controller_address,
+            burst.region,
+            f"gpucluster/{config.name}/munge-key",
+            burst.api_endpoint,
+            config.munge_socket,
+        )
+        return BurstCloud(
+            f"{name}-burst", config.name, burst, self.burst_user_data, opts=pulumi.ResourceOptions(parent=self)
+        )
 
     def _routes(self, name: str, config: ClusterConfig) -> dict[str, pulumi.Resource]:
         """Per host: routes to every other host's NAT subnet via that host, and the forwarding

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from components.app.config import WebAppConfig
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
+from components.burst.config import BurstConfig
 from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
 from components.host.config import (
     GpuHourPrice,
@@ -238,6 +239,9 @@ class ClusterConfig(StrictModel):
         None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
     )
     aws: AwsConfig | None = Field(None, description="where the EC2 hosts (hosts[].connection.kind: ec2) are made")
+    burst: BurstConfig | None = Field(
+        None, description="partitions of EC2 instances Slurm starts on demand and stops when idle; none: no burst"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -403,12 +407,16 @@ class ClusterConfig(StrictModel):
 
     def routes_of(self, host: "ClusterHostConfig") -> list[tuple[IPv4Network, IPv4Address]]:
         """(subnet, via) for each other host's NAT subnet: where a host routes the
-        other hosts' containers."""
-        return [
+        other hosts' containers; and on the controller's host, the burst VPC via the VPN router
+        (routed, never masqueraded: slurmctld connects back to the address a node registers from)."""
+        routes = [
             (other.network.nat_bridge.subnet, other.address)
             for other in self.cluster_hosts
             if other.name != host.name and other.address is not None
         ]
+        if self.burst is not None and host.name == self.controller_host.name:
+            routes.append((self.burst.vpc_cidr, self.burst.vpn.router_address))
+        return routes
 
     @property
     def cluster_dir(self) -> str:
@@ -1030,8 +1038,67 @@ def rule_aws(c: ClusterConfig) -> Iterator[str]:
         )
 
 
+def burst_price(c: ClusterConfig, instance_type) -> float | None:
+    """USD per hour of a burst type: its own price, else the dated table's."""
+    return instance_type.price or hourly_price(c.burst.region, instance_type.name, {})
+
+
+def rule_burst(c: ClusterConfig) -> Iterator[str]:
+    """Burst partitions: priced types, subnets apart from every other network of the cluster,
+    room for every node, names of their own, and a controller the burst nodes reach without NAT."""
+    burst = c.burst
+    if burst is None:
+        return
+    for i, partition in enumerate(burst.partitions):
+        for j, instance_type in enumerate(partition.instance_types):
+            if burst_price(c, instance_type) is None:
+                yield (
+                    f"burst.partitions[{i}].instance_types[{j}].price: no price for {instance_type.name} in "
+                    f"{burst.region} (table of {PRICES_DATE}); give its USD per hour"
+                )
+    others = [(f"{prefix}{field}", net) for prefix, host, _ in _hosts(c) for field, net in _subnets(host)]
+    if c.aws is not None:
+        others.append(("aws.vpc.cidr", getattr(c.aws.vpc, "cidr", c.aws.vpc.subnet_cidr)))
+    for i, subnet in enumerate(burst.subnets):
+        for field, net in others:
+            if subnet.cidr.overlaps(net):
+                yield f"burst.subnets[{i}].cidr: {subnet.cidr} overlaps {field} {net}; burst subnets are routed apart"
+    router = burst.vpn.router_address
+    if router in burst.vpc_cidr or any(router in net for _, net in others):
+        yield (
+            f"burst.vpn.router_address: {router} is inside the burst VPC or a container subnet; give the "
+            "on-premises address of the VPN router the controller's host reaches directly"
+        )
+    for j, net in enumerate(burst.on_premises_cidrs):
+        if net.overlaps(burst.vpc_cidr):
+            yield f"burst.on_premises_cidrs[{j}]: {net} overlaps burst.vpc_cidr {burst.vpc_cidr}"
+    wanted, room = sum(p.max_nodes for p in burst.partitions), burst.addresses_available
+    if wanted > room:
+        yield (
+            f"burst.partitions[].max_nodes: {wanted} nodes in all, but burst.subnets hold {room} instances "
+            "(AWS keeps 5 addresses of each subnet); lower max_nodes or add subnets"
+        )
+    controller = c.controller_address
+    if not any(controller in net for net in burst.on_premises_cidrs):
+        yield (
+            f"burst.on_premises_cidrs: the controller's address {controller} is in none of them; burst nodes "
+            "would reach slurmctld only through NAT, and slurmctld must connect back to the address it sees "
+            "(cloud_reg_addrs): add the controller's network"
+        )
+    taken = set(c.node_names) | {p.name for p in c.slurm.partitions}
+    for i, partition in enumerate(burst.partitions):
+        if partition.name in {p.name for p in c.slurm.partitions}:
+            yield f"burst.partitions[{i}].name: {partition.name!r} is also a slurm.partitions name"
+        clash = sorted(taken & set(partition.node_names))
+        if clash:
+            yield f"burst.partitions[{i}].name: its node {clash[0]} is also a node or partition name"
+    for name in _duplicates([p.name for p in burst.partitions]):
+        yield f"burst.partitions[].name: {name!r} is listed more than once"
+
+
 CLUSTER_RULES = (
     rule_aws,
+    rule_burst,
     rule_names_slurm_and_lxc_can_use,
     rule_forward_ports,
     rule_host_paths,

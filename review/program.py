@@ -52,6 +52,8 @@ class Registration:
     """Input names (as the engine sees them, camelCase) whose old values a later update keeps."""
     deleted_with: str = ""
     """URN of the resource whose deletion makes this one's delete unnecessary."""
+    additional_secret_outputs: frozenset[str] = frozenset()
+    """Outputs the resource asks the engine to keep secret (camelCase)."""
 
 
 @dataclass
@@ -146,6 +148,8 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.typ == "aws:ec2/eip:Eip":
             state["publicIp"] = f"203.0.113.{seed.digest(1)[0]}"
             state["allocationId"] = f"eipalloc-{seed.hexdigest(8)}"
+        if args.typ.startswith("aws:") and args.typ != "pulumi:providers:aws":
+            state.setdefault("arn", f"{args.name}-arn")
         if args.typ == "aws:ec2/keyPair:KeyPair":
             state["keyName"] = args.name
         return [f"{args.name}-id", state]
@@ -202,6 +206,7 @@ class _RecordingMonitor(MockMonitor):
                     retain_on_delete=request.retainOnDelete,
                     ignore_changes=frozenset(request.ignoreChanges),
                     deleted_with=request.deletedWith,
+                    additional_secret_outputs=frozenset(request.additionalSecretOutputs),
                 )
             )
         return response

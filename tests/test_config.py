@@ -20,6 +20,7 @@ from components.config_types import written_as_text
 from components.slurm.config import slurm_hostlist
 from components.stack_config import ConfigError, parse_stack_config
 from review.program import ProgramRun
+from tests.burst.stack import BURST
 from tests.harness.program_harness import ROOT, run_program, stack_config
 
 
@@ -152,6 +153,11 @@ RULE_CASES = [
         "rule_aws",
         lambda c: c.update(aws=copy.deepcopy(stack_config("ec2")["cluster"]["aws"])),
         "cluster.aws: EC2 hosts are listed under hosts (hosts[].connection.kind: ec2); this stack has no hosts",
+    ),
+    (
+        "rule_burst",
+        lambda c: c.update(burst={**copy.deepcopy(BURST), "on_premises_cidrs": ["192.168.0.0/16"]}),
+        "cluster.burst.on_premises_cidrs: the controller's address 10.42.3.2 is in none of them",
     ),
     (
         "rule_names_slurm_and_lxc_can_use",

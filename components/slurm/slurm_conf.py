@@ -7,6 +7,7 @@ and its gres.conf `File=` lines cannot disagree.
 
 from collections.abc import Iterable, Mapping
 
+from components.burst.layout import BurstLayout
 from components.config import ClusterConfig
 from components.rendering import HEADER, container_device_path
 from components.slurm.config import slurm_hostlist
@@ -84,6 +85,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_soc
         "AccountingStorageType": "accounting_storage/none",
         **accounting_settings(config),
         **health_check_settings(config),
+        **burst_settings(config),
     }
     text = HEADER + "".join(f"{key}={value}\n" for key, value in general.items())
     text += "\n# Nodes: one line each, so adding a node is a one-line diff.\n"
@@ -97,6 +99,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_soc
         }
         for node in config.nodes
     )
+    text += burst_node_lines(config)
     text += "\n"
     text += _lines(
         {
@@ -109,7 +112,63 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_soc
         }
         for partition in config.slurm.partitions
     )
+    text += _lines(
+        {
+            "PartitionName": partition.name,
+            "Nodes": slurm_hostlist(partition.node_names),
+            "MaxTime": "INFINITE",
+            # Per partition: the global SuspendTime is INFINITE, so only cloud nodes power down.
+            "SuspendTime": partition.suspend_time_s,
+            "ResumeTimeout": partition.resume_timeout_s,
+            "State": "UP",
+        }
+        for partition in (config.burst.partitions if config.burst else [])
+    )
     return text
+
+
+def burst_settings(config: ClusterConfig) -> dict[str, object]:
+    """Slurm 22.05's power saving for cloud nodes (the Cloud Scheduling Guide): slurmctld runs
+    the burst programs, records the address a node registers from (cloud_reg_addrs) and marks
+    a suspended node idle (idle_on_node_suspend: 22.05 has no PowerDownOnIdle)."""
+    if not config.burst:
+        return {}
+    layout = BurstLayout(config.name)
+    return {
+        "SlurmctldParameters": "enable_configless,cloud_reg_addrs,idle_on_node_suspend",
+        "ResumeProgram": layout.program("resume"),
+        "SuspendProgram": layout.program("suspend"),
+        "ResumeFailProgram": layout.program("resume_fail"),
+        "ResumeRate": 0,
+        "SuspendRate": 0,
+        "SuspendTimeout": 120,
+        "SuspendTime": "INFINITE",
+        "ResumeTimeout": max(p.resume_timeout_s for p in config.burst.partitions),
+        # slurmd's do not know each other's addresses: no fan-out tree.
+        "TreeWidth": 65533,
+        "TCPTimeout": 10,
+        "CommunicationParameters": "NoAddrCache",
+        "PrivateData": "cloud",
+        "SchedulerParameters": "salloc_wait_nodes,sbatch_wait_nodes",
+        "DebugFlags": "Power",
+    }
+
+
+def burst_node_lines(config: ClusterConfig) -> str:
+    """The cloud nodes of each burst partition: one line per partition, State=CLOUD."""
+    if not config.burst:
+        return ""
+    return "\n# Burst nodes: EC2 instances Slurm starts on demand (State=CLOUD).\n" + _lines(
+        {
+            "NodeName": slurm_hostlist(partition.node_names),
+            "CPUs": partition.cpus,
+            "Gres": f"gpu:{partition.gres_gpus}" if partition.gres_gpus else None,
+            "Feature": f"cloud,{partition.name}",
+            "Weight": 100,
+            "State": "CLOUD",
+        }
+        for partition in config.burst.partitions
+    )
 
 
 # Where the GPU health check is installed in every node (components/slurm/files/gpu_health.sh).
@@ -173,8 +232,19 @@ def render_slurmdbd_conf(config: ClusterConfig) -> str:
 
 def render_gres_conf(config: ClusterConfig) -> str:
     """gres.conf: one line per GPU of each node (Debian's Slurm has no NVML autodetect)."""
+    burst = config.burst.partitions if config.burst else []
     return HEADER + _lines(
-        {"NodeName": node, "Name": "gpu", "File": container_device_path(path)}
-        for node, paths in config.gpu_assignment().items()
-        for path in paths
+        [
+            *(
+                {"NodeName": node, "Name": "gpu", "File": container_device_path(path)}
+                for node, paths in config.gpu_assignment().items()
+                for path in paths
+            ),
+            # An instance's own GPUs, /dev/nvidia0 up.
+            *(
+                {"NodeName": slurm_hostlist(p.node_names), "Name": "gpu", "File": f"/dev/nvidia{i}"}
+                for p in burst
+                for i in range(p.gres_gpus)
+            ),
+        ]
     )

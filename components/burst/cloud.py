@@ -1,0 +1,366 @@
+"""BurstCloud: the AWS side of a burst partition. Everything but the instances, which Slurm
+starts and stops through the controller's programs (components/burst/files/)."""
+
+import base64
+import json
+from pathlib import Path
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.site import tags
+from components.burst.config import BurstConfig, BurstPartition
+from components.transport import host_command
+
+FILES = Path(__file__).parent / "files"
+ROOT_DEVICE = "/dev/xvda"  # Debian's AMIs
+SLURM_FROM_ON_PREMISES = "slurmctld, srun and the controller's network to the burst nodes"
+
+
+def template_name(cluster: str, partition: str, instance_type: str) -> str:
+    """`<cluster>-<partition>-<type>`: the resume program finds its templates by these names."""
+    return f"{cluster}-{partition}-{instance_type.replace('.', '-')}"
+
+
+def controller_policy(cluster: str, region: str, arns: dict) -> str:
+    """What the controller's programs may do: launch from the cluster's templates only, into
+    its subnets, instances that carry the cluster's tag; tag what they launch; terminate only
+    instances with the cluster's tag; pass the burst role to EC2; store the munge key in its
+    one secret. Describe calls take no resource scope in EC2."""
+    instance = f"arn:aws:ec2:{region}:*:instance/*"
+    launched = [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in ("volume", "network-interface", "fleet")]
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "LaunchFromTheClusterTemplates",
+                    "Effect": "Allow",
+                    "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+                    "Resource": [
+                        *arns["templates"],
+                        *arns["subnets"],
+                        arns["security_group"],
+                        f"arn:aws:ec2:{region}::image/{arns['ami']}",
+                        *launched,
+                    ],
+                },
+                {
+                    "Sid": "OnlyInstancesTaggedForTheCluster",
+                    "Effect": "Allow",
+                    "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+                    "Resource": [instance],
+                    "Condition": {
+                        "StringEquals": {"aws:RequestTag/gpucluster:cluster": cluster},
+                        "ArnLike": {"ec2:LaunchTemplate": arns["templates"]},
+                    },
+                },
+                {
+                    "Sid": "TagAtLaunchOnly",
+                    "Effect": "Allow",
+                    "Action": ["ec2:CreateTags"],
+                    "Resource": [instance, *launched],
+                    "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
+                },
+                {
+                    "Sid": "TerminateTheClusterInstancesOnly",
+                    "Effect": "Allow",
+                    "Action": ["ec2:TerminateInstances"],
+                    "Resource": [instance],
+                    "Condition": {"StringEquals": {"ec2:ResourceTag/gpucluster:cluster": cluster}},
+                },
+                {
+                    "Sid": "Read",
+                    "Effect": "Allow",
+                    "Action": [
+                        "ec2:DescribeInstances",
+                        "ec2:DescribeFleets",
+                        "ec2:DescribeLaunchTemplates",
+                        "ec2:DescribeLaunchTemplateVersions",
+                    ],
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "PassTheBurstRoleToEc2",
+                    "Effect": "Allow",
+                    "Action": ["iam:PassRole"],
+                    "Resource": [arns["role"]],
+                    "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+                },
+                {
+                    "Sid": "StoreTheMungeKey",
+                    "Effect": "Allow",
+                    "Action": ["secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
+                    "Resource": [arns["secret"]],
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def node_role_policy(secret_arn: str) -> str:
+    """A burst node may read the munge key's secret, and nothing else."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": [secret_arn]},
+            ],
+        }
+    )
+
+
+class BurstCloud(pulumi.ComponentResource):
+    """The burst VPC with a subnet per zone and no internet gateway or NAT: the only way out is
+    the site-to-site VPN to the on-premises networks (routed, so slurmctld sees each node's own
+    address and connects back to it) and a private Secrets Manager endpoint. A security group
+    that admits the on-premises networks and the burst nodes only. The munge key's secret
+    (its value is put by the controller, never by this program), the nodes' role that reads
+    it, a launch template per partition and instance type, and the controller's credentials,
+    scoped to those templates and the cluster's tag.
+
+    `terminator` ends every instance tagged with the cluster when it is deleted: everything
+    here is its dependency, so a destroy deletes it (and the instances) first."""
+
+    def __init__(
+        self,
+        name: str,
+        cluster: str,
+        config: BurstConfig,
+        user_data: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("gpu-cluster:burst:BurstCloud", name, None, opts)
+        self.provider = aws.Provider(f"{name}-provider", region=config.region, opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+
+        def tagged(suffix: str, **more: str) -> dict[str, str]:
+            return {**tags(f"{name}-{suffix}", cluster, ""), **more}
+
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc", cidr_block=str(config.vpc_cidr), enable_dns_hostnames=True, tags=tagged("vpc"), opts=child
+        )
+        table = aws.ec2.RouteTable(f"{name}-routes", vpc_id=vpc.id, tags=tagged("routes"), opts=child)
+        self.subnets = []
+        for i, subnet in enumerate(config.subnets):
+            made = aws.ec2.Subnet(
+                f"{name}-subnet{i}",
+                vpc_id=vpc.id,
+                cidr_block=str(subnet.cidr),
+                availability_zone=subnet.availability_zone,
+                map_public_ip_on_launch=False,
+                tags=tagged(f"subnet{i}"),
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-subnet{i}-routes", subnet_id=made.id, route_table_id=table.id, opts=child
+            )
+            self.subnets.append(made)
+
+        # The VPN: AWS's end (a virtual private gateway on the VPC), the site's router, static
+        # routes both ways. The tunnels' pre-shared keys are secret outputs of the connection.
+        gateway = aws.ec2.VpnGateway(f"{name}-vgw", vpc_id=vpc.id, tags=tagged("vgw"), opts=child)
+        customer = aws.ec2.CustomerGateway(
+            f"{name}-cgw",
+            bgp_asn=str(config.vpn.bgp_asn),
+            ip_address=str(config.vpn.customer_gateway_address),
+            type="ipsec.1",
+            tags=tagged("cgw"),
+            opts=child,
+        )
+        self.vpn = aws.ec2.VpnConnection(
+            f"{name}-vpn",
+            vpn_gateway_id=gateway.id,
+            customer_gateway_id=customer.id,
+            type="ipsec.1",
+            static_routes_only=True,
+            tags=tagged("vpn"),
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(additional_secret_outputs=["tunnel1PresharedKey", "tunnel2PresharedKey"])
+            ),
+        )
+        self.routes = []
+        for j, cidr in enumerate(config.on_premises_cidrs):
+            aws.ec2.VpnConnectionRoute(
+                f"{name}-vpn-route{j}", vpn_connection_id=self.vpn.id, destination_cidr_block=str(cidr), opts=child
+            )
+            self.routes.append(
+                aws.ec2.Route(
+                    f"{name}-route{j}",
+                    route_table_id=table.id,
+                    destination_cidr_block=str(cidr),
+                    gateway_id=gateway.id,
+                    opts=child,
+                )
+            )
+
+        self.security_group = aws.ec2.SecurityGroup(
+            f"{name}-sg",
+            vpc_id=vpc.id,
+            description=f"gpu-cluster {cluster} burst nodes: the on-premises networks and each other",
+            ingress=[
+                aws.ec2.SecurityGroupIngressArgs(
+                    protocol="-1",
+                    from_port=0,
+                    to_port=0,
+                    cidr_blocks=[str(c) for c in config.on_premises_cidrs],
+                    description=SLURM_FROM_ON_PREMISES,
+                ),
+                aws.ec2.SecurityGroupIngressArgs(
+                    protocol="-1", from_port=0, to_port=0, self=True, description="the burst nodes to each other"
+                ),
+            ],
+            egress=[
+                aws.ec2.SecurityGroupEgressArgs(
+                    protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"], description="out: VPN, endpoint"
+                )
+            ],
+            tags=tagged("sg"),
+            opts=child,
+        )
+        aws.ec2.VpcEndpoint(
+            f"{name}-secrets-endpoint",
+            vpc_id=vpc.id,
+            service_name=f"com.amazonaws.{config.region}.secretsmanager",
+            vpc_endpoint_type="Interface",
+            private_dns_enabled=True,
+            subnet_ids=[s.id for s in self.subnets],
+            security_group_ids=[self.security_group.id],
+            tags=tagged("secrets-endpoint"),
+            opts=child,
+        )
+
+        # The munge key's place: only its value is secret, and this program never holds it.
+        self.secret = aws.secretsmanager.Secret(
+            f"{name}-munge-key",
+            name=f"gpucluster/{cluster}/munge-key",
+            description=f"munge key of gpu-cluster {cluster}, put by its controller",
+            recovery_window_in_days=0,
+            tags=tagged("munge-key"),
+            opts=child,
+        )
+        role = aws.iam.Role(
+            f"{name}-node-role",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                    ],
+                }
+            ),
+            tags=tagged("node-role"),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-node-policy", role=role.id, policy=self.secret.arn.apply(node_role_policy), opts=child
+        )
+        profile = aws.iam.InstanceProfile(
+            f"{name}-node-profile", role=role.name, tags=tagged("node-profile"), opts=child
+        )
+
+        self.templates: dict[tuple[str, str], aws.ec2.LaunchTemplate] = {}
+        for partition in config.partitions:
+            for instance_type in partition.instance_types:
+                self.templates[(partition.name, instance_type.name)] = self._template(
+                    name, cluster, config, partition, instance_type.name, profile, user_data, tagged
+                )
+
+        # The controller's own user: an access key it keeps, scoped by the policy above.
+        user = aws.iam.User(f"{name}-controller", path="/gpucluster/", tags=tagged("controller"), opts=child)
+        arns = pulumi.Output.all(
+            templates=[t.arn for t in self.templates.values()],
+            subnets=[s.arn for s in self.subnets],
+            security_group=self.security_group.arn,
+            role=role.arn,
+            secret=self.secret.arn,
+        ).apply(lambda a: controller_policy(cluster, config.region, {**a, "ami": config.ami}))
+        aws.iam.UserPolicy(f"{name}-controller-policy", user=user.name, policy=arns, opts=child)
+        key = aws.iam.AccessKey(
+            f"{name}-controller-key",
+            user=user.name,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(additional_secret_outputs=["secret"])),
+        )
+        # Secret as a whole: it travels to the controller by stdin only.
+        self.credentials = pulumi.Output.secret(
+            pulumi.Output.all(key.id, key.secret).apply(
+                lambda k: json.dumps({"aws_access_key_id": k[0], "aws_secret_access_key": k[1]})
+            )
+        )
+
+        # Deleted first on a destroy (everything above is its dependency): ends the instances
+        # Slurm started, and waits for them, before the templates, role and network go.
+        self.terminator = terminate_on_delete(
+            f"{name}-terminate-instances",
+            cluster,
+            config,
+            depends_on=[*self.templates.values(), *self.subnets, *self.routes, self.security_group, profile, key],
+            parent=self,
+        )
+        self.register_outputs(
+            {
+                "launch_templates": {f"{p}/{t}": lt.name for (p, t), lt in self.templates.items()},
+                "secret_id": self.secret.name,
+            }
+        )
+
+    def _template(self, name, cluster, config, partition: BurstPartition, instance_type, profile, user_data, tagged):
+        label = f"{partition.name}-{instance_type.replace('.', '-')}"
+        burst_tags = tagged(f"{label}", **{"gpucluster:burst": partition.name})
+        return aws.ec2.LaunchTemplate(
+            f"{name}-{label}",
+            name=template_name(cluster, partition.name, instance_type),
+            image_id=config.ami,
+            instance_type=instance_type,
+            vpc_security_group_ids=[self.security_group.id],
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=1,
+                instance_metadata_tags="enabled",
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=ROOT_DEVICE,
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=config.root_volume_gib,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            # No market options: EC2 Fleet refuses templates that carry them; the resume
+            # program asks for spot or on-demand capacity in each fleet request.
+            # The boot without a node name (the resume program gives each launch its own);
+            # it holds no secret: anyone with EC2 read access sees it.
+            user_data=pulumi.Output.from_input(user_data).apply(_base64),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=burst_tags)
+                for kind in ("instance", "volume")
+            ],
+            update_default_version=True,
+            tags=burst_tags,
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
+
+
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def terminate_on_delete(name: str, cluster: str, config: BurstConfig, depends_on: list, parent) -> pulumi.Resource:
+    """The destroy hook: files/terminate_instances_delete.sh with the aws CLI where `pulumi` runs."""
+    return host_command(
+        name,
+        create=FILES / "terminate_instances_create.sh",
+        delete=FILES / "terminate_instances_delete.sh",
+        environment={
+            "CLUSTER": cluster,
+            "REGION": config.region,
+            **({"AWS_ENDPOINT_URL": config.api_endpoint} if config.api_endpoint else {}),
+        },
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),
+    )

@@ -1,0 +1,47 @@
+#!/bin/bash
+# The first boot of a burst node (EC2 user data, rendered by components/burst/user_data.py;
+# the resume program puts the node's name in each launch's copy). It holds no secret: the
+# munge key comes from Secrets Manager with the instance's role, which may read that one
+# secret only. Then munged, and slurmd configless with the node's name: it fetches slurm.conf
+# and gres.conf from slurmctld and registers from this instance's own address.
+set -euo pipefail
+NODE_NAME=@NODE_NAME@
+CONTROLLER=@CONTROLLER@
+REGION=@REGION@
+SECRET_ID=@SECRET_ID@
+ENDPOINT=@ENDPOINT@
+MUNGE_SOCKET=@MUNGE_SOCKET@
+exec >>/var/log/gpucluster-burst-boot.log 2>&1
+echo "$(date -u +%FT%TZ) boot of burst node ${NODE_NAME}"
+case $NODE_NAME in
+  @*) echo "no node name in this launch: not a node of the cluster"; exit 1 ;;
+esac
+hostnamectl set-hostname "$NODE_NAME" 2>/dev/null || hostname "$NODE_NAME"
+# munge refuses credentials from a clock too far off.
+systemctl enable --now chrony 2>/dev/null || true
+
+# The key, from the one secret the role reads; written 0400 munge before munged starts.
+install -d -o munge -g munge -m 0700 /etc/munge
+umask 077
+REGION=$REGION SECRET_ID=$SECRET_ID ENDPOINT=$ENDPOINT KEY_OUT=/etc/munge/munge.key.new python3 - <<'PY'
+import base64, os, boto3
+client = boto3.client("secretsmanager", region_name=os.environ["REGION"], endpoint_url=os.environ["ENDPOINT"] or None)
+secret = client.get_secret_value(SecretId=os.environ["SECRET_ID"])
+key = secret.get("SecretBinary") or base64.b64decode(secret["SecretString"])
+with open(os.environ["KEY_OUT"], "wb") as out:
+    out.write(key)
+PY
+chown munge:munge /etc/munge/munge.key.new
+chmod 0400 /etc/munge/munge.key.new
+mv /etc/munge/munge.key.new /etc/munge/munge.key
+# slurm.conf's AuthInfo names the cluster's socket path: a link to Debian's, as in the nodes.
+printf 'd %s 0755 root root -\nL+ %s - - - - /run/munge/munge.socket.2\n' "$(dirname "$MUNGE_SOCKET")" "$MUNGE_SOCKET" \
+  >/etc/tmpfiles.d/gpucluster-munge.conf
+systemd-tmpfiles --create /etc/tmpfiles.d/gpucluster-munge.conf
+systemctl restart munge
+
+# Configless: the controller's address is all slurmd needs; -N is the name Slurm resumed.
+printf 'SLURMD_OPTIONS="--conf-server %s:6817 -N %s"\n' "$CONTROLLER" "$NODE_NAME" >/etc/default/slurmd
+systemctl enable slurmd
+systemctl restart slurmd
+echo "$(date -u +%FT%TZ) slurmd started"

@@ -1,0 +1,87 @@
+"""The burst reconciler (a timer on the controller, every minute): what Slurm and EC2 disagree
+on, after a grace time.
+
+- An instance tagged with the cluster whose node is not powered up (or not a node at all) is
+  an orphan, billed for nothing: terminated once older than orphan_grace_s.
+- A second instance of one node: all but the one the node registered from are terminated.
+- A node powering up whose instance is gone (terminated, never launched) is set DOWN and
+  powered down, back to the pool, once its launch is older than the grace time.
+- A node left DOWN and powered down (a failed resume, a capacity error whose skip is over)
+  is returned to the pool."""
+
+import sys
+import time
+from datetime import datetime
+
+from burst_common import (
+    Slurm,
+    StateFile,
+    ec2_client,
+    instances_of,
+    load_config,
+    logger,
+    skipped_types,
+    state_flags,
+    tag,
+)
+
+POWERED_OFF = {"POWERED_DOWN", "POWERING_DOWN"}
+
+
+def _age(instance: dict, now: float) -> float:
+    launched = instance["LaunchTime"]
+    if isinstance(launched, str):
+        launched = datetime.fromisoformat(launched.replace("Z", "+00:00"))
+    return now - launched.timestamp()
+
+
+def main(argv: list[str], slurm: Slurm | None = None, ec2=None, now: float | None = None) -> int:
+    config = load_config()
+    log = logger(config, "reconcile")
+    slurm = slurm or Slurm(config)
+    ec2 = ec2 or ec2_client(config)
+    now = time.time() if now is None else now
+    grace = config["orphan_grace_s"]
+    burst_nodes = {n for p in config["partitions"] for n in p["nodes"]}
+    nodes = {name: fields for name, fields in slurm.nodes().items() if name in burst_nodes}
+    instances = instances_of(ec2, config, states=["pending", "running"])
+
+    by_node: dict[str, list[dict]] = {}
+    for instance in instances:
+        by_node.setdefault(tag(instance, "gpucluster:node") or "", []).append(instance)
+    doomed = []
+    for node, owned in by_node.items():
+        fields = nodes.get(node)
+        up = fields is not None and not (state_flags(fields) & POWERED_OFF)
+        old = [i for i in owned if _age(i, now) > grace]
+        if not up:
+            doomed += [(i, f"orphan of {node or 'no node'}") for i in old]
+        elif len(owned) > 1:
+            keep = next((i for i in owned if i.get("PrivateIpAddress") == fields.get("NodeAddr")), None)
+            keep = keep or min(owned, key=lambda i: _age(i, now))  # else the newest
+            doomed += [(i, f"second instance of {node}") for i in old if i is not keep]
+    if doomed:
+        ec2.terminate_instances(InstanceIds=[i["InstanceId"] for i, _ in doomed])
+        for instance, why in doomed:
+            log.warning("terminated %s: %s", instance["InstanceId"], why)
+
+    launches = StateFile(config, "launches.json").read()
+    capacity_wait = bool(skipped_types(config, now))
+    for node, fields in nodes.items():
+        flags = state_flags(fields)
+        if node in by_node or "CLOUD" not in flags:
+            continue
+        if "POWERING_UP" in flags and now - launches.get(node, 0) > grace:
+            log.warning("%s: powering up without an instance: back to the pool", node)
+            slurm.update([node], state="down", reason="burst: instance gone while powering up")
+            slurm.update([node], state="power_down_force")
+        elif "DOWN" in flags and "POWERED_DOWN" in flags:
+            if fields.get("Reason", "").startswith("burst: no capacity") and capacity_wait:
+                continue  # its reason says when it is tried again
+            log.info("%s: down and powered down without an instance: back to the pool", node)
+            slurm.update([node], state="resume")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

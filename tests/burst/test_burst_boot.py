@@ -1,0 +1,93 @@
+"""The boot of a burst node: the user data the resume program launches with, and the munge
+key's round trip through Secrets Manager (moto) from the controller to the node."""
+
+import importlib
+import io
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from moto import mock_aws
+
+from components.burst.user_data import NODE_PLACEHOLDER, for_node, render_user_data
+from components.slurm.slurm_conf import render_slurm_conf
+from components.stack_config import parse_stack_config
+from tests.burst.moto_ec2 import AwsWorld, FakeSlurm
+from tests.burst.stack import burst_stack
+
+burst_common = importlib.import_module("burst_common")
+store_munge_key = importlib.import_module("store_munge_key")
+resume = importlib.import_module("resume")
+
+SECRET = "gpucluster/gpu/munge-key"
+SOCKET = "/run/gpucluster-gpu/munge.socket"
+KEY = bytes(range(256)) * 4  # 1024 bytes, as the cluster makes them
+
+
+def test_the_user_data_is_bash_that_starts_munged_then_slurmd_configless_with_the_name():
+    text = for_node(render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET), "burst-2")
+    assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
+    assert text.startswith("#!/bin/bash\n") and NODE_PLACEHOLDER not in text
+    assert "NODE_NAME=burst-2\n" in text and "CONTROLLER=10.42.3.2\n" in text
+    assert text.index("systemctl restart munge") < text.index("systemctl restart slurmd")
+    assert 'SLURMD_OPTIONS="--conf-server %s:6817 -N %s"' in text
+
+
+def test_slurmd_finds_munge_at_the_socket_slurm_conf_names():
+    """Configless slurmd reads AuthInfo from the controller's slurm.conf: that path must answer."""
+    config = parse_stack_config(burst_stack()).cluster
+    auth = next(line for line in render_slurm_conf(config, "c000").splitlines() if line.startswith("AuthInfo="))
+    socket = auth.removeprefix("AuthInfo=socket=")
+    text = render_user_data("10.42.3.2", "us-east-1", SECRET, None, config.munge_socket)
+    assert f"MUNGE_SOCKET={socket}\n" in text
+    assert text.index("systemd-tmpfiles --create") < text.index("systemctl restart munge")
+
+
+def test_a_launch_without_a_name_is_no_node():
+    text = render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET)
+    assert "NODE_NAME=@NODE_NAME@" in text and "not a node of the cluster" in text
+
+
+def test_values_that_could_break_out_of_the_script_are_refused():
+    with pytest.raises(ValueError, match="@SECRET_ID@"):
+        render_user_data("10.42.3.2", "us-east-1", "x; curl evil", None, SOCKET)
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        made = AwsWorld(tmp_path)
+        monkeypatch.setenv(burst_common.CONFIG_ENV, str(made.config_file))
+        yield made
+
+
+def test_the_munge_key_goes_from_the_controller_to_the_node_through_the_secret_only(world, tmp_path, monkeypatch):
+    import boto3
+
+    secrets = boto3.client("secretsmanager", region_name="us-east-1")
+    secrets.create_secret(Name=SECRET, Description="made by the program (no value)")
+    # The controller puts the key it has (stdin, never argv).
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(KEY)))
+    assert store_munge_key.main(SECRET) == 0
+    # A node launched by the resume program: its user data holds no key.
+    os.environ["SLURM_RESUME_FILE"] = str(world.config_file)
+    try:
+        resume.main(["resume", "burst-1"], slurm=FakeSlurm(), ec2=burst_common.ec2_client(world.config))
+    finally:
+        del os.environ["SLURM_RESUME_FILE"]
+    (instance,) = world.live()
+    user_data = world.user_data_of(instance["InstanceId"])
+    assert KEY.hex() not in user_data.encode().hex() and "NODE_NAME=burst-1\n" in user_data
+    # The boot's own fetch (its Python, as the instance runs it) writes the controller's key.
+    fetch = re.search(r"<<'PY'\n(.*?)\nPY\n", user_data, re.S).group(1)
+    out = tmp_path / "munge.key.new"
+    monkeypatch.setenv("REGION", "us-east-1")
+    monkeypatch.setenv("SECRET_ID", SECRET)
+    monkeypatch.setenv("ENDPOINT", "")
+    monkeypatch.setenv("KEY_OUT", str(out))
+    exec(compile(fetch, "boot_node.sh", "exec"), {})
+    assert out.read_bytes() == KEY

@@ -1,0 +1,79 @@
+"""`cluster.burst`: each rule names its field."""
+
+import pytest
+
+from components.stack_config import ConfigError, parse_stack_config
+from tests.burst.stack import burst_stack
+
+
+def error_after(change) -> str:
+    config = burst_stack()
+    change(config["cluster"])
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(config)
+    return str(caught.value)
+
+
+def test_the_burst_stack_parses_with_its_nodes():
+    burst = parse_stack_config(burst_stack()).cluster.burst
+    assert burst.node_names == ["burst-1", "burst-2", "burst-3", "burst-4"]
+    assert burst.partitions[0].gres_gpus == 1 and burst.addresses_available == 2 * 251
+
+
+def _partition(c) -> dict:
+    return c["burst"]["partitions"][0]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda c: _partition(c)["instance_types"].append({"name": "g9.xlarge", "gpus": 1}),
+            "burst.partitions[0].instance_types[2].price: no price for g9.xlarge in us-east-1",
+        ),
+        (
+            lambda c: c["burst"]["subnets"].append({"cidr": "10.42.3.0/24", "availability_zone": "us-east-1c"}),
+            "burst.vpc_cidr",  # outside the VPC first...
+        ),
+        (
+            lambda c: c["burst"].update(
+                vpc_cidr="10.42.0.0/16",
+                on_premises_cidrs=["10.42.3.0/24"],
+                subnets=[{"cidr": "10.42.5.0/24", "availability_zone": "us-east-1a"}],
+            ),
+            "burst.subnets[0].cidr: 10.42.5.0/24 overlaps network.cluster_bridge.subnet 10.42.5.0/24",
+        ),
+        (
+            lambda c: _partition(c).update(max_nodes=600),
+            "burst.partitions[].max_nodes: 600 nodes in all, but burst.subnets hold 502 instances",
+        ),
+        (
+            lambda c: c["burst"].update(on_premises_cidrs=["192.168.0.0/16"]),
+            "burst.on_premises_cidrs: the controller's address 10.42.3.2 is in none of them",
+        ),
+        (
+            lambda c: c["burst"].update(on_premises_cidrs=["10.0.0.0/8"]),
+            "burst.on_premises_cidrs[0]: 10.0.0.0/8 overlaps burst.vpc_cidr 10.90.0.0/16",
+        ),
+        (
+            lambda c: c["burst"]["vpn"].update(router_address="10.42.3.254"),
+            "burst.vpn.router_address: 10.42.3.254 is inside the burst VPC or a container subnet",
+        ),
+        (lambda c: _partition(c).update(name="tutorial"), "burst.partitions[0].name: 'tutorial' is also"),
+        (
+            lambda c: c["burst"]["subnets"][1].update(availability_zone="us-west-2a"),
+            "subnets[1].availability_zone: us-west-2a is not a zone of us-east-1",
+        ),
+        (lambda c: _partition(c).update(instance_types=[]), "cluster.burst.partitions[0].instance_types"),
+        (lambda c: _partition(c).update(capacity="reserved"), "cluster.burst.partitions[0].capacity: Input should be"),
+        (lambda c: c["burst"].update(ami="debian-latest"), "cluster.burst.ami"),
+    ],
+)
+def test_burst_rules_name_the_field(change, message):
+    assert message in error_after(change)
+
+
+def test_a_price_given_for_a_type_outside_the_table_is_accepted():
+    config = burst_stack()
+    _partition(config["cluster"])["instance_types"].append({"name": "g9.xlarge", "gpus": 1, "price": 2.5})
+    assert parse_stack_config(config).cluster.burst.partitions[0].instance_types[2].price == 2.5

@@ -1,0 +1,188 @@
+"""The resume, suspend and reconcile programs against moto's EC2 with real boto3 clients:
+the launch templates are the ones the program declares, capacity errors are injected."""
+
+import base64
+import importlib
+import json
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from moto import mock_aws
+
+from tests.burst.moto_ec2 import AwsWorld, FakeSlurm, no_capacity_for
+
+resume = importlib.import_module("resume")
+suspend = importlib.import_module("suspend")
+reconcile = importlib.import_module("reconcile")
+burst_common = importlib.import_module("burst_common")
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
+    with mock_aws():
+        made = AwsWorld(tmp_path)
+        monkeypatch.setenv(burst_common.CONFIG_ENV, str(made.config_file))
+        yield made
+
+
+def run_resume(world, hostlist: str, slurm: FakeSlurm, tmp_path=None) -> None:
+    jobs = {"all_nodes_resume": hostlist, "jobs": [{"job_id": 7, "nodes_alloc": hostlist}]}
+    resume_file = world.config_file.with_name("resume.json")
+    resume_file.write_text(json.dumps(jobs))
+    os.environ["SLURM_RESUME_FILE"] = str(resume_file)
+    try:
+        assert resume.main(["resume", hostlist], slurm=slurm, ec2=burst_common.ec2_client(world.config)) == 0
+    finally:
+        del os.environ["SLURM_RESUME_FILE"]
+
+
+def test_resume_starts_one_instance_per_node_named_tagged_on_the_first_type_and_subnet(world):
+    slurm = FakeSlurm()
+    run_resume(world, "burst-[1-2]", slurm)
+    instances = world.live()
+    assert sorted(burst_common.tag(i, "gpucluster:node") for i in instances) == ["burst-1", "burst-2"]
+    for instance in instances:
+        node = burst_common.tag(instance, "gpucluster:node")
+        assert instance["InstanceType"] == "g5.xlarge" and instance["SubnetId"] == world.subnets[0]
+        assert burst_common.tag(instance, "gpucluster:burst") == "burst"
+        user_data = world.user_data_of(instance["InstanceId"])
+        assert f"NODE_NAME={node}\n" in user_data and "@NODE_NAME@" not in user_data
+        assert instance["ImageId"] == "ami-0a1b2c3d4e5f67890"
+    assert slurm.updates == []  # nothing marked down
+    log = (world.config_file.parent / "log").read_text()
+    assert '"job_id": 7' in log and "burst-1: launched i-" in log
+
+
+def test_resume_sends_an_idempotency_token_and_never_waits(world, monkeypatch):
+    calls = []
+    ec2 = burst_common.ec2_client(world.config)
+    original = ec2.create_fleet
+    monkeypatch.setattr(ec2, "create_fleet", lambda **kw: calls.append(kw) or original(**kw))
+    waits = []
+    monkeypatch.setattr(ec2, "get_waiter", lambda name: waits.append(name))
+    os.environ["SLURM_RESUME_FILE"] = str(world.config_file)  # any readable file
+    try:
+        resume.main(["resume", "burst-3"], slurm=FakeSlurm(), ec2=ec2)
+    finally:
+        del os.environ["SLURM_RESUME_FILE"]
+    (call,) = calls
+    assert call["Type"] == "instant" and call["ClientToken"].startswith("gpu-burst-3-")
+    assert call["TargetCapacitySpecification"]["TotalTargetCapacity"] == 1
+    overrides = [o for c in call["LaunchTemplateConfigs"] for o in c["Overrides"]]
+    assert [o["Priority"] for o in overrides] == [0.0, 1.0, 2.0, 3.0]  # types x subnets, in order
+    assert waits == []
+
+
+def test_a_capacity_error_on_the_first_type_launches_the_second_and_skips_the_first(world):
+    slurm = FakeSlurm()
+    with no_capacity_for("g5.xlarge"):
+        run_resume(world, "burst-1", slurm)
+    (instance,) = world.live()
+    assert instance["InstanceType"] == "g4dn.xlarge" and slurm.updates == []
+    assert "g5.xlarge" in burst_common.skipped_types(world.config)
+    # The next launch does not ask for the skipped type at all.
+    run_resume(world, "burst-2", slurm)
+    assert {i["InstanceType"] for i in world.live()} == {"g4dn.xlarge"}
+
+
+def test_capacity_errors_on_every_type_mark_the_node_down_with_the_error_and_leave_no_instance(world):
+    slurm = FakeSlurm()
+    with no_capacity_for("g5.xlarge", "g4dn.xlarge"):
+        run_resume(world, "burst-1", slurm)
+    assert world.live() == []
+    ((nodes, settings),) = slurm.updates
+    assert nodes == ["burst-1"] and settings["state"] == "down"
+    assert settings["reason"].startswith("burst: (Code:InsufficientInstanceCapacity)")
+    # While both are skipped, the next try asks EC2 nothing and says when it tries again.
+    run_resume(world, "burst-2", slurm)
+    assert slurm.updates[-1][1]["reason"].startswith("burst: no capacity for g5.xlarge, g4dn.xlarge; next try")
+    assert world.live() == []
+
+
+def test_suspend_terminates_by_tag_and_returns_the_node_to_the_pool(world):
+    slurm = FakeSlurm()
+    run_resume(world, "burst-[1-2]", slurm)
+    ec2 = burst_common.ec2_client(world.config)
+    assert suspend.main(["suspend", "burst-1"], slurm=slurm, ec2=ec2) == 0
+    assert [burst_common.tag(i, "gpucluster:node") for i in world.live()] == ["burst-2"]
+    assert slurm.updates[-1] == (["burst-1"], {"state": "resume"})
+    # ResumeFailProgram: terminated, the node left DOWN for the reconciler.
+    assert suspend.main(["resume-fail", "--failed", "burst-2"], slurm=slurm, ec2=ec2) == 0
+    assert world.live() == [] and slurm.updates[-1] == (["burst-1"], {"state": "resume"})
+
+
+def _orphan(world, node: str | None) -> str:
+    tags = [{"Key": "gpucluster:cluster", "Value": "gpu"}] + (
+        [{"Key": "gpucluster:node", "Value": node}] if node else []
+    )
+    made = world.ec2.run_instances(
+        ImageId="ami-0a1b2c3d4e5f67890",
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=world.subnets[0],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    return made["Instances"][0]["InstanceId"]
+
+
+def _later(seconds: int) -> float:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).timestamp()
+
+
+def test_the_reconciler_terminates_orphans_after_the_grace_time_only(world):
+    down = {"NodeName": "burst-1", "State": "IDLE+CLOUD+POWERED_DOWN"}
+    up = {"NodeName": "burst-2", "State": "ALLOCATED+CLOUD", "NodeAddr": "10.90.1.9"}
+    slurm = FakeSlurm({"burst-1": down, "burst-2": up})
+    orphan, no_node, running = _orphan(world, "burst-1"), _orphan(world, None), _orphan(world, "burst-2")
+    ec2 = burst_common.ec2_client(world.config)
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(60))
+    assert len(world.live()) == 3  # within the grace time: a launch may be on its way
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(world.config["orphan_grace_s"] + 60))
+    assert [i["InstanceId"] for i in world.live()] == [running]
+    assert orphan and no_node
+
+
+def test_the_reconciler_returns_nodes_stuck_powering_up_without_an_instance(world):
+    stuck = {"NodeName": "burst-3", "State": "MIXED+CLOUD+POWERING_UP"}
+    failed = {"NodeName": "burst-4", "State": "DOWN+CLOUD+POWERED_DOWN", "Reason": "ResumeTimeout reached"}
+    slurm = FakeSlurm({"burst-3": stuck, "burst-4": failed})
+    reconcile.main(["reconcile"], slurm=slurm, ec2=burst_common.ec2_client(world.config), now=_later(3600))
+    assert (["burst-3"], {"state": "down", "reason": "burst: instance gone while powering up"}) in slurm.updates
+    assert (["burst-3"], {"state": "power_down_force"}) in slurm.updates
+    assert (["burst-4"], {"state": "resume"}) in slurm.updates
+
+
+def test_the_launch_templates_keep_imdsv2_the_group_and_encryption_where_moto_fleets_drop_them(world):
+    for template_id in world.templates.values():
+        data = world.ec2.describe_launch_template_versions(LaunchTemplateId=template_id)["LaunchTemplateVersions"][0]
+        data = data["LaunchTemplateData"]
+        assert data["MetadataOptions"]["HttpTokens"] == "required"
+        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+        assert data["BlockDeviceMappings"][0]["Ebs"]["Encrypted"] is True
+        assert "NODE_NAME=@NODE_NAME@" in base64.b64decode(data["UserData"]).decode()
+
+
+def test_scontrol_reads_the_controllers_slurm_conf_where_slurmctld_runs_on_a_host(tmp_path):
+    fake = tmp_path / "scontrol"
+    fake.write_text('#!/bin/sh\necho "$SLURM_CONF $*"\n')
+    fake.chmod(0o755)
+    slurm = burst_common.Slurm({"scontrol": str(fake), "slurm_conf": "/var/lib/gpucluster/gpu/controller/slurm.conf"})
+    assert slurm.hostnames("burst-1") == [
+        "/var/lib/gpucluster/gpu/controller/slurm.conf",
+        "show",
+        "hostnames",
+        "burst-1",
+    ]
+
+
+def test_a_spot_partition_launches_spot_capacity(world):
+    world.config["partitions"][0]["capacity"] = "spot"
+    world.config_file.write_text(json.dumps(world.config))
+    run_resume(world, "burst-1", FakeSlurm())
+    (instance,) = world.live()
+    assert instance.get("InstanceLifecycle") == "spot"
