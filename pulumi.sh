@@ -4,7 +4,8 @@
 #   ./pulumi.sh stack output web_url --stack local
 #   ./pulumi.sh preview --stack nogpu
 # The passphrase: $PULUMI_CONFIG_PASSPHRASE or $PULUMI_CONFIG_PASSPHRASE_FILE when set; else
-# .pulumi-state/passphrase, generated (0600) on first use.
+# ~/.config/gpucluster/passphrase-<hash of the state's path>, generated (0600) on first use:
+# apart from the state it protects, so a copy of .pulumi-state/ carries no key.
 set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
 state=$root/.pulumi-state
@@ -17,7 +18,7 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 if [ -n "${PULUMI_CONFIG_PASSPHRASE+set}" ]; then
   [ -n "$PULUMI_CONFIG_PASSPHRASE" ] || {
     echo "error: PULUMI_CONFIG_PASSPHRASE is set but empty: the stack's secrets would be unprotected;" \
-      "set a passphrase, or unset it to use $state/passphrase" >&2
+      "set a passphrase, or unset it to use the generated one (docs/pulumi-cli.md)" >&2
     exit 1
   }
 elif [ -n "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
@@ -26,10 +27,18 @@ elif [ -n "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
     exit 1
   }
 else
-  passphrase_file=$state/passphrase
-  if [ ! -s "$passphrase_file" ]; then
-    mkdir -p "$state"
-    chmod 0700 "$state"
+  keys=${XDG_CONFIG_HOME:-$HOME/.config}/gpucluster
+  generated=$keys/passphrase-$(printf '%s' "$state" | sha256sum | cut -c1-12)
+  passphrase_file=$generated
+  inside_state=$state/passphrase
+  if [ -s "$inside_state" ] && [ ! -s "$passphrase_file" ]; then
+    # Made by an earlier version of this script: still used, never moved behind your back.
+    passphrase_file=$inside_state
+    echo "note: the passphrase sits inside the state it protects ($inside_state): a copy of the" \
+      "state carries its key. Move it: mkdir -p -m 0700 $keys && mv $inside_state $generated" >&2
+  elif [ ! -s "$passphrase_file" ]; then
+    mkdir -p "$state" "$keys"
+    chmod 0700 "$state" "$keys"
     (umask 077 && head -c 32 /dev/urandom | base64 > "$passphrase_file.new" && mv "$passphrase_file.new" "$passphrase_file")
     echo "generated the passphrase protecting the stacks' secrets: $passphrase_file (mode 0600)." \
       "Keep a copy; without it the state's secrets cannot be decrypted." \

@@ -92,6 +92,12 @@ class Project:
     def state(self) -> Path:
         return self.dir / ".pulumi-state"
 
+    @property
+    def generated_passphrase(self) -> Path:
+        """Where pulumi.sh keeps the passphrase it generates: under $HOME, named by the state."""
+        digest = hashlib.sha256(str(self.state).encode()).hexdigest()[:12]
+        return Path(self.env["HOME"]) / ".config" / "gpucluster" / f"passphrase-{digest}"
+
 
 def write_stand_in(path: Path, record: Path) -> None:
     path.write_text(STAND_IN.format(version=PINNED, record=str(record)))
@@ -118,7 +124,7 @@ def assert_wrapped(call: dict, project: Project) -> None:
     assert call["cwd"] == str(project.dir)
     assert call["passphrase_set"] or call["passphrase_file"], "pulumi ran without a passphrase"
     if not call["passphrase_set"]:
-        assert call["passphrase_file"] == str(project.state / "passphrase")
+        assert call["passphrase_file"] == str(project.generated_passphrase)
         assert call["passphrase_file_mode"] == "0o600"
         assert call["passphrase_file_size"] > 20
 
@@ -295,15 +301,33 @@ def test_a_passphrase_file_is_generated_once_and_said_so(tmp_path):
     project = Project(tmp_path)
     first = project.run("./pulumi.sh stack ls")
     assert first.returncode == 0, first.stderr
-    passphrase = project.state / "passphrase"
+    passphrase = project.generated_passphrase
     assert f"generated the passphrase protecting the stacks' secrets: {passphrase} (mode 0600)" in first.stderr
     assert stat.S_IMODE(passphrase.stat().st_mode) == 0o600
+    assert stat.S_IMODE(passphrase.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(project.state.stat().st_mode) == 0o700
+    # Apart from the state it protects: a copy of the state carries no key.
+    assert not list(project.state.rglob("passphrase*"))
     content = passphrase.read_bytes()
     second = project.run("./pulumi.sh stack ls")
     assert "generated" not in second.stderr and passphrase.read_bytes() == content
     for call in project.calls():
         assert_wrapped(call, project)
+
+
+def test_a_passphrase_left_inside_the_state_by_an_earlier_version_is_used_and_the_move_advised(tmp_path):
+    project = Project(tmp_path)
+    project.state.mkdir(mode=0o700)
+    inside = project.state / "passphrase"
+    inside.write_text("made earlier\n")
+    inside.chmod(0o600)
+    done = project.run("./pulumi.sh stack ls")
+    assert done.returncode == 0, done.stderr
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(inside)
+    assert f"note: the passphrase sits inside the state it protects ({inside})" in done.stderr
+    assert f"mv {inside} {project.generated_passphrase}" in done.stderr
+    assert not project.generated_passphrase.exists() and inside.read_text() == "made earlier\n"
 
 
 def test_a_passphrase_from_the_environment_is_used_as_given(tmp_path):
@@ -312,7 +336,7 @@ def test_a_passphrase_from_the_environment_is_used_as_given(tmp_path):
     assert done.returncode == 0, done.stderr
     [call] = project.calls()
     assert call["passphrase_set"] and call["passphrase_file"] is None
-    assert not (project.state / "passphrase").exists()
+    assert not (project.state / "passphrase").exists() and not project.generated_passphrase.exists()
 
     given = tmp_path / "mine"
     given.write_text("battery staple\n")
