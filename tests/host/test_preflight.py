@@ -158,6 +158,28 @@ def test_a_host_port_forwarded_by_someone_else_is_refused(preflight):
     assert "host port 7999 is already forwarded by another iptables DNAT rule" in done.stderr
 
 
+def test_nat_rules_naming_the_port_that_forward_no_tcp_are_no_conflict(preflight):
+    rules = [
+        ["PREROUTING", "-p", "udp", "--dport", "7998", "-j", "DNAT", "--to-destination", "10.96.0.2:80"],
+        ["PREROUTING", "-p", "tcp", "--dport", "7998", "-j", "RETURN"],
+    ]
+    for rule in rules:
+        subprocess.run(["iptables", "-t", "nat", "-A", *rule], check=True)
+    try:
+        done = preflight(HOST_PORTS="7998")
+    finally:
+        for rule in rules:
+            subprocess.run(["iptables", "-t", "nat", "-D", *rule], check=True)
+    assert "host port 7998" not in done.stderr and done.returncode == 0, done.stderr
+
+
+def test_a_check_that_cannot_run_is_a_problem_not_a_pass(preflight):
+    # The subnet check's Python fails on an address it cannot read: that is no pass.
+    done = preflight(NAT_ADDRESS="10.97.3.999/24")
+    assert done.returncode != 0
+    assert "the subnet check could not run: ValueError: '10.97.3.999/24' does not appear to be" in done.stderr
+
+
 def test_a_bridge_of_another_cluster_names_it_and_the_rename_case(preflight):
     # What a changed `name` meets: the old cluster's bridges, marked with its name.
     preflight.dummy("pftbr0")

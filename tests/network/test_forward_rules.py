@@ -59,12 +59,13 @@ def test_rules_go_on_top_of_their_chains_in_order():
     fakes = 'iptables() { case "$*" in *" -C "*|*" -S"*) return 1 ;; esac; echo "iptables $*"; }'
     calls = bash("forward_up", *FORWARD, fakes=fakes).stdout.splitlines()
     inserts = [c for c in calls if " -I " in c]
-    assert [c.split()[1:5] for c in inserts] == [
-        ["-t", "filter", "-I", "FORWARD"],
-        ["-t", "nat", "-I", "OUTPUT"],
-        ["-t", "nat", "-I", "PREROUTING"],
+    # Each call waits for the xtables lock (-w) rather than failing while another holds it.
+    assert [c.split()[1:7] for c in inserts] == [
+        ["-w", "30", "-t", "filter", "-I", "FORWARD"],
+        ["-w", "30", "-t", "nat", "-I", "OUTPUT"],
+        ["-w", "30", "-t", "nat", "-I", "PREROUTING"],
     ]
-    assert all(c.split()[5] == "1" for c in inserts)
+    assert all(c.split()[7] == "1" for c in inserts)
 
 
 def ruleset(prerouting: list[str] = (), forward: list[str] = ()) -> str:
@@ -86,7 +87,7 @@ def ruleset(prerouting: list[str] = (), forward: list[str] = ()) -> str:
         for chain, rules in chains.items()
     )
     return (
-        f'iptables() {{\n  case "$4" in\n{cases}\n  esac\n}}\n'
+        f'iptables() {{\n  case "$6" in\n{cases}\n  esac\n}}\n'
         "ip() { echo '10.43.3.10 dev e2ebr0 src 10.43.3.1 uid 0'; }"
     )
 

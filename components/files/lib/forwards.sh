@@ -33,7 +33,7 @@ forward_shadows() {
   { for chain in "nat PREROUTING" "nat OUTPUT" "filter FORWARD"; do
       read -r table name <<< "$chain"
       echo "@@ $table $name"
-      iptables -t "$table" -S "$name"
+      iptables -w 30 -t "$table" -S "$name"
     done; } | python3 -c '
 import ipaddress, shlex, sys
 tag, host_port, address, port, sources, out_dev = sys.argv[1:7]

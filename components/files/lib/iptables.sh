@@ -4,11 +4,11 @@ delete_tagged_rules() {
   local tag=$1 table rule
   command -v iptables >/dev/null || return 0
   for table in nat filter; do
-    { iptables -t "$table" -S | grep -E -- "--comment \"?${tag}\"?( |$)" || true; } | while read -r rule; do
+    { iptables -w 30 -t "$table" -S | grep -E -- "--comment \"?${tag}\"?( |$)" || true; } | while read -r rule; do
       # iptables -S quotes the comment (it holds ':'); our tags have no spaces, so drop quotes.
       read -ra words <<< "${rule//\"/}"
       words[0]=-D
-      iptables -t "$table" "${words[@]}"
+      iptables -w 30 -t "$table" "${words[@]}"
     done
   done
 }
@@ -20,12 +20,12 @@ delete_tagged_rules() {
 rule_present() {
   local words
   read -ra words <<< "$1"
-  iptables -t "${words[0]}" -C "${words[@]:1}" 2>/dev/null
+  iptables -w 30 -t "${words[0]}" -C "${words[@]:1}" 2>/dev/null
 }
 
 # tagged_rule_count TAG: how many rules carry the tag, in the nat and filter tables.
 tagged_rule_count() {
-  (iptables -t nat -S; iptables -t filter -S) | grep -cE -- "--comment \"?$1\"?( |$)" || true
+  (iptables -w 30 -t nat -S; iptables -w 30 -t filter -S) | grep -cE -- "--comment \"?$1\"?( |$)" || true
 }
 
 # rules_up TAG WHERE: exactly the rule lines on stdin carry TAG afterwards. When they are
@@ -44,12 +44,12 @@ rules_up() {
     # Each at position 1, last first: the set ends up on top in the order given.
     for ((i = count; i >= 1; i--)); do
       read -ra words <<< "$(sed -n "${i}p" <<< "$rules")"
-      iptables -t "${words[0]}" -I "${words[1]}" 1 "${words[@]:2}"
+      iptables -w 30 -t "${words[0]}" -I "${words[1]}" 1 "${words[@]:2}"
     done
   else
     while read -r line; do
       read -ra words <<< "$line"
-      iptables -t "${words[0]}" -A "${words[@]:1}"
+      iptables -w 30 -t "${words[0]}" -A "${words[@]:1}"
     done <<< "$rules"
   fi
 }

@@ -20,8 +20,8 @@ routes_up() {
     ip route replace "$subnet" via "$via"
     while read -r line; do
       read -ra words <<< "$line"
-      iptables -t "${words[0]}" -C "${words[@]:1}" 2>/dev/null ||
-        iptables -t "${words[0]}" -I "${words[1]}" 1 "${words[@]:2}"
+      iptables -w 30 -t "${words[0]}" -C "${words[@]:1}" 2>/dev/null ||
+        iptables -w 30 -t "${words[0]}" -I "${words[1]}" 1 "${words[@]:2}"
     done < <(route_rules "$cluster" "$bridge" "$nat_subnet" "$subnet" "$via")
   done
 }

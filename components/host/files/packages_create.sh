@@ -7,7 +7,8 @@ done < <(lines "$PACKAGES")
 [ "${#missing[@]}" -gt 0 ] || exit 0
 log "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq "${missing[@]}" >&2
+# Another apt (unattended-upgrades, an operator) may hold dpkg's lock: wait for it, not fail.
+apt-get -o DPkg::Lock::Timeout=300 update -qq
+apt-get -o DPkg::Lock::Timeout=300 install -y -qq "${missing[@]}" >&2
 mkdir -p "$(dirname "$RECORD")"
 printf '%s\n' "${missing[@]}" >> "$RECORD"

@@ -75,9 +75,8 @@ if [ "$(cat "/sys/class/net/$NAT_BRIDGE/ifalias" 2>/dev/null)" = "$owner_alias" 
 fi
 
 # Subnets: no other interface (but our own bridges) may hold an address inside ours (Debian's lxc-net takes 10.0.3.1/24).
-while read -r line; do
-  problems+=("$line")
-done < <(python3 - "$owner_alias" "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" <<'PY'
+# Run apart and its status checked: a check that cannot run is a problem, never a pass.
+if ! overlaps=$(python3 - "$owner_alias" "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" 2>&1 <<'PY'
 import ipaddress, json, pathlib, subprocess, sys
 owner, nat, cluster, *ours = sys.argv[1:]
 wanted = {"network.nat_bridge.address": ipaddress.ip_interface(nat).network,
@@ -93,7 +92,13 @@ for link in json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output
             if net.overlaps(subnet):
                 print(f"{link['ifname']} already has {info['local']}/{info['prefixlen']}, inside {subnet} ({field}): pick a free subnet")
 PY
-)
+); then
+  problems+=("the subnet check could not run: $(tail -n 1 <<< "$overlaps")")
+  overlaps=
+fi
+while read -r line; do
+  [ -z "$line" ] || problems+=("$line")
+done <<< "$overlaps"
 
 # People (users[]): a name or id on the host that is someone else's.
 if [ -n "${USERS:-}" ]; then
@@ -111,7 +116,9 @@ while read -r port; do
   # ...or already forwarded by someone else's DNAT rule.
   foreign=0
   if command -v iptables >/dev/null; then
-    foreign=$(iptables -t nat -S | grep -E -- "--dport $port( |$)" | grep -vc -- "gpucluster:$CLUSTER:" || true)
+    # A TCP DNAT or REDIRECT of this port (what a forward is); other rules naming it forward nothing.
+    foreign=$(iptables -w 30 -t nat -S | grep -E -- "-p tcp .*--dport $port( |$).*-j (DNAT|REDIRECT)( |$)" |
+      grep -vc -- "gpucluster:$CLUSTER:" || true)
   fi
   if [ "${foreign:-0}" -gt 0 ]; then
     problems+=("host port $port is already forwarded by another iptables DNAT rule (web_app.host_port / forwards[].host_port)")

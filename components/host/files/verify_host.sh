@@ -63,7 +63,7 @@ while read -r table; do
   while read -r rule; do
     tag=$(grep -oE -- "--comment \"?$owner:[^ \"]+" <<< "$rule" | sed 's/--comment "\{0,1\}//')
     grep -qF -- "--comment $tag " <<< "$expected_rules" || bad FOREIGN "iptables rule with an unknown tag ($table): $rule"
-  done < <(iptables -t "$table" -S | grep -E -- "--comment \"?$owner:" || true)
+  done < <(iptables -w 30 -t "$table" -S | grep -E -- "--comment \"?$owner:" || true)
 done <<< $'nat\nfilter'
 
 # Forwards: no rule above ours takes their traffic (the chain is named).
