@@ -7,6 +7,7 @@ named functions in CLUSTER_RULES, all run together so one `pulumi up` reports ev
 at once, each naming the field and what it accepts.
 """
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -272,13 +273,19 @@ class ClusterConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_rules(self) -> "ClusterConfig":
-        problems = list(rule_host_layout(self))
-        if not problems:
-            rules = CLUSTER_RULES if self.hosts is None else MULTI_HOST_RULES
-            problems = [problem for rule in rules for problem in rule(self)]
+        problems = self.rule_problems(lambda rule: list(rule()))
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    def rule_problems(self, run) -> list[str]:
+        """Every cross-field rule's messages; `run(check)` gives one rule's (None: not checked,
+        components/config_rules_beside_errors.py). The rules read the host layout it checks first."""
+        layout = run(lambda: rule_host_layout(self))
+        if layout is None or layout:  # not checked, or wrong: the other rules need it right
+            return layout or []
+        rules = CLUSTER_RULES if self.hosts is None else MULTI_HOST_RULES
+        return [problem for rule in rules for problem in run(functools.partial(rule, self)) or []]
 
     # ---- hosts ----
 
