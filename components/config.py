@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from components.app.config import WebAppConfig
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
+from components.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
 from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
 from components.host.config import (
     GpuHourPrice,
@@ -245,15 +246,26 @@ class ClusterConfig(StrictModel):
     def _stand_in_devices(cls, data):
         """With gpu.stand_in, the GPU devices are the stand-ins (rule_stand_in_gpus refuses others),
         in the cluster's device directory under the host's run directory."""
-        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        if not isinstance(data, dict) or not (isinstance(data.get("name"), str) or rebuilding()):
             return data
 
         def filled(gpu, run_dir):
             stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
             count = stand_in.get("count") if isinstance(stand_in, dict) else None
             # Out of range, the field check names it; the list is built only for a count in range.
-            if type(count) is not int or not 1 <= count <= STAND_IN_MAX or not isinstance(run_dir, str):
-                return gpu
+            valid = (
+                type(count) is int
+                and 1 <= count <= STAND_IN_MAX
+                and isinstance(run_dir, str)
+                and isinstance(data.get("name"), str)
+            )
+            if valid and rebuilding():  # rebuilt around invalid fields: derived from valid ones only
+                valid = valid_as(ClusterConfig, "name", data["name"]) and valid_as(
+                    ClusterHostConfig, "run_dir", run_dir
+                )
+            if not valid:
+                underived = {"devices": UNDERIVED, "control_devices": UNDERIVED}
+                return {**underived, **gpu} if rebuilding() and stand_in is not None else gpu
             devices, control_devices = stand_in_devices(device_dir_of(run_dir, data["name"]), count)
             return {"devices": devices, "control_devices": control_devices, **gpu}
 

@@ -9,6 +9,7 @@ left out stops with AttributeError: it is skipped, and counted, so the message c
 more may follow. A rule whose inputs are all valid reports what it finds now.
 """
 
+import contextvars
 import functools
 import types
 import typing
@@ -18,6 +19,37 @@ from typing import Annotated, Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 Location = tuple[str | int, ...]
+
+# A value a model's before-validator derives from other fields (ClusterConfig: the stand-in
+# GPUs' device paths, from the cluster's name and the stand-in count). When those fields are
+# invalid, nothing is derived and the field would read as its default: while rebuilding, the
+# validator puts UNDERIVED there instead, and the field is left out like an invalid one.
+UNDERIVED = type("Underived", (), {"__repr__": lambda self: "UNDERIVED"})()
+_rebuilding = contextvars.ContextVar("rebuilding", default=False)
+
+
+def rebuilding() -> bool:
+    """Whether a before-validator runs for the rebuild (it may then derive UNDERIVED)."""
+    return _rebuilding.get()
+
+
+def valid_as(model: type[BaseModel], name: str, value: Any) -> bool:
+    """Whether `value` is valid for the field `name` of `model` (for a derivation's inputs)."""
+    try:
+        _adapter(model, name).validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def _holds_underived(value: Any) -> bool:
+    if value is UNDERIVED:
+        return True
+    if isinstance(value, dict):
+        return any(_holds_underived(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_underived(item) for item in value)
+    return False
 
 
 @functools.cache
@@ -69,17 +101,20 @@ class _Check:
 
     def build(self, model: type[BaseModel], data: Any, path: Location) -> BaseModel | None:
         """`model` from `data`, its failed fields left out; its rules run where a field failed."""
-        if not self._failed_under(path):
+        if not self._failed_under(path) and not _holds_underived(data):
             return model.model_validate(data)
         if not isinstance(data, dict):
             self.skipped += _has_rules(model)
             return None
+        token = _rebuilding.set(True)
         try:
             for validator in _validators(model, "before"):
                 data = validator.func(data)
         except Exception:  # noqa: BLE001 (the error is reported already; nothing to build on)
             self.skipped += _has_rules(model)
             return None
+        finally:
+            _rebuilding.reset(token)
         values, left_out = {}, set()
         field_validators = model.__pydantic_decorators__.field_validators.values()
         for name, info in model.model_fields.items():
@@ -100,7 +135,10 @@ class _Check:
         return instance
 
     def field(self, model: type[BaseModel], name: str, value: Any, path: Location) -> Any:
-        if not self._failed_under(path):
+        if value is UNDERIVED:
+            self.skipped += 1
+            return _LEFT_OUT
+        if not self._failed_under(path) and not _holds_underived(value):
             try:
                 return _adapter(model, name).validate_python(value)
             except ValidationError:  # valid only in a context the field alone lacks: not used

@@ -608,6 +608,38 @@ def test_a_rule_is_never_fed_a_default_in_place_of_an_invalid_value():
     assert lines[-1].endswith(UNCHECKED)
 
 
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    else:
+        yield path
+
+
+@pytest.mark.parametrize("stack", ["nogpu", "e2e", "twohost", "ec2"])
+def test_one_invalid_field_of_a_valid_stack_adds_no_rule_error(stack):
+    """Whatever field is broken, and however: the rules read only what is valid, so on a stack
+    that is valid otherwise they find nothing (the stand-in GPUs' paths derive from the name,
+    the count and the run directory: broken, they are not derived at all)."""
+    from pydantic import ValidationError
+
+    from components.stack_config import StackConfig, problems
+
+    base = stack_config(stack)
+    for path in _leaves(base):
+        for bad in ("junk", None, 12345, "/tmp", "Bad"):
+            raw = copy.deepcopy(base)
+            _set(".".join(map(str, path)), bad)(raw)
+            try:
+                StackConfig.model_validate(raw)
+            except ValidationError as error:
+                details, _ = problems(raw, error)
+                assert details[len(error.errors()) :] == [], (path, bad)
+
+
 def test_a_config_that_is_no_mapping_reports_its_error_alone():
     lines = error_of(["c000"]).splitlines()
     assert lines[1] == "  - cluster: Input should be a valid dictionary or instance of ClusterConfig", lines
