@@ -7,6 +7,7 @@ named functions in CLUSTER_RULES, all run together so one `pulumi up` reports ev
 at once, each naming the field and what it accepts.
 """
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,7 @@ from components.app.config import WebAppConfig
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
 from components.burst.config import BurstConfig
+from components.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
 from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
 from components.host.config import (
     GpuHourPrice,
@@ -248,15 +250,26 @@ class ClusterConfig(StrictModel):
     def _stand_in_devices(cls, data):
         """With gpu.stand_in, the GPU devices are the stand-ins (rule_stand_in_gpus refuses others),
         in the cluster's device directory under the host's run directory."""
-        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        if not isinstance(data, dict) or not (isinstance(data.get("name"), str) or rebuilding()):
             return data
 
         def filled(gpu, run_dir):
             stand_in = gpu.get("stand_in") if isinstance(gpu, dict) else None
             count = stand_in.get("count") if isinstance(stand_in, dict) else None
             # Out of range, the field check names it; the list is built only for a count in range.
-            if type(count) is not int or not 1 <= count <= STAND_IN_MAX or not isinstance(run_dir, str):
-                return gpu
+            valid = (
+                type(count) is int
+                and 1 <= count <= STAND_IN_MAX
+                and isinstance(run_dir, str)
+                and isinstance(data.get("name"), str)
+            )
+            if valid and rebuilding():  # rebuilt around invalid fields: derived from valid ones only
+                valid = valid_as(ClusterConfig, "name", data["name"]) and valid_as(
+                    ClusterHostConfig, "run_dir", run_dir
+                )
+            if not valid:
+                underived = {"devices": UNDERIVED, "control_devices": UNDERIVED}
+                return {**underived, **gpu} if rebuilding() and stand_in is not None else gpu
             devices, control_devices = stand_in_devices(device_dir_of(run_dir, data["name"]), count)
             return {"devices": devices, "control_devices": control_devices, **gpu}
 
@@ -276,13 +289,19 @@ class ClusterConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_rules(self) -> "ClusterConfig":
-        problems = list(rule_host_layout(self))
-        if not problems:
-            rules = CLUSTER_RULES if self.hosts is None else MULTI_HOST_RULES
-            problems = [problem for rule in rules for problem in rule(self)]
+        problems = self.rule_problems(lambda rule: list(rule()))
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    def rule_problems(self, run) -> list[str]:
+        """Every cross-field rule's messages; `run(check)` gives one rule's (None: not checked,
+        components/config_rules_beside_errors.py). The rules read the host layout it checks first."""
+        layout = run(lambda: rule_host_layout(self))
+        if layout is None or layout:  # not checked, or wrong: the other rules need it right
+            return layout or []
+        rules = CLUSTER_RULES if self.hosts is None else MULTI_HOST_RULES
+        return [problem for rule in rules for problem in run(functools.partial(rule, self)) or []]
 
     # ---- hosts ----
 

@@ -11,6 +11,7 @@ import pulumi
 from pydantic import ValidationError, model_validator
 
 from components.config import ClusterConfig
+from components.config_rules_beside_errors import with_rules_beside
 from components.config_types import StrictModel
 from components.kubernetes.config import KubernetesConfig
 
@@ -43,10 +44,10 @@ def _location(loc: tuple) -> str:
     return path.lstrip(".")
 
 
-def _format(error: ValidationError) -> str:
-    """One `  - field: reason` line per problem, with the field's full path."""
+def _format(details: list[dict]) -> str:
+    """One `  - field: reason` line per problem (pydantic's error details), with the field's full path."""
     lines = []
-    for detail in error.errors():
+    for detail in details:
         location = _location(detail["loc"])
         for line in detail["msg"].removeprefix("Value error, ").splitlines():
             if detail["type"] == "value_error" and line.split(" ", 1)[0].endswith(":"):
@@ -57,12 +58,30 @@ def _format(error: ValidationError) -> str:
     return "\n".join(f"  - {line}" for line in lines)
 
 
+def problems(raw: dict, error: ValidationError) -> tuple[list[dict], int]:
+    """Every field error of `raw`, then what the cross-field rules whose inputs are valid find;
+    and how many rules read an invalid field and were not checked."""
+    return with_rules_beside(StackConfig, raw, error)
+
+
+def unchecked_note(skipped: int) -> list[str]:
+    """The line saying that rules across fields wait for the fields they read, if any do."""
+    if not skipped:
+        return []
+    return [
+        f"  ({skipped} rule(s) across fields, e.g. addresses inside subnets and GPU counts, read a field above"
+        " and are checked once these are fixed: more may follow)"
+    ]
+
+
 def parse_stack_config(raw: Mapping[str, Any]) -> StackConfig:
     """Validate a mapping of namespace keys (without the `gpu-cluster:` prefix)."""
     try:
         return StackConfig.model_validate(dict(raw))
     except ValidationError as error:
-        raise ConfigError(f"invalid stack config ({NAMESPACE}):\n{_format(error)}") from None
+        details, skipped = problems(dict(raw), error)
+        lines = [_format(details), *unchecked_note(skipped)]
+        raise ConfigError(f"invalid stack config ({NAMESPACE}):\n" + "\n".join(lines)) from None
 
 
 def named_secrets(stack: StackConfig) -> list[tuple[str, str]]:

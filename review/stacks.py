@@ -79,10 +79,10 @@ def _secure(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 
 
-def _hints(error: Any) -> list[str]:
+def _hints(details: list[dict]) -> list[str]:
     """Lines for what a YAML reader did to a value, where that is the likely mistake."""
     lines = []
-    for detail in error.errors():
+    for detail in details:
         where = ".".join(str(part) if not isinstance(part, int) else f"[{part}]" for part in detail["loc"])
         where = where.replace(".[", "[")
         value = detail.get("input")
@@ -118,7 +118,7 @@ def validate_file(path: Path) -> str | None:
     hints (quoted numbers) and a note when rules across fields could not be checked yet."""
     from pydantic import ValidationError
 
-    from components.stack_config import NAMESPACE, ConfigError, StackConfig, _format, parse_stack_config
+    from components.stack_config import NAMESPACE, StackConfig, _format, problems, unchecked_note
 
     try:
         document = yaml.safe_load(path.read_text())
@@ -131,17 +131,9 @@ def validate_file(path: Path) -> str | None:
     try:
         StackConfig.model_validate(raw)
     except ValidationError as error:
-        lines = [_format(error)] + [f"  - {hint}" for hint in _hints(error)]
-        if any(detail["type"] != "value_error" for detail in error.errors()):
-            lines.append(
-                "  (rules across fields, e.g. addresses inside subnets and GPU counts, are checked once"
-                " these are fixed: more may follow)"
-            )
+        details, skipped = problems(raw, error)
+        lines = [_format(details)] + [f"  - {hint}" for hint in _hints(details)] + unchecked_note(skipped)
         return f"invalid stack config ({NAMESPACE}):\n" + "\n".join(lines)
-    try:
-        parse_stack_config(raw)
-    except ConfigError as error:
-        return str(error)
     return None
 
 

@@ -536,6 +536,132 @@ def test_all_problems_are_reported_together():
     assert "nodes[2].nat_address: 10.9.9.9" in message
 
 
+# ---- field errors and cross-field rules in one message ----
+
+UNCHECKED = "are checked once these are fixed: more may follow)"
+
+TOGETHER_CASES = [
+    (
+        "same address twice, a number for a time",
+        _all(_set("nodes.1.nat_address", "10.42.3.2"), _set("slurm.partitions.0.max_time", 0)),
+        ["  - cluster.slurm.partitions[0].max_time: Input should be a valid string"],
+        ["  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once (nodes, web_app and accounting)"],
+    ),
+    (
+        "subnets overlap, a quoted number in a node",
+        _all(_set("network.cluster_bridge.subnet", "10.42.0.0/16"), _set("nodes.2.cpus", "2")),
+        ["  - cluster.nodes[2].cpus: Input should be a valid integer"],
+        [
+            "  - cluster.network.cluster_bridge.subnet: 10.42.0.0/16 overlaps the nat_bridge subnet 10.42.3.0/24;"
+            " use disjoint subnets",
+        ],
+    ),
+    (
+        "an unknown key beside a rule of the web app's own and one of the cluster's",
+        _all(
+            _set("web_app.colour", "blue"),
+            _set("web_app.max_connections", 2),
+            _set("nodes.3.cluster_address", "10.42.5.1"),
+        ),
+        ["  - cluster.web_app.colour: Extra inputs are not permitted"],
+        [
+            "  - cluster.web_app: max_connections (2) must be greater than max_concurrent_jobs (2), so a request"
+            " beyond the job slots can still be told it is busy",
+            "  - cluster.nodes[].cluster_address: 10.42.5.1 is assigned more than once",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "change", "field_errors", "rule_errors"), TOGETHER_CASES, ids=[c[0] for c in TOGETHER_CASES]
+)
+def test_field_errors_and_cross_field_errors_are_reported_in_one_message(case, change, field_errors, rule_errors):
+    lines = error_after(change).splitlines()
+    assert lines[0] == "invalid stack config (gpu-cluster):"
+    assert lines[1:] == field_errors + rule_errors, lines
+    # Every rule read valid fields only: nothing is left for a second run.
+    assert not any(line.endswith(UNCHECKED) for line in lines)
+
+
+def test_a_rule_that_reads_an_invalid_field_is_skipped_and_the_message_says_more_may_follow():
+    cluster = local_cluster()
+    cluster["nodes"][1]["nat_address"] = "10.42.3.300"
+    cluster["nodes"][2]["nat_address"] = "10.9.9.9"  # outside the subnet: that rule reads nodes[1] too
+    cluster["network"]["cluster_bridge"]["name"] = "gpubr0"  # a rule on valid fields only: reported
+    lines = error_of(cluster).splitlines()
+    assert lines[1:-1] == [
+        "  - cluster.nodes[1].nat_address: Input is not a valid IPv4 address",
+        "  - cluster.network.cluster_bridge.name: 'gpubr0' is also the nat_bridge name; use two bridges",
+    ], lines
+    assert not any("10.9.9.9" in line for line in lines)
+    assert lines[-1] == (
+        f"  (2 rule(s) across fields, e.g. addresses inside subnets and GPU counts, read a field above and {UNCHECKED}"
+    )
+
+
+def test_a_rule_is_never_fed_a_default_in_place_of_an_invalid_value():
+    """nodes[0].gpus: "5" is refused; read as its default (1), the GPU rule would pass or fail
+    on a value nobody wrote: it is skipped instead."""
+    cluster = local_cluster()
+    cluster["gpu"] = {"devices": ["/dev/nvidia0"]}  # not shared: the nodes' GPUs must add up
+    cluster["web_app"]["gpus"], cluster["web_app"]["share_gpus"] = [], False
+    cluster["nodes"] = cluster["nodes"][:1]
+    cluster["nodes"][0]["gpus"] = "5"
+    lines = error_of(cluster).splitlines()
+    assert lines[1] == "  - cluster.nodes[0].gpus: Input should be a valid integer"
+    assert not any("GPUs" in line for line in lines), lines
+    assert lines[-1].endswith(UNCHECKED)
+
+
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    else:
+        yield path
+
+
+@pytest.mark.parametrize("stack", ["nogpu", "e2e", "twohost", "ec2"])
+def test_one_invalid_field_of_a_valid_stack_adds_no_rule_error(stack):
+    """Whatever field is broken, and however: the rules read only what is valid, so on a stack
+    that is valid otherwise they find nothing (the stand-in GPUs' paths derive from the name,
+    the count and the run directory: broken, they are not derived at all)."""
+    from pydantic import ValidationError
+
+    from components.stack_config import StackConfig, problems
+
+    base = stack_config(stack)
+    for path in _leaves(base):
+        for bad in ("junk", None, 12345, "/tmp", "Bad"):
+            raw = copy.deepcopy(base)
+            _set(".".join(map(str, path)), bad)(raw)
+            try:
+                StackConfig.model_validate(raw)
+            except ValidationError as error:
+                details, _ = problems(raw, error)
+                assert details[len(error.errors()) :] == [], (path, bad)
+
+
+def test_a_config_that_is_no_mapping_reports_its_error_alone():
+    lines = error_of(["c000"]).splitlines()
+    assert lines[1] == "  - cluster: Input should be a valid dictionary or instance of ClusterConfig", lines
+    assert lines[-1].endswith(UNCHECKED)
+
+
+def test_a_multi_host_config_reports_a_host_field_beside_a_node_rule():
+    def change(cluster):
+        cluster["hosts"][1]["install_packages"] = "yes"
+        cluster["nodes"][1]["cluster_address"] = cluster["nodes"][0]["cluster_address"]
+
+    lines = twohost_error_after(change).splitlines()
+    assert "  - cluster.hosts[1].install_packages: Input should be a valid boolean" in lines
+    assert any(line.startswith("  - cluster.nodes[].cluster_address: ") for line in lines), lines
+
+
 # ---- field rules: types, ranges and patterns, named with their full path ----
 
 FIELD_CASES = [

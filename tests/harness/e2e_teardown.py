@@ -1,7 +1,8 @@
 """Remove whatever the end-to-end test may have left: the `e2e` stack's resources (destroy is
 idempotent and succeeds when things are gone), those of its accounting variant (with the
-database dumps destroy would keep) and of its SSH variants (one host over SSH, two hosts) with
-their stand-in SSH hosts, the outside namespace and the stand-in GPUs.
+database dumps destroy would keep), of its SSH variants (one host over SSH, two hosts) with
+their stand-in SSH hosts and of its rename variant (cluster e2r), the outside namespace and
+the stand-in GPUs.
 
 Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
 `python tests/harness/e2e_teardown.py`, which also purges the node image destroy kept.
@@ -270,8 +271,38 @@ def remove_kept_accounting(cluster: str = STACK) -> None:
             directory.rmdir()
 
 
+# The rename variant (tests/test_e2e_rename.py): a cluster of its own, two nodes, no web app;
+# `renamed`: node c001 renamed c009 with its addresses kept.
+RENAME_CLUSTER = "e2r"
+
+
+def rename_config(*, renamed: bool = False) -> dict:
+    config = stack_config(STACK)
+    cluster = config["cluster"]
+    cluster["name"] = RENAME_CLUSTER
+    cluster["host"] = {"shared_dir": f"/srv/gpucluster/{RENAME_CLUSTER}/shared"}
+    cluster["network"] = {
+        "nat_bridge": {"name": f"{RENAME_CLUSTER}br0", "address": "10.49.3.1/24"},
+        "cluster_bridge": {"name": f"{RENAME_CLUSTER}br1", "subnet": "10.49.5.0/24"},
+    }
+    cluster["gpu"] = {"stand_in": {"count": 2}}
+    cluster["nodes"] = [
+        {"name": "c000", "nat_address": "10.49.3.2", "cluster_address": "10.49.5.1"},
+        {"name": "c009" if renamed else "c001", "nat_address": "10.49.3.3", "cluster_address": "10.49.5.2"},
+    ]
+    cluster["slurm"]["controller"] = {"placement": "container", "node": "c000"}
+    cluster.pop("web_app", None)
+    return config
+
+
+def teardown_rename() -> None:
+    """Both names' commands: whichever a cut-short run left goes."""
+    for renamed in (True, False):
+        destroy(host_commands(run_program(rename_config(renamed=renamed), stack=STACK)))
+
+
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
-TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb")
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER)
 
 
 def purge_kept() -> None:
@@ -289,6 +320,7 @@ def teardown() -> None:
     remove_outside_namespace()
     try:
         teardown_ssh_stacks()
+        teardown_rename()
         # Without keeping a dump: what a cut-short run left is not worth keeping.
         destroy(host_commands(run_program(accounting_config(keep_dump=False), stack=STACK)))
         for placement in PLACEMENTS:

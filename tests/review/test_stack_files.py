@@ -120,7 +120,7 @@ def test_validate_reports_every_field_error_hints_quoted_numbers_and_says_more_m
     cluster["web_app"]["host_port"] = "7000"
     cluster["nodes"][1]["nat_adress"] = cluster["nodes"][1].pop("nat_address")
     cluster["slurm"]["partitions"][0]["max_time"] = 3600  # what YAML 1.1 makes of 1:00:00
-    cluster["nodes"][2]["nat_address"] = "10.42.4.4"  # a rule across fields: reported after the others
+    cluster["nodes"][2]["nat_address"] = "10.42.4.4"  # its rule also reads nodes[1]'s, which is missing
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text(yaml.safe_dump(document))
     done = _cli("validate", str(broken))
@@ -131,6 +131,26 @@ def test_validate_reports_every_field_error_hints_quoted_numbers_and_says_more_m
     assert "  - cluster.web_app.host_port: '7000' is quoted, so YAML reads text: write 7000 without quotes" in lines
     assert any(line.startswith("  - cluster.slurm.partitions[0].max_time: YAML read a number (3600)") for line in lines)
     assert lines[-1].endswith("are checked once these are fixed: more may follow)")
+
+
+def test_validate_shows_a_field_error_and_a_cross_field_error_in_one_run(tmp_path):
+    document = yaml.safe_load(fixture_file("local").read_text())
+    cluster = document["config"]["gpu-cluster:cluster"]
+    cluster["nodes"][0]["cpus"] = "2"
+    cluster["nodes"][3]["nat_address"] = cluster["nodes"][2]["nat_address"]
+    cluster["network"]["cluster_bridge"]["subnet"] = "10.42.0.0/16"
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text(yaml.safe_dump(document))
+    done = _cli("validate", str(stack))
+    assert done.returncode == 1 and done.stderr == ""
+    assert done.stdout.splitlines() == [
+        f"{stack}: invalid stack config (gpu-cluster):",
+        "  - cluster.nodes[0].cpus: Input should be a valid integer",
+        "  - cluster.network.cluster_bridge.subnet: 10.42.0.0/16 overlaps the nat_bridge subnet 10.42.3.0/24;"
+        " use disjoint subnets",
+        "  - cluster.nodes[].nat_address: 10.42.3.4 is assigned more than once (nodes, web_app and accounting)",
+        "  - cluster.nodes[0].cpus: '2' is quoted, so YAML reads text: write 2 without quotes",
+    ]
 
 
 def test_a_missing_file_is_named(tmp_path):
