@@ -271,7 +271,7 @@ def remove_kept_accounting(cluster: str = STACK) -> None:
 
 
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
-TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb")
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", "mha")
 
 
 def purge_kept() -> None:
@@ -302,4 +302,7 @@ def teardown() -> None:
 
 if __name__ == "__main__":
     teardown()
+    from tests.harness import multihost_accounting
+
+    multihost_accounting.teardown()
     subprocess.run([str(Path(__file__).resolve().parents[2] / "purge-kept.sh"), STACK], check=False)
