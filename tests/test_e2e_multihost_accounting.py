@@ -222,11 +222,11 @@ def test_accounting_and_gpu_health_across_two_hosts(capsys, kept_images_purged):
             print(f"destroy failed: {error}")
         mha.teardown()
 
-    assert leftovers(CLUSTER) == []
-    assert not any(person_exists(user["name"]) for user in mha.USERS)
-    after = snapshot()
-    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
     with capsys.disabled():
         print("\n== accounting and GPU health on two hosts (database on h2, slurmctld in c000 on h1) ==")
         print("\n".join(report))
         print("\n".join(timings))
+    assert leftovers(CLUSTER) == []
+    assert not any(person_exists(user["name"]) for user in mha.USERS)
+    after = snapshot()
+    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}

@@ -99,7 +99,7 @@ def teardown() -> None:
         ssh_hosts.remove(HOST2)
         for directory in HOST2_DIRS.values():
             subprocess.run(["rmdir", directory], capture_output=True, check=False)
-        for directory in (SHARED_DIR, Path(SHARED_DIR).parent):
+        for directory in (SHARED_DIR, Path(SHARED_DIR).parent, Path(SHARED_DIR).parent.parent):
             subprocess.run(["rmdir", str(directory)], capture_output=True, check=False)
         kept = Path(f"/var/cache/gpucluster/{CLUSTER}/accounting")
         if kept.exists():
