@@ -119,7 +119,7 @@ class GpuCluster(pulumi.ComponentResource):
             containers = [cluster.container_name(n) for n in [*view.node_names, "image"]]
             if view.web_app:
                 containers.append(cluster.container_name(view.web_app.name))
-            if config.accounting:  # one host only (config rule)
+            if config.accounting and config.accounting_host.name == host.name:
                 containers.append(cluster.container_name(config.accounting.name))
             controller_here = host.name == config.controller_host.name
             gpu_host = GpuHost(
@@ -197,16 +197,6 @@ class GpuCluster(pulumi.ComponentResource):
         # slurmctld maps the people of the accounts to uids where it runs.
         host_users = self.host_users[controller_host.name]
         controller_deps = [self.hosts[controller_host.name].packages, *host_users, *self.routes.values()]
-        accounting = None
-        if config.accounting:
-            accounting = AccountingSetup(
-                config=config.accounting,
-                network=controller_host.network,
-                release=config.image.release,
-                users=users,
-                slurmdbd_conf=render_slurmdbd_conf(config),
-                after=(self.hosts[controller_host.name].packages, self.bridges_of[controller_host.name]),
-            )
         # Several hosts: every host has the cluster's munged and a slurm.conf for its Slurm
         # clients (sinfo, srun there; a slurmd's create waits there for its node to register),
         # the controller's host included, so a client never moves with the controller.
@@ -214,6 +204,22 @@ class GpuCluster(pulumi.ComponentResource):
             host.name: self._client(name, config, host, controller_hostname)
             for host in (config.cluster_hosts if multi else [])
         }
+        accounting = None
+        if config.accounting:
+            # The database's host (the controller's unless `accounting.host` names another).
+            database = config.accounting_host
+            accounting = AccountingSetup(
+                config=config.accounting,
+                network=database.network,
+                release=config.image.release,
+                users=users,
+                slurmdbd_conf=render_slurmdbd_conf(config),
+                after=(self.hosts[database.name].packages, self.bridges_of[database.name]),
+                cluster=config.host_identity(database) if multi else None,
+                transport=self.transports[database.name],
+                munge_key=self.munge_keys.get(database.name),
+                client=clients.get(database.name),
+            )
         self.controller = SlurmController(
             f"{name}-slurm",
             config.host_identity(controller_host),
@@ -241,6 +247,7 @@ class GpuCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self, depends_on=[self.controller, *self.containers.values(), *host_users]
                 ),
+                transport=self.transports[controller_host.name],
             )
         self.clients = clients or {controller_host.name: self.controller.client}
         self.burst_programs = None

@@ -397,6 +397,12 @@ class ClusterConfig(StrictModel):
         return self.host_named(wanted) if wanted else self.cluster_hosts[0]
 
     @property
+    def accounting_host(self) -> "ClusterHostConfig":
+        """Where the accounting database's container runs: `accounting.host`, or the controller's host."""
+        wanted = self.accounting.host if self.accounting else None
+        return self.host_named(wanted) if wanted else self.controller_host
+
+    @property
     def controller_address(self) -> IPv4Address:
         node = self.controller_node
         return node.nat_address if node else self.controller_host.network.nat_bridge.address.ip
@@ -555,7 +561,7 @@ def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address, ClusterHost
     if c.web_app:
         pairs.append(("web_app.nat_address", c.web_app.nat_address, c.node_host(c.web_app)))
     if c.accounting:
-        pairs.append(("accounting.nat_address", c.accounting.nat_address, c.cluster_hosts[0]))
+        pairs.append(("accounting.nat_address", c.accounting.nat_address, c.accounting_host))
     return pairs
 
 
@@ -725,6 +731,8 @@ def _host_references(c: ClusterConfig) -> Iterator[tuple[str, str]]:
         yield "web_app.host", c.web_app.host
     if c.slurm.controller.host is not None:
         yield "slurm.controller.host", c.slurm.controller.host
+    if c.accounting and c.accounting.host is not None:
+        yield "accounting.host", c.accounting.host
 
 
 def rule_hosts(c: ClusterConfig) -> Iterator[str]:
@@ -965,9 +973,13 @@ def rule_users(c: ClusterConfig) -> Iterator[str]:
 def rule_accounting(c: ClusterConfig) -> Iterator[str]:
     if not c.accounting:
         return
-    if c.multi_host:
-        yield "accounting: not supported with `hosts` yet; use a one-host stack (host/network/gpu) for accounting"
-        return
+    database = c.accounting_host
+    if database.retired:
+        which = "named" if c.accounting.host else "default: the controller's host"
+        yield (
+            f"accounting.host: the database's host {database.name!r} ({which}) is retired; "
+            "the database needs a live host (name one in accounting.host)"
+        )
     accounting, users = c.accounting, {u.name for u in c.users}
     qos = [q.name for q in accounting.qos]
     for name in _duplicates(qos):

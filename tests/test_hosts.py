@@ -128,8 +128,25 @@ MULTI_HOST_CASES = [
         "cluster.hosts[1].connection: hosts[0] is already the local host; only one host can be local",
     ),
     (
-        lambda c: c.update(accounting={"nat_address": "10.46.3.20"}),
-        "cluster.accounting: not supported with `hosts` yet",
+        lambda c: c.update(accounting={"nat_address": "10.47.3.20", "host": "gpu9"}),
+        "cluster.accounting.host: 'gpu9' is not one of hosts[].name ['gpu1', 'gpu2']",
+    ),
+    (
+        lambda c: c.update(accounting={"nat_address": "10.47.3.20"}),
+        "cluster.accounting.nat_address: 10.47.3.20 is not a usable address of the NAT bridge subnet 10.46.3.0/24 "
+        "of host 'gpu1'",
+    ),
+    (
+        lambda c: c.update(accounting={"nat_address": "10.46.3.20", "host": "gpu2"}),
+        "cluster.accounting.nat_address: 10.46.3.20 is not a usable address of the NAT bridge subnet 10.47.3.0/24 "
+        "of host 'gpu2'",
+    ),
+    (
+        lambda c: (
+            c.update(accounting={"nat_address": "10.47.3.20", "host": "gpu2"}),
+            c["hosts"][1].update(retired=True),
+        ),
+        "cluster.accounting.host: the database's host 'gpu2' (named) is retired; the database needs a live host",
     ),
     (
         lambda c: c["slurm"].update(controller={"placement": "host", "host": "gpu2"}),
@@ -442,3 +459,87 @@ def test_every_command_of_a_stack_on_one_ssh_host_is_remote():
     # The only local command makes the munge key where `pulumi up` runs; it touches no host.
     local_commands = [r for r in run.of_type(LOCAL) if r.inputs.get("create") != GENERATED_KEY]
     assert run.of_type(REMOTE) and not local_commands, [r.name for r in local_commands]
+
+
+# ---- accounting with several hosts ----
+
+USERS = [{"name": "alice", "uid": 2101, "gid": 2101}]
+
+
+def with_accounting(host: str | None, controller_node: str = "c000") -> dict:
+    """The two-host stack with accounting (on `host`, or by default) and one account."""
+    config = copy.deepcopy(stack_config("twohost"))
+    cluster = config["cluster"]
+    subnet = "10.47.3" if (host or ("gpu2" if controller_node in ("c002", "c003") else "gpu1")) == "gpu2" else "10.46.3"
+    cluster["users"] = USERS
+    cluster["slurm"]["controller"] = {"placement": "container", "node": controller_node}
+    cluster["slurm"]["health_check"] = {"interval_s": 30}
+    cluster["accounting"] = {
+        "nat_address": f"{subnet}.20",
+        "accounts": [{"name": "physics", "gpus": 1, "users": ["alice"]}],
+        **({"host": host} if host else {}),
+    }
+    return config
+
+
+def environment(resource) -> dict:
+    return {key.removeprefix(ENV_PREFIX): value for key, value in unwrap(resource.inputs.get("environment")).items()}
+
+
+DATABASE = [f"duo-slurm-accounting-{part}" for part in ("data", "lxc", "users", "database", "slurmdbd")]
+
+
+def test_the_accounting_host_must_be_one_of_the_hosts_and_only_with_hosts():
+    cluster = copy.deepcopy(stack_config("e2e")["cluster"])
+    cluster["accounting"] = {"nat_address": "10.43.3.20", "host": "gpu1"}
+    with pytest.raises(ConfigError, match=r"accounting.host: 'gpu1' names a host, but this stack has no `hosts` list"):
+        parse_stack_config({"cluster": cluster})
+
+
+def test_the_database_runs_on_the_host_accounting_names_and_slurmctld_waits_for_it():
+    run = run_program(with_accounting("gpu2"), stack="twohost", secrets=SECRETS)
+    for name in DATABASE:
+        command = run.by_name(name)
+        assert command.type == REMOTE, f"{name} does not run on gpu2"
+        assert "host:gpu2" in unwrap(command.inputs["triggers"]), f"{name} would not move with accounting.host"
+    data = environment(run.by_name("duo-slurm-accounting-data"))
+    assert data["DATA_DIR"] == "/var/lib/gpucluster/duo/accounting/mysql"
+    assert "lxc.net.0.link = duobr0" in environment(run.by_name("duo-slurm-accounting-lxc"))["LXC_CONFIG"]
+    assert "10.47.3.20" in environment(run.by_name("duo-slurm-accounting-lxc"))["LXC_CONFIG"]
+    # slurmdbd uses gpu2's munge key and registers the cluster with gpu2's Slurm client.
+    for dependency in ("duo-gpu2-munge-key", "duo-gpu2-slurm-client", "duo-gpu2-bridges-nat"):
+        assert run.depends_on("duo-slurm-accounting-slurmdbd", dependency)
+    assert run.depends_on("duo-slurm-slurmctld", "duo-slurm-accounting-slurmdbd")
+    # slurmctld (c000, gpu1) reaches slurmdbd (gpu2) and back over the routes.
+    for routes in ("duo-gpu1-routes", "duo-gpu2-routes"):
+        assert run.depends_on("duo-slurm-slurmctld", routes)
+    # The accounts are applied from the controller's host, after slurmctld registered.
+    accounts = run.by_name("duo-accounts-apply")
+    assert accounts.type == LOCAL and run.depends_on("duo-accounts-apply", "duo-slurm-slurmctld")
+    # The database's container is gpu2's: its preflight and boot unit know it, gpu1's do not.
+    assert "duo-db" in environment(run.by_name("duo-gpu2-host-preflight"))["CONTAINERS"].split("\n")
+    assert "duo-db" not in environment(run.by_name("duo-gpu1-host-preflight"))["CONTAINERS"].split("\n")
+    assert "DB_CONTAINER=duo-db" in environment(run.by_name("duo-gpu2-boot-unit"))["HOST_STATE_TEXT"]
+    assert "DB_CONTAINER" not in environment(run.by_name("duo-gpu1-boot-unit"))["HOST_STATE_TEXT"]
+
+
+def test_every_hosts_slurm_conf_records_gpu_tres_through_its_own_munged():
+    config = with_accounting("gpu2")
+    config["cluster"]["hosts"][1]["run_dir"] = "/run/duo-gpu2"
+    run = run_program(config, stack="twohost", secrets=SECRETS)
+    for host, socket in (
+        ("gpu1", "/run/gpucluster-duo/munge.socket"),
+        ("gpu2", "/run/duo-gpu2/gpucluster-duo/munge.socket"),
+    ):
+        text = environment(run.by_name(f"duo-{host}-slurm-client"))["SLURM_CONF_TEXT"]
+        assert "AccountingStorageHost=10.47.3.20\n" in text
+        assert "AccountingStorageTRES=gres/gpu\n" in text
+        assert f"AccountingStoragePass={socket}\n" in text
+        assert f"AuthInfo=socket={socket}\n" in text
+
+
+@pytest.mark.parametrize(("host", "controller_node", "remote"), [(None, "c000", False), (None, "c002", True)])
+def test_the_database_defaults_to_the_controllers_host(host, controller_node, remote):
+    run = run_program(with_accounting(host, controller_node), stack="twohost", secrets=SECRETS)
+    assert {run.by_name(name).type for name in DATABASE} == {REMOTE if remote else LOCAL}
+    assert run.by_name("duo-accounts-apply").type == (REMOTE if remote else LOCAL)

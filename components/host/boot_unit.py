@@ -45,9 +45,10 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
     net = host.network
     here = config.controller_host.name == host.name
     node = config.controller_node if here else None
-    # The accounting database's container, started before the nodes; listed only when there
-    # is one, so clusters without accounting keep their description.
-    accounting = {"DB_CONTAINER": config.container_name(config.accounting.name)} if config.accounting else {}
+    # The accounting database's container, started before the nodes; listed only on its host,
+    # so clusters without accounting keep their description.
+    database_here = config.accounting and config.accounting_host.name == host.name
+    accounting = {"DB_CONTAINER": config.container_name(config.accounting.name)} if database_here else {}
     state = {
         "CLUSTER": config.name,
         "CLUSTER_DIR": cluster.cluster_dir,

@@ -12,7 +12,7 @@ from components.lxc.lxc_conf import render_service_lxc_config
 from components.network.config import NetworkConfig
 from components.options import child_options
 from components.slurm.config import AccountingConfig
-from components.transport import env_list, host_command
+from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 # The people of the cluster are made in containers by the same script as in the nodes.
@@ -75,6 +75,12 @@ class AccountingSetup:
     slurmdbd_conf: str
     after: tuple[pulumi.Resource, ...] = ()
     """What the database waits for (the host's packages, the bridges)."""
+    cluster: ClusterIdentity | None = None
+    """With several hosts: the cluster as the database's host names it, and that host's
+    transport, munge key and Slurm client (default: the controller's)."""
+    transport: Transport | None = None
+    munge_key: pulumi.Resource | None = None
+    client: pulumi.Resource | None = None
 
 
 class AccountingDatabase(pulumi.ComponentResource):
@@ -92,7 +98,9 @@ class AccountingDatabase(pulumi.ComponentResource):
         kept dump with `restore`), the slurm database user; its delete dumps the database.
       - `<name>-slurmdbd`: munge, slurmdbd.conf (0600 slurm) and slurmdbd; the cluster is
         registered in the database.
-    The controller's slurmctld waits for `slurmdbd`.
+    The controller's slurmctld waits for `slurmdbd`. With several hosts every command runs on
+    the database's host (`transport`), wherever slurmctld is: slurmctld and slurmdbd reach each
+    other over the routes between the hosts' container subnets.
     """
 
     container: pulumi.Output[str]
@@ -107,12 +115,16 @@ class AccountingDatabase(pulumi.ComponentResource):
         munge_key: pulumi.Resource,
         client: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:AccountingDatabase", name, None, opts)
+        # Placed: moved to another host, the old host's delete runs there (and keeps its dump).
+        on_host = {"transport": transport, "placed": True}
         accounting, paths = setup.config, AccountingPaths.of(cluster)
         container = cluster.container_name(accounting.name)
         self.data = host_command(
             f"{name}-data",
+            **on_host,
             create=FILES / "accounting_data_create.sh",
             delete=FILES / "accounting_data_delete.sh",
             environment={
@@ -128,6 +140,7 @@ class AccountingDatabase(pulumi.ComponentResource):
         )
         self.lxc = host_command(
             f"{name}-lxc",
+            **on_host,
             create=FILES / "dbd_container_create.sh",
             delete=FILES / "dbd_container_delete.sh",
             environment={
@@ -153,6 +166,7 @@ class AccountingDatabase(pulumi.ComponentResource):
         if setup.users:
             self.users = host_command(
                 f"{name}-users",
+                **on_host,
                 create=LXC_FILES / "users_create.sh",
                 delete=LXC_FILES / "users_delete.sh",
                 environment={
@@ -165,6 +179,7 @@ class AccountingDatabase(pulumi.ComponentResource):
             people.append(self.users)
         self.database = host_command(
             f"{name}-database",
+            **on_host,
             create=FILES / "database_create.sh",
             delete=FILES / "database_delete.sh",
             environment={
@@ -181,6 +196,7 @@ class AccountingDatabase(pulumi.ComponentResource):
         )
         self.slurmdbd = host_command(
             f"{name}-slurmdbd",
+            **on_host,
             create=FILES / "slurmdbd_create.sh",
             delete=FILES / "slurmdbd_delete.sh",
             environment={
@@ -234,11 +250,14 @@ class SlurmAccounts(pulumi.ComponentResource):
         cluster: ClusterIdentity,
         accounting: AccountingConfig,
         opts: pulumi.ResourceOptions | None = None,
+        transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmAccounts", name, None, opts)
         managed_by = f"gpucluster-{cluster.name}"
         self.apply = host_command(
             f"{name}-apply",
+            transport=transport,
+            placed=True,
             create=FILES / "accounts_create.sh",
             environment={
                 "CLUSTER": cluster.name,

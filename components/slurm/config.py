@@ -164,7 +164,13 @@ class AccountingConfig(StrictModel):
     """Job accounting: MariaDB and slurmdbd in a container of their own, accounts and limits."""
 
     name: Hostname = Field("db", description="the database container's hostname (container <cluster>-<name>)")
-    nat_address: Address = Field(description="static address of the database container on the NAT bridge")
+    nat_address: Address = Field(
+        description="static address of the database container on the NAT bridge (of `host` with several hosts)"
+    )
+    host: Hostname | None = Field(
+        None,
+        description="hosts[].name of the host the database container runs on (default: the controller's host)",
+    )
     accounts: list[AccountConfig] = Field([], description="accounts created and kept as listed (sacctmgr)")
     qos: list[QosConfig] = Field([], description="QOS created and kept as listed (sacctmgr)")
     keep_dump: StrictBool = Field(

@@ -47,7 +47,7 @@ class SlurmController(pulumi.ComponentResource):
         host's own munge and /etc/slurm stay untouched. Not built when `client` is given
         (several hosts: the cluster makes one per host).
       - `<name>-accounting` (with `accounting`): the AccountingDatabase (MariaDB and slurmdbd
-        in their own container); slurmctld waits for slurmdbd.
+        in their own container, on the host `accounting` names); slurmctld waits for slurmdbd.
       - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
         change is written in place and applied with `scontrol reconfigure`, or a slurmctld
         restart when the node list or the accounting settings changed (Slurm 22.05 cannot add
@@ -110,13 +110,14 @@ class SlurmController(pulumi.ComponentResource):
         if accounting:
             self.accounting = AccountingDatabase(
                 f"{name}-accounting",
-                cluster,
+                accounting.cluster or cluster,
                 accounting,
-                munge_key=self.munge_key,
-                client=self.client,
+                munge_key=accounting.munge_key or self.munge_key,
+                client=accounting.client or self.client,
                 # Not after the controller's own dependencies: the database's container is
                 # made while the node image is built.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(accounting.after)),
+                transport=accounting.transport or transport,
             )
             before_slurmctld.append(self.accounting.slurmdbd)
         # In a container slurmctld reads /etc/slurm there; on the host, a directory of its own.

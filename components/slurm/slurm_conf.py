@@ -83,7 +83,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_soc
         "JobAcctGatherType": "jobacct_gather/none",
         "JobCompType": "jobcomp/none",
         "AccountingStorageType": "accounting_storage/none",
-        **accounting_settings(config),
+        **accounting_settings(config, munge_socket),
         **health_check_settings(config),
         **burst_settings(config),
     }
@@ -176,8 +176,9 @@ HEALTH_CHECK_PROGRAM = "/usr/local/sbin/gpucluster-gpu-health"
 SLURMDBD_PORT = 6819
 
 
-def accounting_settings(config: ClusterConfig) -> dict[str, object]:
-    """slurmctld records jobs in slurmdbd, counts GPUs as a TRES and enforces limits."""
+def accounting_settings(config: ClusterConfig, munge_socket: str | None = None) -> dict[str, object]:
+    """slurmctld records jobs in slurmdbd, counts GPUs as a TRES and enforces limits. Another
+    host's client copy names that host's own munge socket (`munge_socket`)."""
     if not config.accounting:
         return {}
     return {
@@ -186,7 +187,7 @@ def accounting_settings(config: ClusterConfig) -> dict[str, object]:
         "AccountingStoragePort": SLURMDBD_PORT,
         # Not a password: with munge, the socket of the munged that signs messages to slurmdbd
         # (AuthInfo covers the rest; without this, clients try munge's default socket).
-        "AccountingStoragePass": config.munge_socket,
+        "AccountingStoragePass": munge_socket or config.munge_socket,
         "AccountingStorageTRES": "gres/gpu",
         # Jobs of users without an association are refused; GrpTRES and QOS limits hold.
         "AccountingStorageEnforce": "associations,limits,qos",

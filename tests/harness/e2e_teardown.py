@@ -302,7 +302,7 @@ def teardown_rename() -> None:
 
 
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
-TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER)
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "mha")
 
 
 def purge_kept() -> None:
@@ -334,4 +334,7 @@ def teardown() -> None:
 
 if __name__ == "__main__":
     teardown()
+    from tests.harness import multihost_accounting
+
+    multihost_accounting.teardown()
     subprocess.run([str(Path(__file__).resolve().parents[2] / "purge-kept.sh"), STACK], check=False)

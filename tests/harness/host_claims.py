@@ -18,8 +18,18 @@ from tests.harness.e2e_teardown import TEST_CLUSTERS
 # Host ports forwarded: the e2e web app's, its moved port (test_e2e_changes), a second cluster's (test_e2e_lifecycle).
 PORTS = (7000, 7001, 7011)
 # Every subnet a bridge, namespace link or route of the tests lies in.
+# 10.49: the rename test's; 10.56-10.58: the two-host accounting test's (tests/harness/multihost_accounting.py).
 SUBNETS = tuple(
-    ipaddress.ip_network(n) for n in ("10.43.0.0/16", "10.44.0.0/16", "10.45.0.0/16", "10.46.0.0/16", "10.49.0.0/16")
+    ipaddress.ip_network(n)
+    for n in (
+        "10.43.0.0/16",
+        "10.44.0.0/16",
+        "10.45.0.0/16",
+        "10.46.0.0/16",
+        "10.49.0.0/16",
+        "10.56.0.0/15",
+        "10.58.0.0/16",
+    )
 )
 # Links of the tests' own (a cut-short run may leave them without an alias): the bridges of
 # the test clusters and the links to their namespaces (e2e-out0, e2eh2a: tests/harness/ssh_hosts.py).

@@ -1,10 +1,12 @@
 # Health gate: the apply fails, loudly, when a node is not serving or a test job cannot run.
 # It never waits on users' jobs: allocated and mixed nodes are healthy, test jobs run only on
-# idle nodes (`--immediate`), and a drained node is a warning, unless this update (re)started
-# it: those nodes (marked by their slurmd create) must serve and answer a job.
+# idle nodes (`--immediate`), and a drained node is a warning, unless its slurmd (re)started
+# since the gate last passed: those nodes must serve. Slurm itself says when each node's
+# slurmd started (SlurmdStartTime, reported by the node at registration), so nodes of every
+# host are covered, wherever the gate runs; the gate keeps the start times it passed with.
 require SLURM_CONF NODES
 export SLURM_CONF
-fresh_dir="$(dirname "$SLURM_CONF")/fresh-nodes"
+passed="$(dirname "$SLURM_CONF")/health-passed"
 states() { sinfo -h -N -n "$NODES" -o '%N %T' | sort -u; }
 serving_state() { case "$1" in idle | mixed | allocated | completing) return 0 ;; *) return 1 ;; esac; }
 not_serving() {
@@ -15,9 +17,17 @@ not_serving() {
 all_serving() { [ -z "$(not_serving)" ]; }
 wait_until 60 "every node of $NODES to serve" all_serving
 
+# "NODE SLURMDSTARTTIME" per node ("None" for a node that never registered).
+starts() {
+  scontrol -o show node "$NODES" |
+    sed -nE 's/^NodeName=([^ ]+) .*SlurmdStartTime=([^ ]+).*/\1 \2/p' | sort -u
+}
+current=$(starts)
 fresh=()
-shopt -s nullglob
-for marker in "$fresh_dir"/*; do fresh+=("$(basename "$marker")"); done
+while read -r node started; do
+  [ -n "$node" ] || continue
+  grep -qxF "$node $started" "$passed" 2>/dev/null || fresh+=("$node")
+done <<< "$current"
 while read -r node state; do
   [[ " ${fresh[*]} " == *" $node "* ]] && ! serving_state "$state" && die "node $node was just (re)started but is $state"
   case "$state" in drained | draining)
@@ -46,5 +56,5 @@ if [ -n "$gpu_node" ]; then
 elif sinfo -h -N -n "$NODES" -o '%G' | grep -q gpu; then
   log "warning: every GPU node is busy; no GPU test job this time"
 fi
-for node in "${fresh[@]}"; do rm -f "$fresh_dir/$node"; done
+printf '%s\n' "$current" > "$passed.new" && mv -f "$passed.new" "$passed"
 echo "healthy: every node serves; $tested idle node(s) answered srun; GPU job on ${gpu_node:-none}: CUDA_VISIBLE_DEVICES=${visible:-n/a}"

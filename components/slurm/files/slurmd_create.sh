@@ -24,9 +24,6 @@ fi
 in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmd
 if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet slurmd; then
   in_ct "$CONTAINER" systemctl restart slurmd
-  # The health gate checks every node that this update (re)started.
-  mkdir -p "$(dirname "$SLURM_CONF_PATH")/fresh-nodes"
-  touch "$(dirname "$SLURM_CONF_PATH")/fresh-nodes/$NODE"
 fi
 node_ready() {
   local state

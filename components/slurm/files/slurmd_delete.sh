@@ -1,5 +1,6 @@
 require CONTAINER NODE SLURM_CONF_PATH
 created_in_this_clone "$CONTAINER" || exit 0
+# The health gate's marker of this node, as earlier releases left it.
 fresh="$(dirname "$SLURM_CONF_PATH")/fresh-nodes"
 rm -f "$fresh/$NODE"
 rmdir "$fresh" 2>/dev/null || true
