@@ -33,6 +33,9 @@ SLURM = slurm_env(STACK)
 SHARED = Path("/srv/gpucluster/e2e/shared")  # the stack's shared_dir, bound into every node
 FINISH = SHARED / "upgrade-test-finish"
 CONTROLLER = f"{STACK}-c000"  # the release's e2e stack runs slurmctld in node c000
+# Where the release recorded the host's ip_forward before turning it on (the current program
+# takes it over and restores it when the last cluster goes).
+RELEASE_IP_FORWARD = Path(f"/var/lib/gpucluster/{STACK}/ip_forward.orig")
 
 
 def make_stand_in_gpus(count: int) -> None:
@@ -125,6 +128,8 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys, kept_i
 
         FINISH.touch()
         wait_for_states(jobs, "COMPLETED", 60)
+        destroy_state(state)
+        assert not RELEASE_IP_FORWARD.exists(), "the release's record of ip_forward outlived the cluster"
     except BaseException:
         if jobs:
             with capsys.disabled():
