@@ -129,6 +129,29 @@ def test_ip_forward_is_restored_once_by_the_last_user_whatever_the_order(tmp_pat
     assert done.stdout.split() == ["0", "1", "1", "1", "1", "1", "0", "gone"]
 
 
+@pytest.mark.privileged  # a network namespace of its own (unshare -n)
+def test_ip_forward_recorded_by_a_cluster_of_the_last_release_is_the_one_restored(tmp_path):
+    # The last release kept the host's value in $CLUSTER_DIR/ip_forward.orig and left
+    # forwarding on: the upgraded cluster's bridge takes that record over.
+    steps = """
+    IP_FORWARD_DIR=$STATE/ip_forward CLUSTER_DIR=$STATE/cluster
+    mkdir -p "$CLUSTER_DIR" && echo 0 > "$CLUSTER_DIR/ip_forward.orig"
+    sysctl -qw net.ipv4.ip_forward=1
+    ip_forward_acquire e2e; cat /proc/sys/net/ipv4/ip_forward
+    ip_forward_release e2e; cat /proc/sys/net/ipv4/ip_forward
+    [ ! -e "$CLUSTER_DIR/ip_forward.orig" ] && [ ! -e "$IP_FORWARD_DIR" ] && echo gone
+    """
+    done = subprocess.run(
+        ["unshare", "-n", *INTERPRETER, f"{helpers()}\n{steps}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": os.environ["PATH"], "STATE": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "0", "gone"]
+
+
 def test_a_pid_file_is_trusted_only_for_the_daemon_it_names(tmp_path):
     ours = subprocess.Popen(["sleep", "1001"])
     other = subprocess.Popen(["sleep", "1002"])

@@ -10,6 +10,8 @@ tests/upgrade/test_upgrade.py compares the current program against.
 `release_run(commit, stack)` gives the same run whole (every registration, dependencies
 included), so its commands can run for real (tests/harness/command_executor.py): the
 end-to-end upgrade test brings a cluster up with the release's program.
+`release_stack_config(commit, stack)` is that commit's stack file, for the current program to
+run on: an upgrade of the program alone, the stack file left as it was.
 """
 
 import contextlib
@@ -96,6 +98,18 @@ def release_run(commit: str, stack: str):
                 entry[key] = tuple(value)
         resources.append(Registration(**entry))
     return ProgramRun(resources=resources)
+
+
+def release_stack_config(commit: str, stack: str) -> dict:
+    """The `gpu-cluster:*` config of `commit`'s stacks/Pulumi.<stack>.yaml."""
+    from review.program import stack_config
+
+    shown = subprocess.run(
+        ["git", "show", f"{commit}:stacks/Pulumi.{stack}.yaml"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / f"Pulumi.{stack}.yaml").write_text(shown.stdout)
+        return stack_config(stack, Path(tmp))
 
 
 def snapshot(commit: str) -> None:

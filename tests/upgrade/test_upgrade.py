@@ -19,6 +19,7 @@ from components import transport
 from tests.harness.plan import plan, records, summary
 from tests.harness.program_harness import ROOT, run_program, stack_config
 from tests.upgrade import lib_reach
+from tests.upgrade.snapshot import release_stack_config
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 STACKS = sorted(path.stem for path in SNAPSHOTS.glob("*.json"))
@@ -110,3 +111,30 @@ def test_an_edit_to_a_helper_file_reruns_the_commands_using_it_and_replaces_noth
     changed = {step.changed for step in steps if step.action == "update" and not step.urn.endswith("-boot-unit")}
     assert changed <= {("create",), ("create", "delete")}
     assert summary(steps)["replace"] == summary(steps)["delete"] == 0
+
+
+# What the Slurm daemons are started or reconfigured over: slurmctld's config files (a change
+# of a node line restarts slurmctld), the client copy, and what slurmd's create writes to
+# /etc/default/slurmd (a change restarts slurmd).
+SLURM_INPUTS = ("SLURM_CONF_TEXT", "GRES_CONF_TEXT", "CONF_SERVER", "JOB_ACCT_GATHER")
+
+
+# The k8s stack file of the release is refused by a later rule (a notebook node_port needs
+# service_type NodePort): its users edit it, which is a change of the cluster.
+@pytest.mark.parametrize("stack", ["e2e", "local"])
+def test_a_program_upgrade_over_the_same_stack_file_leaves_slurm_as_it_is(stack):
+    # A job ends when its node's CPUs change (Slurm aborts the jobs of a node whose core count
+    # changed), and a changed node line restarts slurmctld: the program alone changes neither.
+    old = snapshot(stack)
+    current = run_program(release_stack_config(old["commit"], stack), stack=stack)
+    new = {r.name: r.inputs.get("environment", {}) for r in current.resources}
+    compared = 0
+    for resource in old["resources"]:
+        environment = resource["inputs"].get("environment") or {}
+        keys = [key for key in SLURM_INPUTS if key in environment or key in new.get(resource["name"], {})]
+        if not keys:
+            continue
+        compared += 1
+        assert resource["name"] in new, f"{resource['name']} is gone"
+        assert {key: new[resource["name"]].get(key) for key in keys} == {key: environment.get(key) for key in keys}
+    assert compared >= 3, "slurmctld, the client and the nodes' slurmd"

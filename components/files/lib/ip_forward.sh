@@ -27,6 +27,11 @@ with_ip_forward_lock() {
 
 _ip_forward_acquire() {
   mkdir -p "$IP_FORWARD_DIR/users"
+  # A cluster of an earlier release recorded the host's value in its own directory, before it
+  # turned forwarding on: that record is the host's, older than any made since.
+  if [ -n "${CLUSTER_DIR:-}" ] && [ -f "$CLUSTER_DIR/ip_forward.orig" ]; then
+    mv -f "$CLUSTER_DIR/ip_forward.orig" "$IP_FORWARD_DIR/orig"
+  fi
   [ -e "$IP_FORWARD_DIR/orig" ] || cat /proc/sys/net/ipv4/ip_forward > "$IP_FORWARD_DIR/orig"
   touch "$IP_FORWARD_DIR/users/$1"
   sysctl -qw net.ipv4.ip_forward=1

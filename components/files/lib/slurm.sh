@@ -4,6 +4,27 @@
 # and the accounting storage and job accounting plugins.
 restart_lines() { grep -E '^(NodeName|AccountingStorage[A-Za-z]*|JobAcctGather[A-Za-z]*)=' || true; }
 
+# slurm_node_cpus: "NAME CPUS" for each node line of a slurm.conf on stdin, sorted by name;
+# CPUs 1 where the line has none, as Slurm reads it.
+slurm_node_cpus() {
+  sed -n '/^NodeName=/{s/^NodeName=\([^ ]*\).*/\1 &/;s/ NodeName=.* CPUs=\([0-9]*\).*/ \1/;s/ NodeName=.*/ 1/;p}' | LC_ALL=C sort
+}
+
+# cpus_changed OLD NEW: the nodes of both slurm.conf texts whose CPUs differ. Slurm ends the
+# jobs running on a node whose core count changed (a batch job is requeued and starts again
+# from the beginning), on a restart as on a reconfigure.
+cpus_changed() {
+  LC_ALL=C join <(printf '%s\n' "$1" | slurm_node_cpus) <(printf '%s\n' "$2" | slurm_node_cpus) | awk '$2 != $3 { print $1 }' | paste -sd' '
+}
+
+# warn_cpus_changed OLD_CONF: says which nodes change their CPUs from OLD_CONF to the new
+# slurm.conf, and that their running jobs end.
+warn_cpus_changed() {
+  local nodes
+  nodes=$(cpus_changed "$1" "$(slurm_conf_text)")
+  [ -z "$nodes" ] || log "CPUs of $nodes change: Slurm ends the jobs running there (a batch job is requeued and starts again)"
+}
+
 # host_slurmctld_pid CLUSTER_DIR CONF: the pid of the slurmctld running with -f CONF, or nothing.
 host_slurmctld_pid() { daemon_pid "$1/slurmctld.pid" slurmctld "$2"; }
 

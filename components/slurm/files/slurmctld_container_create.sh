@@ -7,7 +7,9 @@ report_clone "$CONTAINER"
 stop_other_slurmctld "$CONTAINER"
 restore_ct_slurmctld "$CONTAINER"
 ct_setup_munge "$CONTAINER" || true
-old_restart_lines=$(in_ct "$CONTAINER" cat /etc/slurm/slurm.conf 2>/dev/null | restart_lines) || true
+old_conf=$(in_ct "$CONTAINER" cat /etc/slurm/slurm.conf 2>/dev/null) || true
+old_restart_lines=$(printf '%s\n' "$old_conf" | restart_lines)
+warn_cpus_changed "$old_conf"
 changed=1
 slurm_conf_text | ct_write_if_changed "$CONTAINER" /etc/slurm/slurm.conf 0644 root:root && changed=0
 printf '%s' "$GRES_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/gres.conf 0644 root:root && changed=0

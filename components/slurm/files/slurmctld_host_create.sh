@@ -5,7 +5,9 @@
 require CLUSTER_DIR CONTROLLER_CONF_DIR SLURM_CONF_TEXT GRES_CONF_TEXT
 stop_other_slurmctld host
 conf="$CONTROLLER_CONF_DIR/slurm.conf"
-old_restart_lines=$(cat "$conf" 2>/dev/null | restart_lines) || true
+old_conf=$(cat "$conf" 2>/dev/null) || true
+old_restart_lines=$(printf '%s\n' "$old_conf" | restart_lines)
+warn_cpus_changed "$old_conf"
 changed=1
 slurm_conf_text | write_if_changed "$conf" 0644 && changed=0
 printf '%s' "$GRES_CONF_TEXT" | write_if_changed "$CONTROLLER_CONF_DIR/gres.conf" 0644 && changed=0

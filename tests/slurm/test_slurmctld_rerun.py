@@ -1,0 +1,100 @@
+"""What a re-run of slurmctld's create does to running jobs (components/files/lib/slurm.sh):
+the same slurm.conf touches no daemon; a changed node line restarts slurmctld, and a node whose
+CPUs change is named (Slurm ends the jobs of a node whose core count changed)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from components.slurm.controller import FILES
+from components.transport import helpers, script
+from tests.harness.program_harness import run_program, stack_config
+from tests.upgrade.snapshot import release_stack_config
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "upgrade" / "snapshots" / "e2e.json"
+
+
+def cpus_changed(old: str, new: str) -> str:
+    done = subprocess.run(
+        ["/bin/bash", "-c", f'{helpers()}\ncpus_changed "$@"', "test", old, new], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def release_conf() -> str:
+    """slurm.conf of the e2e stack as the last release rendered it."""
+    resources = json.loads(SNAPSHOT.read_text())["resources"]
+    (slurmctld,) = [r for r in resources if r["name"] == "e2e-slurm-slurmctld"]
+    return slurmctld["inputs"]["environment"]["SLURM_CONF_TEXT"]
+
+
+def current_conf(config: dict) -> str:
+    (slurmctld,) = [r for r in run_program(config, stack="e2e").resources if r.name == "e2e-slurm-slurmctld"]
+    return slurmctld.inputs["environment"]["SLURM_CONF_TEXT"]
+
+
+def test_the_nodes_whose_cpus_change_are_named():
+    old = release_conf()
+    assert cpus_changed(old, current_conf(stack_config("e2e"))) == "c000 c001 c002 c003", "1 -> 2 CPUs each"
+    commit = json.loads(SNAPSHOT.read_text())["commit"]
+    assert cpus_changed(old, current_conf(release_stack_config(commit, "e2e"))) == ""
+    lines = "NodeName=a NodeAddr=10.0.0.1 CPUs=1\nNodeName=b NodeAddr=10.0.0.2\nNodeName=c CPUs=4\n"
+    assert cpus_changed(lines, lines.replace(" CPUs=1", "")) == "", "no CPUs= is 1 CPU"
+    assert cpus_changed(lines, lines.replace("CPUs=4", "CPUs=8")) == "c"
+    assert cpus_changed(lines, "NodeName=a CPUs=1\nNodeName=d CPUs=9\n") == "", "added or removed nodes are not listed"
+    assert cpus_changed("", lines) == ""
+
+
+# The host's slurmctld answers from a pid; what would stop, start or reconfigure it is recorded.
+FAKES = """
+host_slurmctld_pid() { echo 4242; }
+stop_other_slurmctld() { :; }
+stop_daemon() { echo "stop_daemon $*" >> "$CALLS"; }
+host_slurmctld_up() { echo "host_slurmctld_up" >> "$CALLS"; }
+scontrol() { echo "scontrol $*" >> "$CALLS"; }
+"""
+
+
+def rerun_host_create(tmp_path: Path, on_disk: str, conf: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """slurmctld_host_create.sh over a running host slurmctld whose slurm.conf is `on_disk`."""
+    conf_dir = tmp_path / "controller"
+    conf_dir.mkdir()
+    (conf_dir / "slurm.conf").write_text(on_disk)
+    (conf_dir / "gres.conf").write_text("")
+    calls = tmp_path / "calls"
+    calls.touch()
+    header = "# ---- slurmctld_host_create.sh ----"
+    text = script(FILES / "slurmctld_host_create.sh").replace(header, FAKES + header)
+    environment = {
+        "CLUSTER_DIR": str(tmp_path),
+        "CONTROLLER_CONF_DIR": str(conf_dir),
+        "SLURM_CONF_TEXT": conf,
+        "GRES_CONF_TEXT": "",
+        "CALLS": str(calls),
+        "PATH": os.environ["PATH"],
+    }
+    done = subprocess.run(["/bin/bash", "-c", text], env=environment, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done, calls.read_text().splitlines()
+
+
+def test_the_same_slurm_conf_restarts_and_reconfigures_nothing(tmp_path):
+    conf = release_conf()
+    done, calls = rerun_host_create(tmp_path, conf, conf)
+    assert calls == ["host_slurmctld_up"]
+    assert "CPUs" not in done.stderr
+
+
+def test_a_partition_change_reconfigures(tmp_path):
+    conf = release_conf()
+    _, calls = rerun_host_create(tmp_path, conf, conf.replace("OverSubscribe=YES", "OverSubscribe=NO"))
+    assert calls == ["scontrol reconfigure", "host_slurmctld_up"]
+
+
+def test_changed_cpus_restart_slurmctld_and_name_the_nodes_whose_jobs_end(tmp_path):
+    old = release_conf()
+    done, calls = rerun_host_create(tmp_path, old, current_conf(stack_config("e2e")))
+    assert calls == ["stop_daemon 4242 slurmctld", "host_slurmctld_up"]
+    assert "CPUs of c000 c001 c002 c003 change: Slurm ends the jobs running there" in done.stderr
