@@ -40,3 +40,25 @@ def test_a_stack_can_have_the_local_cluster_and_kubernetes_side_by_side():
     assert run.by_name("gpu").type == "gpu-cluster:cluster:GpuCluster"
     assert run.by_name("k8s-web-app-deployment").type == "kubernetes:apps/v1:Deployment"
     assert {"node_list", "k8s_web_app_service"} <= set(run.outputs)
+
+
+def test_the_gpu_less_stack_a_newcomer_brings_up_leaves_the_end_to_end_tests_room():
+    """./up.sh without a driver brings up `nogpu`; ./test.sh then runs beside it: its bridges
+    and forwarded port are nothing the end-to-end tests claim (tests/harness/host_claims.py)."""
+    from tests.harness.host_claims import HostFacts, Link, conflicts
+
+    cluster = program.stack_config("nogpu")["cluster"]
+    network = cluster["network"]
+    port = cluster["web_app"]["host_port"]
+    rule = f'-A PREROUTING -p tcp -m tcp --dport {port} -m comment --comment "gpucluster:nogpu:fwd:{port}" -j DNAT'
+    subnet = network["cluster_bridge"]["subnet"]
+    gateway = subnet.replace(".0/", ".254/")
+    facts = HostFacts(
+        listening=set(),
+        nat_rules=[rule],
+        links=[
+            Link(network["nat_bridge"]["name"], "gpucluster:nogpu", [network["nat_bridge"]["address"]]),
+            Link(network["cluster_bridge"]["name"], "gpucluster:nogpu", [gateway]),
+        ],
+    )
+    assert conflicts(facts) == []
