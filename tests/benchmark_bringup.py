@@ -258,35 +258,52 @@ def leave_own_cgroup() -> None:
     OWN_CGROUP.rmdir()
 
 
-def own_cpu() -> float:
-    """CPU seconds of this bring-up so far: our cgroup, and the cluster's containers and their
-    LXC monitors (whose cgroups go when the containers stop: read before destroy)."""
-    groups = [OWN_CGROUP, *CPUACCT.glob(f"lxc.payload.{CLUSTER}-*"), *CPUACCT.glob(f"lxc.monitor.{CLUSTER}-*")]
-    return sum(cgroup_seconds(group) for group in groups if group.exists())
+def own_cpu() -> dict[str, float]:
+    """CPU seconds of this bring-up so far, by where they were spent: on the host (our cgroup:
+    the scripts, lxc-copy, lxc-start, lxc-attach, the host's daemons, and the containers' LXC
+    monitors) and in the cluster's containers (their boots and daemons). The containers'
+    cgroups go when they stop: read before destroy."""
+    host = [OWN_CGROUP, *CPUACCT.glob(f"lxc.monitor.{CLUSTER}-*")]
+    containers = CPUACCT.glob(f"lxc.payload.{CLUSTER}-*")
+    return {
+        "host": sum(cgroup_seconds(group) for group in host if group.exists()),
+        "containers": sum(cgroup_seconds(group) for group in containers if group.exists()),
+    }
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {where: after[where] - before.get(where, 0.0) for where in after}
 
 
 def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
     """Up, then destroy; the figures of the up and the destroy's time."""
     state = State()
     load = float(Path("/proc/loadavg").read_text().split()[0])
-    busy, own = cpu_busy(), own_cpu() if counted else 0.0
+    busy, own = cpu_busy(), own_cpu() if counted else {}
     try:
         timeline, _ = up(state, commands)
-        busy, own = cpu_busy() - busy, own_cpu() - own if counted else None
+        busy, own = cpu_busy() - busy, cpu_spent(own, own_cpu()) if counted else None
     finally:
+        load_after = float(Path("/proc/loadavg").read_text().split()[0])
         started = time.monotonic()
         destroy_state(state)
         destroyed = time.monotonic() - started
     found = phases(timeline)
+    total = sum(own.values()) if own is not None else None
     return {
         "nodes": nodes,
         "total": round(timeline.wall_seconds, 2),
         "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
         "phases": {name: {k: round(v, 2) for k, v in phase.items()} for name, phase in found.items()},
         "destroy": round(destroyed, 2),
-        "cpu_seconds": round(own, 1) if own is not None else None,
+        "cpu_seconds": round(total, 1) if total is not None else None,
+        # Per node: the host-side work (scripts, lxc-copy/start/attach) and the containers' own.
+        "cpu_per_node": round(total / nodes, 3) if total is not None else None,
+        "cpu_host_per_node": round(own["host"] / nodes, 3) if own is not None else None,
+        "cpu_containers_per_node": round(own["containers"] / nodes, 3) if own is not None else None,
         "host_cpu_seconds": round(busy, 1),
         "load_before": load,
+        "load_after": load_after,
         "steps": steps_of(timeline),
     }
 
@@ -406,6 +423,21 @@ def report(figures: dict) -> str:
                 f"    scale-out, {what}: {large['nodes']} nodes take {large['ready'] / small['ready']:.2f}x "
                 f"the time of {small['nodes']}"
             )
+            floor = cpu_floor(small, large, figures["machine"]["cpus"])
+            if kind == "re-up" and floor:
+                lines.append(
+                    f"    floor, {what}: {small['ready']:.1f} s ({small['nodes']} nodes) + "
+                    f"{large['nodes'] - small['nodes']} x {large['cpu_per_node']:.2f} CPU s / "
+                    f"{figures['machine']['cpus']} cores = {floor:.1f} s; {large['nodes']} nodes take "
+                    f"{large['ready'] / floor:.2f}x the floor"
+                )
+    for run in runs:
+        if run.get("cpu_per_node") is not None:
+            lines.append(
+                f"cpu per node, {run['label']}: {run['cpu_per_node']:.2f} s (host side "
+                f"{run['cpu_host_per_node']:.2f}, in the container {run['cpu_containers_per_node']:.2f}); "
+                f"load {run['load_before']:.2f} before, {run.get('load_after', float('nan')):.2f} after"
+            )
     compared = {run["hosts"]: run for run in runs if run["kind"] == "hosts"}
     if len(compared) == 2:
         one, two = compared[1], compared[2]
@@ -414,6 +446,14 @@ def report(figures: dict) -> str:
             f"(over SSH, sharing this machine's CPUs) {two['ready']:.1f} s: {two['ready'] / one['ready']:.2f}x"
         )
     return "\n".join(lines)
+
+
+def cpu_floor(small: dict, large: dict, cores: int) -> float | None:
+    """The least time `large` can take on this host: the smaller run's time, plus the CPU of
+    the extra nodes (at the larger run's CPU per node) spread over every core."""
+    if large.get("cpu_per_node") is None:
+        return None
+    return small["ready"] + (large["nodes"] - small["nodes"]) * large["cpu_per_node"] / cores
 
 
 def _series(run: dict) -> str:
