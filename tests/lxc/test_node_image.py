@@ -4,6 +4,7 @@ image scripts restoring, keeping and refusing a kept image on this machine."""
 import dataclasses
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from components.lxc import node_image
 from components.lxc.config import ImageConfig
 from components.lxc.node_image import image_digest
+from components.transport import script
 from tests.harness.command_executor import CommandFailedError, State, StateEntry, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program, stack_config
 
@@ -101,3 +103,45 @@ def test_the_image_scripts_restore_keep_and_never_reuse_a_stale_image(tmp_path):
     finally:
         if image.exists():
             shutil.rmtree(image)
+
+
+def test_the_masked_units_travel_to_the_image_script_and_shape_the_image(monkeypatch):
+    assert image_command().environment["MASKED_UNITS"] == "\n".join(node_image.MASKED_UNITS)
+    base = image_digest(ImageConfig())
+    monkeypatch.setattr(node_image, "MASKED_UNITS", [*node_image.MASKED_UNITS, "cron.service"])
+    assert image_digest(ImageConfig()) != base, "an image masking other units is another image"
+
+
+# lxc-create as a shell function that makes a Debian-like rootfs with units enabled; chroot does nothing.
+FAKE_BUILD = """
+lxc-create() {
+  local root="$LXC_PATH/$2/rootfs/etc/systemd/system"
+  mkdir -p "$root"/{multi-user,getty,timers}.target.wants "$LXC_PATH/$2/rootfs/etc/network"
+  touch "$LXC_PATH/$2/config"
+  ln -s /lib/systemd/system/networking.service "$root/multi-user.target.wants/networking.service"
+  ln -s /lib/systemd/system/e2scrub_reap.service "$root/multi-user.target.wants/e2scrub_reap.service"
+  ln -s /lib/systemd/system/getty@.service "$root/getty.target.wants/getty@tty1.service"
+  ln -s /lib/systemd/system/fstrim.timer "$root/timers.target.wants/fstrim.timer"
+}
+chroot() { :; }
+"""
+
+
+def test_the_image_masks_the_units_a_node_never_uses(tmp_path):
+    header = "# ---- image_create.sh ----"
+    text = script(node_image.FILES / "image_create.sh").replace(header, FAKE_BUILD + header)
+    environment = {
+        **image_command().environment,
+        "LXC_PATH": str(tmp_path / "lxc"),
+        "CLUSTER_DIR": str(tmp_path / "state"),
+        "KEPT_DIR": str(tmp_path / "kept"),
+        "PATH": os.environ["PATH"],
+    }
+    (tmp_path / "state").mkdir()
+    done = subprocess.run(["/bin/bash", "-c", text], env=environment, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    units = tmp_path / "lxc" / environment["IMAGE"] / "rootfs" / "etc" / "systemd" / "system"
+    for unit in node_image.MASKED_UNITS:
+        assert os.readlink(units / unit) == "/dev/null", f"{unit} is not masked"
+    wanted = sorted(str(p.relative_to(units)) for p in units.glob("*.wants/*"))
+    assert wanted == ["multi-user.target.wants/networking.service"], "a masked unit is still enabled"

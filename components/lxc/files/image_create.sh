@@ -1,6 +1,6 @@
 # Build the node image once: a stopped Debian container that every node is cloned from; or
 # restore the one destroy kept, when it was built from the same definition (IMAGE_DIGEST).
-require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_IMAGE
+require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_IMAGE MASKED_UNITS
 dir=$(lxc_dir "$IMAGE")
 if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE exists and is not this cluster's"
@@ -38,5 +38,11 @@ rm -f "$rootfs/etc/munge/munge.key" \
   "$rootfs"/etc/systemd/system/multi-user.target.wants/{munge,slurmd,slurmctld}.service
 mkdir -p "$rootfs/etc/systemd/system/slurmd.service.d"
 printf '[Unit]\nConditionPathExists=\n' > "$rootfs/etc/systemd/system/slurmd.service.d/gpucluster.conf"
+# Units a node never uses (MASKED_UNITS) are masked, and their enable links removed.
+while read -r unit; do
+  [[ $unit =~ ^[A-Za-z0-9:_.@-]+$ ]] || die "MASKED_UNITS: '$unit' is not a unit name"
+  ln -sfn /dev/null "$rootfs/etc/systemd/system/$unit"
+  rm -f "$rootfs"/etc/systemd/system/*.wants/${unit/@./@*.}
+done < <(lines "$MASKED_UNITS")
 printf '%s\n' "$IMAGE_DIGEST" > "$dir/gpucluster-image-digest"
 touch "$dir/gpucluster-image-ready"
