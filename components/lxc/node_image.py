@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config import KEEP_DIR, ClusterIdentity
 from components.lxc.config import ImageConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command
@@ -15,6 +15,9 @@ FILES = Path(__file__).parent / "files"
 
 # What every node, the controller and the web app need, so no container downloads packages.
 IMAGE_PACKAGES = ["slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2"]
+# The host's cache of the image's packages (.debs and apt's lists), shared by its clusters
+# and used when their image is kept: a name no cluster can have (purge-kept.sh --all removes it).
+PACKAGE_CACHE = f"{KEEP_DIR}/node-packages"
 
 # systemd units masked in the image: a node never uses them, and each one started costs every
 # boot CPU (with 16 nodes booting at once, seconds). Nodes are reached with lxc-attach, never a
@@ -86,6 +89,7 @@ class NodeImage(pulumi.ComponentResource):
                 "KEPT_DIR": cluster.kept_dir,
                 "KEEP_IMAGE": "true" if image.keep else "false",
                 "MASKED_UNITS": env_list(MASKED_UNITS),
+                "PACKAGE_CACHE": PACKAGE_CACHE,
             },
             triggers=image_fingerprint(image),
             # Same container name: the old image must go before the new one is built.
