@@ -18,8 +18,10 @@ if [ "$KEEP_IMAGE" = true ] && [ -f "$kept/gpucluster-image-ready" ]; then
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
   exit 0
 fi
-# Remember whether the download cache was ours, so destroy removes only what it made.
-[ -d /var/cache/lxc/debian ] || touch "$CLUSTER_DIR/lxc-cache-created"
+# Remember whether the download cache was ours, so destroy removes only what it made (LXC's
+# template keeps it in LXC_CACHE_PATH/debian when that is set).
+lxc_cache="${LXC_CACHE_PATH:-/var/cache/lxc}/debian"
+[ -d "$lxc_cache" ] || printf '%s\n' "$lxc_cache" > "$CLUSTER_DIR/lxc-cache-created"
 started=$SECONDS
 lxc-create -n "$IMAGE" -t debian -- -r "$RELEASE" >&2
 lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
