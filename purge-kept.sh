@@ -3,6 +3,7 @@
 # node-image-KEY, the list of packages a cluster installed and left installed, and the dump
 # of its accounting database).
 # Usage: ./purge-kept.sh CLUSTER | --all | --cli
+#   --all: every cluster's, and the host's cache of node image packages (node-packages/).
 #   --cli: the Pulumi CLIs built from Go modules (tools/pulumi-cli.sh purge).
 # Packages themselves are never removed here: `apt-get remove` of them is the operator's call.
 set -euo pipefail

@@ -36,6 +36,7 @@ the bring-up runs) and the cluster's containers, so other work on the host is le
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -67,6 +68,10 @@ CLUSTER = "bench"
 STACK = "bench"
 NAT_PREFIX, CLUSTER_PREFIX = "10.61.3", "10.61.5"
 KEEP_DIR = Path("/var/cache/gpucluster") / CLUSTER
+# The benchmark's own package cache and, for --cold, its own LXC download cache (LXC_CACHE_PATH):
+# emptied when a run needs them empty, removed at the end; other clusters' caches are left alone.
+PACKAGE_CACHE = Path("/var/cache/gpucluster") / f"{CLUSTER}-node-packages"
+COLD_LXC_CACHE = Path("/var/cache/gpucluster") / f"{CLUSTER}-lxc-cache"
 BASELINE_PREFIX = "benchtut-"
 MAX_NODES = 64  # bounded: 64 containers at most, one /24 per bridge
 PHASES = ("host", "image", "containers", "controller", "slurmd", "health", "boot unit")
@@ -112,8 +117,19 @@ def bench_config(nodes: int) -> dict:
     }
 
 
+def own_package_cache(commands: list[HostCommand]) -> list[HostCommand]:
+    """The image built from the benchmark's own package cache, which it empties and removes,
+    instead of the one this host's clusters share."""
+    return [
+        dataclasses.replace(c, environment={**c.environment, "PACKAGE_CACHE": str(PACKAGE_CACHE)})
+        if "PACKAGE_CACHE" in c.environment
+        else c
+        for c in commands
+    ]
+
+
 def commands_for(nodes: int) -> list[HostCommand]:
-    return host_commands(run_program(bench_config(nodes), stack=STACK))
+    return own_package_cache(host_commands(run_program(bench_config(nodes), stack=STACK)))
 
 
 def two_host_config(nodes: int, host_key: str) -> dict:
@@ -258,35 +274,63 @@ def leave_own_cgroup() -> None:
     OWN_CGROUP.rmdir()
 
 
-def own_cpu() -> float:
-    """CPU seconds of this bring-up so far: our cgroup, and the cluster's containers and their
-    LXC monitors (whose cgroups go when the containers stop: read before destroy)."""
-    groups = [OWN_CGROUP, *CPUACCT.glob(f"lxc.payload.{CLUSTER}-*"), *CPUACCT.glob(f"lxc.monitor.{CLUSTER}-*")]
-    return sum(cgroup_seconds(group) for group in groups if group.exists())
+def own_cpu() -> dict[str, float]:
+    """CPU seconds of this bring-up so far, by where they were spent: on the host (our cgroup:
+    the scripts, lxc-copy, lxc-start, lxc-attach, the host's daemons, and the containers' LXC
+    monitors) and in the cluster's containers (their boots and daemons). The containers'
+    cgroups go when they stop: read before destroy."""
+    host = [OWN_CGROUP, *CPUACCT.glob(f"lxc.monitor.{CLUSTER}-*")]
+    containers = CPUACCT.glob(f"lxc.payload.{CLUSTER}-*")
+    return {
+        "host": sum(cgroup_seconds(group) for group in host if group.exists()),
+        "containers": sum(cgroup_seconds(group) for group in containers if group.exists()),
+    }
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {where: after[where] - before.get(where, 0.0) for where in after}
 
 
 def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
     """Up, then destroy; the figures of the up and the destroy's time."""
     state = State()
     load = float(Path("/proc/loadavg").read_text().split()[0])
-    busy, own = cpu_busy(), own_cpu() if counted else 0.0
+    busy, own = cpu_busy(), own_cpu() if counted else {}
+    state_entries = []
     try:
         timeline, _ = up(state, commands)
-        busy, own = cpu_busy() - busy, own_cpu() - own if counted else None
+        state_entries = list(state.resources.values())
+        busy, own = cpu_busy() - busy, cpu_spent(own, own_cpu()) if counted else None
     finally:
+        load_after = float(Path("/proc/loadavg").read_text().split()[0])
         started = time.monotonic()
         destroy_state(state)
         destroyed = time.monotonic() - started
     found = phases(timeline)
+    total = sum(own.values()) if own is not None else None
+    # The image script's own account of its build (its phases), when it built one.
+    image_log = [
+        line
+        for entry in state_entries
+        if entry.command.name.endswith("-image-rootfs")
+        for line in entry.stderr.splitlines()
+        if line.startswith("node image:")
+    ]
     return {
         "nodes": nodes,
         "total": round(timeline.wall_seconds, 2),
         "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
         "phases": {name: {k: round(v, 2) for k, v in phase.items()} for name, phase in found.items()},
         "destroy": round(destroyed, 2),
-        "cpu_seconds": round(own, 1) if own is not None else None,
+        "cpu_seconds": round(total, 1) if total is not None else None,
+        # Per node: the host-side work (scripts, lxc-copy/start/attach) and the containers' own.
+        "cpu_per_node": round(total / nodes, 3) if total is not None else None,
+        "cpu_host_per_node": round(own["host"] / nodes, 3) if own is not None else None,
+        "cpu_containers_per_node": round(own["containers"] / nodes, 3) if own is not None else None,
         "host_cpu_seconds": round(busy, 1),
         "load_before": load,
+        "load_after": load_after,
+        "image_log": image_log,
         "steps": steps_of(timeline),
     }
 
@@ -313,8 +357,10 @@ def compare_hosts(nodes: int, counted: bool) -> list[dict]:
     routes, a second image and bridges), not the speed-up of a second machine."""
     hosts = {SECOND_HOST.address: SECOND_HOST}
     server = ssh_hosts.start(SECOND_HOST)
-    two = host_commands(
-        run_program(two_host_config(nodes, server["host_key"]), stack=STACK, secrets={SECRET: server["client_key"]})
+    two = own_package_cache(
+        host_commands(
+            run_program(two_host_config(nodes, server["host_key"]), stack=STACK, secrets={SECRET: server["client_key"]})
+        )
     )
     try:
         one = commands_for(nodes)
@@ -335,6 +381,33 @@ def compare_hosts(nodes: int, counted: bool) -> list[dict]:
         ssh_hosts.remove(SECOND_HOST)
         for directory in SECOND_DIRS.values():
             sh("rmdir", directory, check=False)
+
+
+def empty_package_cache(remove: bool = False) -> None:
+    shutil.rmtree(PACKAGE_CACHE, ignore_errors=True)
+    Path(f"{PACKAGE_CACHE}.lock").unlink(missing_ok=True)
+    if not remove:
+        PACKAGE_CACHE.mkdir(parents=True)
+
+
+def cold_runs(nodes: int, commands: list[HostCommand], counted: bool) -> list[dict]:
+    """Bring-ups whose image is built with an empty LXC download cache (debootstrap downloads
+    the Debian base): with an empty package cache (the first build on a host), then with the
+    package cache that build filled (a rebuild after LXC's cache went)."""
+    runs = []
+    empty_package_cache()
+    os.environ["LXC_CACHE_PATH"] = str(COLD_LXC_CACHE)
+    try:
+        for kind, label in (("cold", "LXC cache empty"), ("cold-packages", "LXC cache empty, packages kept")):
+            purge_kept_image()
+            shutil.rmtree(COLD_LXC_CACHE, ignore_errors=True)
+            print(f"bring-up, {nodes} nodes, the node image built, {label} ...")
+            run = bring_up(nodes, commands, counted)
+            runs.append({"kind": kind, "label": f"{nodes} nodes, {label}", **run})
+    finally:
+        del os.environ["LXC_CACHE_PATH"]
+        shutil.rmtree(COLD_LXC_CACHE, ignore_errors=True)
+    return runs
 
 
 def purge_kept_image() -> None:
@@ -365,7 +438,12 @@ def machine() -> dict:
     }
 
 
-KINDS = {"first": "node image built", "re-up": "node image kept by a destroy before"}
+KINDS = {
+    "cold": "node image built, LXC download cache empty",
+    "cold-packages": "node image built, LXC download cache empty, package cache kept",
+    "first": "node image built",
+    "re-up": "node image kept by a destroy before",
+}
 
 
 def report(figures: dict) -> str:
@@ -406,6 +484,26 @@ def report(figures: dict) -> str:
                 f"    scale-out, {what}: {large['nodes']} nodes take {large['ready'] / small['ready']:.2f}x "
                 f"the time of {small['nodes']}"
             )
+            floor = cpu_floor(small, large, figures["machine"]["cpus"])
+            if kind == "re-up" and floor:
+                lines.append(
+                    f"    floor, {what}: {small['ready']:.1f} s ({small['nodes']} nodes) + "
+                    f"{large['nodes'] - small['nodes']} x {large['cpu_per_node']:.2f} CPU s / "
+                    f"{figures['machine']['cpus']} cores = {floor:.1f} s; {large['nodes']} nodes take "
+                    f"{large['ready'] / floor:.2f}x the floor"
+                )
+    for run in runs:
+        if run.get("image_log"):
+            lines.append(
+                f"image, {run['label']}: " + "; ".join(r.removeprefix("node image: ") for r in run["image_log"])
+            )
+    for run in runs:
+        if run.get("cpu_per_node") is not None:
+            lines.append(
+                f"cpu per node, {run['label']}: {run['cpu_per_node']:.2f} s (host side "
+                f"{run['cpu_host_per_node']:.2f}, in the container {run['cpu_containers_per_node']:.2f}); "
+                f"load {run['load_before']:.2f} before, {run.get('load_after', float('nan')):.2f} after"
+            )
     compared = {run["hosts"]: run for run in runs if run["kind"] == "hosts"}
     if len(compared) == 2:
         one, two = compared[1], compared[2]
@@ -414,6 +512,14 @@ def report(figures: dict) -> str:
             f"(over SSH, sharing this machine's CPUs) {two['ready']:.1f} s: {two['ready'] / one['ready']:.2f}x"
         )
     return "\n".join(lines)
+
+
+def cpu_floor(small: dict, large: dict, cores: int) -> float | None:
+    """The least time `large` can take on this host: the smaller run's time, plus the CPU of
+    the extra nodes (at the larger run's CPU per node) spread over every core."""
+    if large.get("cpu_per_node") is None:
+        return None
+    return small["ready"] + (large["nodes"] - small["nodes"]) * large["cpu_per_node"] / cores
 
 
 def _series(run: dict) -> str:
@@ -512,6 +618,12 @@ def main() -> None:
         help="compare 1 host x N nodes with 2 hosts x N/2 (default 8; 0: no comparison)",
     )
     parser.add_argument("--no-first", action="store_true", help="measure only bring-ups with the kept image")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="first, the smallest size with an empty LXC download cache (the benchmark's own): once with an "
+        "empty package cache, once with the one that run filled",
+    )
     parser.add_argument("--keep-image", action="store_true", help="leave the kept node image in place at the end")
     parser.add_argument(
         "--out",
@@ -550,8 +662,11 @@ def main() -> None:
     try:
         preflight(largest, baseline_nodes)
         destroy(largest)  # whatever an interrupted run of this benchmark left (its own only)
+        if args.cold:
+            figures["runs"] += cold_runs(sizes[0], commands[sizes[0]], counted)
         for n in sizes:
             if not args.no_first:
+                empty_package_cache()
                 purge_kept_image()
                 print(f"bring-up, {n} nodes, the node image built ...")
                 run = bring_up(n, commands[n], counted)
@@ -576,6 +691,8 @@ def main() -> None:
                 sh("lxc-destroy", "-n", name, "-f", check=False)
         if not args.keep_image:
             purge_kept_image()
+        empty_package_cache(remove=True)
+        shutil.rmtree(COLD_LXC_CACHE, ignore_errors=True)
         leave_own_cgroup()
 
     (args.out / "bringup.json").write_text(json.dumps(figures, indent=1) + "\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config import KEEP_DIR, ClusterIdentity
 from components.lxc.config import ImageConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command
@@ -15,6 +15,36 @@ FILES = Path(__file__).parent / "files"
 
 # What every node, the controller and the web app need, so no container downloads packages.
 IMAGE_PACKAGES = ["slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2"]
+# The host's cache of the image's packages (.debs and apt's lists), shared by its clusters
+# and used when their image is kept: a name no cluster can have (purge-kept.sh --all removes it).
+PACKAGE_CACHE = f"{KEEP_DIR}/node-packages"
+
+# systemd units masked in the image: a node never uses them, and each one started costs every
+# boot CPU (with 16 nodes booting at once, seconds). Nodes are reached with lxc-attach, never a
+# login; their filesystems and packages are the host's and the image's concern.
+MASKED_UNITS = [
+    # logins and consoles
+    "getty-static.service",
+    "getty@.service",
+    "console-getty.service",
+    "container-getty@.service",
+    "systemd-logind.service",
+    "systemd-user-sessions.service",
+    "systemd-update-utmp.service",
+    "systemd-update-utmp-runlevel.service",
+    "systemd-ask-password-wall.path",
+    "systemd-ask-password-console.path",
+    # periodic maintenance of packages and filesystems
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "dpkg-db-backup.timer",
+    "e2scrub_all.timer",
+    "e2scrub_reap.service",
+    "fstrim.timer",
+    # hardware and kernel facilities a container does not have
+    "systemd-pstore.service",
+    "systemd-journald-audit.socket",
+]
 
 
 class NodeImage(pulumi.ComponentResource):
@@ -58,6 +88,8 @@ class NodeImage(pulumi.ComponentResource):
                 "IMAGE_DIGEST": image_digest(image),
                 "KEPT_DIR": cluster.kept_dir,
                 "KEEP_IMAGE": "true" if image.keep else "false",
+                "MASKED_UNITS": env_list(MASKED_UNITS),
+                "PACKAGE_CACHE": PACKAGE_CACHE,
             },
             triggers=image_fingerprint(image),
             # Same container name: the old image must go before the new one is built.
@@ -80,4 +112,5 @@ def image_digest(image: ImageConfig) -> str:
     """Names a built image by everything that shaped it: the release, the packages and the
     build script. A kept image is restored only under the same digest."""
     shaped_by = [image.release, *image_packages(image), (FILES / "image_create.sh").read_text()]
+    shaped_by.append(MASKED_UNITS)
     return hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:16]

@@ -4,6 +4,7 @@ image scripts restoring, keeping and refusing a kept image on this machine."""
 import dataclasses
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from components.lxc import node_image
 from components.lxc.config import ImageConfig
 from components.lxc.node_image import image_digest
+from components.transport import script
 from tests.harness.command_executor import CommandFailedError, State, StateEntry, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program, stack_config
 
@@ -101,3 +103,80 @@ def test_the_image_scripts_restore_keep_and_never_reuse_a_stale_image(tmp_path):
     finally:
         if image.exists():
             shutil.rmtree(image)
+
+
+def test_the_masked_units_travel_to_the_image_script_and_shape_the_image(monkeypatch):
+    assert image_command().environment["MASKED_UNITS"] == "\n".join(node_image.MASKED_UNITS)
+    assert image_command().environment["PACKAGE_CACHE"] == "/var/cache/gpucluster/node-packages"
+    base = image_digest(ImageConfig())
+    monkeypatch.setattr(node_image, "MASKED_UNITS", [*node_image.MASKED_UNITS, "cron.service"])
+    assert image_digest(ImageConfig()) != base, "an image masking other units is another image"
+
+
+# lxc-create as a shell function that makes a Debian-like rootfs with units enabled; chroot
+# plays apt: `update` is recorded, `install` puts a .deb in the archives (and fails with
+# --no-download when it is not there yet), `clean` empties them.
+FAKE_BUILD = """
+lxc-create() {
+  local top="$LXC_PATH/$2/rootfs" root="$LXC_PATH/$2/rootfs/etc/systemd/system"
+  mkdir -p "$root"/{multi-user,getty,timers}.target.wants "$top"/etc/network "$top"/usr/sbin \\
+    "$top"/var/lib/apt/lists "$top"/var/cache/apt/archives
+  touch "$LXC_PATH/$2/config"
+  ln -s /lib/systemd/system/networking.service "$root/multi-user.target.wants/networking.service"
+  ln -s /lib/systemd/system/e2scrub_reap.service "$root/multi-user.target.wants/e2scrub_reap.service"
+  ln -s /lib/systemd/system/getty@.service "$root/getty.target.wants/getty@tty1.service"
+  ln -s /lib/systemd/system/fstrim.timer "$root/timers.target.wants/fstrim.timer"
+}
+chroot() {
+  local archives="$1/var/cache/apt/archives"
+  echo "$*" >> "$APT_CALLS"
+  case "$*" in
+    *--no-download*) [ -f "$archives/slurmd.deb" ] ;;
+    *"apt-get install"*) echo deb > "$archives/slurmd.deb"; echo list > "$1/var/lib/apt/lists/bookworm" ;;
+    *"apt-get clean"*) rm -f "$archives"/*.deb ;;
+  esac
+}
+"""
+
+
+def build_image(tmp_path: Path, lxc_path: str = "lxc") -> tuple[Path, list[str]]:
+    """image_create.sh with the fake build, into its own LXC path; the image's rootfs and apt's calls."""
+    header = "# ---- image_create.sh ----"
+    text = script(node_image.FILES / "image_create.sh").replace(header, FAKE_BUILD + header)
+    calls = tmp_path / "apt-calls"
+    calls.write_text("")
+    environment = {
+        **image_command().environment,
+        "LXC_PATH": str(tmp_path / lxc_path),
+        "CLUSTER_DIR": str(tmp_path / "state"),
+        "KEPT_DIR": str(tmp_path / "kept"),
+        "PACKAGE_CACHE": str(tmp_path / "packages"),
+        "APT_CALLS": str(calls),
+        "PATH": os.environ["PATH"],
+    }
+    (tmp_path / "state").mkdir(exist_ok=True)
+    done = subprocess.run(["/bin/bash", "-c", text], env=environment, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / lxc_path / environment["IMAGE"] / "rootfs", calls.read_text().splitlines()
+
+
+def test_the_image_masks_the_units_a_node_never_uses(tmp_path):
+    rootfs, _ = build_image(tmp_path)
+    units = rootfs / "etc" / "systemd" / "system"
+    for unit in node_image.MASKED_UNITS:
+        assert os.readlink(units / unit) == "/dev/null", f"{unit} is not masked"
+    wanted = sorted(str(p.relative_to(units)) for p in units.glob("*.wants/*"))
+    assert wanted == ["multi-user.target.wants/networking.service"], "a masked unit is still enabled"
+
+
+def test_a_rebuilt_image_installs_its_packages_from_the_hosts_cache(tmp_path):
+    rootfs, calls = build_image(tmp_path, "first")
+    assert any("apt-get update" in call for call in calls), "the first build reads the mirror"
+    cache = tmp_path / "packages" / "bookworm"
+    assert (cache / "archives" / "slurmd.deb").exists() and (cache / "lists" / "bookworm").exists()
+    assert not (rootfs / "var" / "cache" / "apt" / "archives" / "slurmd.deb").exists(), "the image keeps .debs"
+    assert not (rootfs / "usr" / "sbin" / "policy-rc.d").exists()
+    # The next build (another cluster, or the image rebuilt): no update, no download.
+    _, calls = build_image(tmp_path, "second")
+    assert not any("apt-get update" in call for call in calls)
+    assert [call for call in calls if "apt-get install" in call][-1].endswith("--no-download")

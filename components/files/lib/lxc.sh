@@ -68,6 +68,60 @@ ct_write_if_changed() {
     mv -f "$tmp" "$path"' sh "$path" "$mode" "$owner"
 }
 
+# lxc_overlay_dir CONTAINER: the writable layer of an overlay clone (nothing for another rootfs).
+lxc_overlay_dir() { sed -nE 's/^lxc\.rootfs\.path *= *overlay(fs)?:[^:]+:(.+)$/\2/p' "$(lxc_dir "$1")/config" | tail -n1; }
+
+# name_stopped_clone CONTAINER HOSTNAME: a stopped overlay clone named HOSTNAME before it starts
+# (LXC sets its UTS name; systemd would set the one /etc/hostname holds): /etc/hostname and
+# /etc/hosts' 127.0.1.1 line, written into the overlay's writable layer, which the container
+# sees as its own. Fails, changing nothing, for a container that is no overlay clone.
+name_stopped_clone() {
+  local name=$1 hostname=$2 dir upper lower hosts
+  dir=$(lxc_dir "$name")
+  upper=$(lxc_overlay_dir "$name")
+  lower=$(sed -nE 's/^lxc\.rootfs\.path *= *overlay(fs)?:([^:]+):.+$/\2/p' "$dir/config" | tail -n1)
+  [ -n "$upper" ] && [ -d "$upper" ] && [ -d "$lower" ] || return 1
+  mkdir -p "$upper/etc"
+  printf '%s\n' "$hostname" > "$upper/etc/hostname"
+  hosts=$upper/etc/hosts
+  [ -e "$hosts" ] || hosts=$lower/etc/hosts
+  sed "s/^127\.0\.1\.1[[:space:]].*/127.0.1.1\t$hostname/" "$hosts" > "$upper/etc/hosts.new"
+  chmod 0644 "$upper/etc/hostname" "$upper/etc/hosts.new"
+  mv -f "$upper/etc/hosts.new" "$upper/etc/hosts"
+}
+
+# Several files into a container with one lxc-attach (each attach is a process tree on the
+# host and a process in the container: a dozen per node cost tenths of a CPU second per node). The files are staged in a host directory, then copied in one tar stream.
+# ct_stage STAGE PATH MODE OWNER: stdin is to be PATH in the container.
+# ct_stage_absent STAGE PATH: PATH is to be removed from the container.
+ct_stage() {
+  local stage=$1 index
+  index=$(($(wc -l < "$stage/manifest" 2>/dev/null || echo 0) + 1))
+  cat > "$stage/$index"
+  printf '%s %s %s %s\n' "$index" "$3" "$4" "$2" >> "$stage/manifest"
+}
+ct_stage_absent() { printf '%s - - %s\n' "$(($(wc -l < "$1/manifest" 2>/dev/null || echo 0) + 1))" "$2" >> "$1/manifest"; }
+
+# ct_install_staged CONTAINER STAGE: the staged files into the container, each written only
+# when its content differs (atomically, with its mode and owner); prints the paths it changed
+# or removed, one a line. Paths are data read inside the container, never shell text.
+ct_install_staged() {
+  tar -C "$2" -cf - . | in_ct "$1" /bin/sh -c '
+    set -e; stage=$(mktemp -d); trap "rm -rf \"\$stage\"" EXIT
+    tar -C "$stage" -xf -
+    while read -r index mode owner path; do
+      if [ "$mode" = - ]; then
+        if [ -e "$path" ] || [ -L "$path" ]; then rm -f "$path"; echo "$path"; fi
+        continue
+      fi
+      if [ -f "$path" ] && cmp -s "$stage/$index" "$path"; then continue; fi
+      mkdir -p "$(dirname "$path")"
+      tmp=$(mktemp "$path.XXXXXX")
+      cat "$stage/$index" > "$tmp"; chown "$owner" "$tmp"; chmod "$mode" "$tmp"
+      mv -f "$tmp" "$path"; echo "$path"
+    done < "$stage/manifest"'
+}
+
 # systemd_ready CONTAINER: the container's boot has finished (running, or degraded). One
 # attach that waits for the end of the boot, not one every poll: with many containers booting
 # at once, polling attaches take CPU from their boots. Fails while systemd is not answering yet.

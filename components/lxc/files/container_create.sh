@@ -114,15 +114,29 @@ for conf in "$(dirname "$dir")"/*/gpucluster.conf; do
     lxc-stop -n "$other" -k >&2
   fi
 done
-lxc_running "$CONTAINER" || lxc-start -n "$CONTAINER" -d >&2
+# lxc-copy names the clone (its hostname, /etc/hostname) after the container; Slurm needs the
+# node name. A stopped clone gets it in its overlay before it starts, with no lxc-attach.
+named=0
+if ! lxc_running "$CONTAINER"; then
+  name_stopped_clone "$CONTAINER" "$NODE_HOSTNAME" && named=1
+  lxc-start -n "$CONTAINER" -d >&2
+fi
 # A container that comes back at an address another one had (a rename, a replacement) has a
 # new MAC: forget the host's stale neighbour entry instead of waiting for it to expire.
 ip neigh flush to "$NAT_ADDRESS" 2>/dev/null || true
-wait_until 120 "systemd in $CONTAINER" systemd_ready "$CONTAINER"
-in_ct "$CONTAINER" ip -4 -o addr show dev eth0 | grep -qF " $NAT_ADDRESS/" ||
-  die "$CONTAINER has no address $NAT_ADDRESS on eth0"
-# lxc-copy names the clone's /etc/hostname after the container; Slurm needs the node name.
-printf '%s\n' "$NODE_HOSTNAME" | ct_write_if_changed "$CONTAINER" /etc/hostname 0644 root:root || true
-in_ct "$CONTAINER" hostname "$NODE_HOSTNAME"
-in_ct "$CONTAINER" sed -i "s/^127\.0\.1\.1[[:space:]].*/127.0.1.1\t$NODE_HOSTNAME/" /etc/hosts
+# One attach waits for the boot and reads the address and the hostname.
+booted() {
+  boot=$(in_ct "$CONTAINER" /bin/sh -c 'timeout 60 systemctl is-system-running --wait; ip -4 -o addr show dev eth0; hostname' 2>/dev/null) || true
+  case "$(head -n1 <<< "$boot")" in running | degraded) return 0 ;; *) return 1 ;; esac
+}
+boot=""
+wait_until 120 "systemd in $CONTAINER" booted
+grep -qF " $NAT_ADDRESS/" <<< "$boot" || die "$CONTAINER has no address $NAT_ADDRESS on eth0"
+if [ "$named" = 0 ] || [ "$(tail -n1 <<< "$boot")" != "$NODE_HOSTNAME" ]; then
+  in_ct "$CONTAINER" /bin/sh -c '
+    set -e
+    [ "$(cat /etc/hostname 2>/dev/null)" = "$1" ] || printf "%s\n" "$1" > /etc/hostname
+    hostname "$1"
+    sed -i "s/^127\.0\.1\.1[[:space:]].*/127.0.1.1\t$1/" /etc/hosts' sh "$NODE_HOSTNAME"
+fi
 printf '%s\n' "$CONTAINER" >&3

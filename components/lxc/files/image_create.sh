@@ -1,6 +1,6 @@
 # Build the node image once: a stopped Debian container that every node is cloned from; or
 # restore the one destroy kept, when it was built from the same definition (IMAGE_DIGEST).
-require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_IMAGE
+require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_IMAGE MASKED_UNITS PACKAGE_CACHE
 dir=$(lxc_dir "$IMAGE")
 if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE exists and is not this cluster's"
@@ -18,13 +18,56 @@ if [ "$KEEP_IMAGE" = true ] && [ -f "$kept/gpucluster-image-ready" ]; then
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
   exit 0
 fi
-# Remember whether the download cache was ours, so destroy removes only what it made.
-[ -d /var/cache/lxc/debian ] || touch "$CLUSTER_DIR/lxc-cache-created"
-packages=$(lines "$PACKAGES" | paste -sd, -)
-lxc-create -n "$IMAGE" -t debian -- -r "$RELEASE" --packages="$packages" >&2
+# Remember whether the download cache was ours, so destroy removes only what it made (LXC's
+# template keeps it in LXC_CACHE_PATH/debian when that is set).
+lxc_cache="${LXC_CACHE_PATH:-/var/cache/lxc}/debian"
+[ -d "$lxc_cache" ] || printf '%s\n' "$lxc_cache" > "$CLUSTER_DIR/lxc-cache-created"
+started=$SECONDS
+lxc-create -n "$IMAGE" -t debian -- -r "$RELEASE" >&2
 lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
+log "node image: Debian base (LXC's download cache, or debootstrap into it) in $((SECONDS - started)) s"
 
 rootfs="$dir/rootfs"
+# The image's packages, installed from the host's cache of them (PACKAGE_CACHE/RELEASE: the
+# .debs and apt's lists, kept with the kept images): a rebuilt image downloads nothing when the
+# cache has what it needs and was refreshed within a day, else only what the mirror changed.
+# Shared by the clusters of this host: a lock while it is read and written.
+started=$SECONDS
+cache="$PACKAGE_CACHE/$RELEASE"
+use_cache=false
+if [ "$KEEP_IMAGE" = true ]; then
+  use_cache=true
+  mkdir -p "$cache/lists" "$cache/archives"
+  (
+    flock 9
+    cp -a "$cache/lists/." "$rootfs/var/lib/apt/lists/"
+    find "$cache/archives" -maxdepth 1 -name '*.deb' -exec cp -t "$rootfs/var/cache/apt/archives/" {} +
+  ) 9> "$cache.lock"
+fi
+# No service starts inside the chroot while packages install (as LXC's template does).
+printf '#!/bin/sh\nexit 101\n' > "$rootfs/usr/sbin/policy-rc.d"
+chmod 0755 "$rootfs/usr/sbin/policy-rc.d"
+mapfile -t packages < <(lines "$PACKAGES")
+install=(apt-get install -y -q --no-install-recommends "${packages[@]}")
+if [ -n "$(find "$cache/updated" -mmin -1440 2>/dev/null)" ] &&
+  chroot "$rootfs" "${install[@]}" --no-download >&2 2>/dev/null; then
+  log "node image: packages installed from the host's package cache"
+else
+  chroot "$rootfs" apt-get update -q >&2
+  chroot "$rootfs" "${install[@]}" >&2
+  [ "$use_cache" = false ] || touch "$cache/updated"
+fi
+rm -f "$rootfs/usr/sbin/policy-rc.d"
+if [ "$use_cache" = true ]; then
+  (
+    flock 9
+    cp -a "$rootfs/var/lib/apt/lists/." "$cache/lists/"
+    find "$rootfs/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -n -t "$cache/archives/" {} +
+  ) 9> "$cache.lock"
+fi
+# The .debs live in the cache, not in every node's image.
+chroot "$rootfs" apt-get clean
+log "node image: packages in $((SECONDS - started)) s"
 # LXC sets the addresses: ifupdown must not run DHCP on them (it stalls every boot ~60 s).
 printf 'auto lo\niface lo inet loopback\n\niface eth0 inet manual\niface eth1 inet manual\n' \
   > "$rootfs/etc/network/interfaces"
@@ -38,5 +81,11 @@ rm -f "$rootfs/etc/munge/munge.key" \
   "$rootfs"/etc/systemd/system/multi-user.target.wants/{munge,slurmd,slurmctld}.service
 mkdir -p "$rootfs/etc/systemd/system/slurmd.service.d"
 printf '[Unit]\nConditionPathExists=\n' > "$rootfs/etc/systemd/system/slurmd.service.d/gpucluster.conf"
+# Units a node never uses (MASKED_UNITS) are masked, and their enable links removed.
+while read -r unit; do
+  [[ $unit =~ ^[A-Za-z0-9:_.@-]+$ ]] || die "MASKED_UNITS: '$unit' is not a unit name"
+  ln -sfn /dev/null "$rootfs/etc/systemd/system/$unit"
+  rm -f "$rootfs"/etc/systemd/system/*.wants/${unit/@./@*.}
+done < <(lines "$MASKED_UNITS")
 printf '%s\n' "$IMAGE_DIGEST" > "$dir/gpucluster-image-digest"
 touch "$dir/gpucluster-image-ready"

@@ -36,7 +36,10 @@ rmdir "$CLUSTER_DIR/pending" 2>/dev/null || true
 # LXC leaves an empty lxc.pivot cgroup behind on cgroup v1 hosts; busy ones refuse rmdir.
 rmdir /sys/fs/cgroup/*/lxc.pivot 2>/dev/null || true
 if [ -f "$CLUSTER_DIR/lxc-cache-created" ]; then
-  rm -rf /var/cache/lxc/debian
-  rmdir --ignore-fail-on-non-empty /var/cache/lxc 2>/dev/null || true
+  # The marker names the cache the create made (an earlier release left it empty: the default).
+  lxc_cache=$(cat "$CLUSTER_DIR/lxc-cache-created")
+  [[ $lxc_cache == /*/debian ]] || lxc_cache=/var/cache/lxc/debian
+  rm -rf "$lxc_cache"
+  rmdir --ignore-fail-on-non-empty "$(dirname "$lxc_cache")" 2>/dev/null || true
   rm -f "$CLUSTER_DIR/lxc-cache-created"
 fi

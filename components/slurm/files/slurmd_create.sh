@@ -1,13 +1,15 @@
 # slurmd in a node: munge first, then slurmd in configless mode; waits until the node serves (idle, or running jobs).
+# Two lxc-attach calls: one writes every file, one (re)starts munge and slurmd as needed.
 require CONTAINER NODE CONF_SERVER SLURM_CONF_PATH
 report_clone "$CONTAINER"
-ct_setup_munge "$CONTAINER" || true
-changed=1
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+ct_stage_munge "$stage"
 {
   printf 'SLURMD_OPTIONS="--conf-server %s"\n' "$CONF_SERVER"
   # slurmd loads its job accounting plugin at start only: a change restarts it.
   [ -z "${JOB_ACCT_GATHER:-}" ] || printf '# JobAcctGatherType=%s\n' "$JOB_ACCT_GATHER"
-} | ct_write_if_changed "$CONTAINER" /etc/default/slurmd 0644 root:root && changed=0
+} | ct_stage "$stage" /etc/default/slurmd 0644 root:root
 # The GPU health check (HealthCheckProgram) and the devices it expects, with the major:minor
 # of the host's device nodes the container's are bound to.
 if [ -n "${GPU_HEALTH_PROGRAM:-}" ]; then
@@ -15,16 +17,21 @@ if [ -n "${GPU_HEALTH_PROGRAM:-}" ]; then
   while read -r host_path container_path; do
     [ -c "$host_path" ] || die "GPU device $host_path is missing on the host"
     printf '%s %s\n' "$container_path" "$(stat -c '%Hr:%Lr' "$host_path")"
-  done < <(lines "$GPU_HEALTH_DEVICES") | ct_write_if_changed "$CONTAINER" /etc/gpucluster/gpu-health.conf 0644 root:root || true
-  printf '%s' "$GPU_HEALTH_PROGRAM" |
-    ct_write_if_changed "$CONTAINER" /usr/local/sbin/gpucluster-gpu-health 0755 root:root || true
+  done < <(lines "$GPU_HEALTH_DEVICES") | ct_stage "$stage" /etc/gpucluster/gpu-health.conf 0644 root:root
+  printf '%s' "$GPU_HEALTH_PROGRAM" | ct_stage "$stage" /usr/local/sbin/gpucluster-gpu-health 0755 root:root
 else
-  in_ct "$CONTAINER" rm -f /usr/local/sbin/gpucluster-gpu-health /etc/gpucluster/gpu-health.conf
+  ct_stage_absent "$stage" /usr/local/sbin/gpucluster-gpu-health
+  ct_stage_absent "$stage" /etc/gpucluster/gpu-health.conf
 fi
-in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmd
-if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet slurmd; then
-  in_ct "$CONTAINER" systemctl restart slurmd
-fi
+changed=$(ct_install_staged "$CONTAINER" "$stage")
+slurmd_changed=0
+! grep -qx /etc/default/slurmd <<< "$changed" || slurmd_changed=1
+# The health gate finds a restarted slurmd by its start time (SlurmdStartTime), on any host.
+in_ct "$CONTAINER" /bin/sh -c "set -e; $CT_MUNGE_UP"'
+  systemctl enable --quiet --no-reload slurmd
+  if [ "$3" = 1 ] || ! systemctl is-active --quiet slurmd; then
+    systemctl restart slurmd
+  fi' sh "$MUNGE_SOCKET" "$(key_changed "$changed")" "$slurmd_changed" >/dev/null
 node_ready() {
   local state
   state=$(SLURM_CONF="$SLURM_CONF_PATH" sinfo -h -N -n "$NODE" -o %T 2>/dev/null | head -n1)
