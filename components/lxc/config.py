@@ -75,6 +75,14 @@ class ImageConfig(StrictModel):
         "(./purge-kept.sh removes it): the next up restores it instead of building it again; an image of "
         "another release, package list or build script is never reused",
     )
+    kept_max_age_days: int = Field(
+        30,
+        ge=1,
+        le=3650,
+        strict=True,
+        description="a kept image older than this (days since it was built) is not restored but built "
+        "again, with the mirror's current packages: nodes never start months-old packages",
+    )
 
 
 def device_dir_of(run_dir: str, cluster: str) -> str:

@@ -5,6 +5,7 @@ import dataclasses
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,19 @@ def test_the_image_scripts_restore_keep_and_never_reuse_a_stale_image(tmp_path):
             up(State(), [other])
         assert "restoring" not in str(failed.value)
         assert (built / "rootfs").stat().st_ino == inode
+
+        # Past its age (image.kept_max_age_days), the kept image is not restored: removed, and
+        # a build starts instead (failing here, on a release that does not exist).
+        old = time.time() - 31 * 86400
+        os.utime(built / "gpucluster-image-ready", (old, old))
+        aged = dataclasses.replace(
+            command, environment={**environment, "KEPT_MAX_AGE_DAYS": "30", "RELEASE": "no-such-release"}
+        )
+        with pytest.raises(CommandFailedError) as failed:
+            up(State(), [aged])
+        assert "was built over 30 days ago (image.kept_max_age_days): building it again" in str(failed.value)
+        assert "restoring" not in str(failed.value) and not built.exists()
+        built.mkdir(parents=True)
 
         # Keeping switched off: destroy purges what was kept.
         off = dataclasses.replace(command, environment={**environment, "KEEP_IMAGE": "false"})

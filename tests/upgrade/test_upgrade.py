@@ -43,8 +43,8 @@ ALLOWED_UPDATES: dict[str, str] = {
     "-mnist": "pod hardening (securityContext, no service-account token)",
     "-web-app-deployment": "pod hardening (securityContext, no service-account token)",
     "-image-rootfs": (
-        "destroy keeps the built image (IMAGE_DIGEST, KEPT_DIR, KEEP_IMAGE); the create finds its image "
-        "built and changes nothing"
+        "destroy keeps the built image (IMAGE_DIGEST, KEPT_DIR, KEEP_IMAGE, KEPT_MAX_AGE_DAYS); the create "
+        "finds its image built and changes nothing"
     ),
     "-web-container-lxc": "the app's container mounts the cluster snapshot read-only",
     "-web-service": "the app becomes a page with its API under /api/, its settings one JSON",

@@ -11,6 +11,12 @@ fi
 # The pending marker first: an interruption before the owner marker is not a foreign image.
 lxc_pending_begin "$CLUSTER_DIR" "$IMAGE"
 kept="$KEPT_DIR/node-image-$IMAGE_DIGEST"
+# A kept image past its age is built again: its packages would miss months of updates.
+max_age=${KEPT_MAX_AGE_DAYS:-30}
+if [ -f "$kept/gpucluster-image-ready" ] && [ -n "$(find "$kept/gpucluster-image-ready" -mmin +$((max_age * 1440)))" ]; then
+  log "the node image kept in $kept was built over $max_age days ago (image.kept_max_age_days): building it again"
+  rm -rf "$kept"
+fi
 if [ "$KEEP_IMAGE" = true ] && [ -f "$kept/gpucluster-image-ready" ]; then
   log "restoring the node image kept in $kept"
   mkdir -p "$(dirname "$dir")"
