@@ -30,6 +30,7 @@ from components.host.config import (
 )
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
 from components.network.config import NetworkConfig, PortForwardConfig
+from components.sharedfs.config import SharedFsConfig, rule_shared_fs
 from components.slurm.config import (
     SACCTMGR_KEYWORDS,
     SLURM_RESERVED_NODE_NAMES,
@@ -238,6 +239,11 @@ class ClusterConfig(StrictModel):
         None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
     )
     aws: AwsConfig | None = Field(None, description="where the EC2 hosts (hosts[].connection.kind: ec2) are made")
+    shared_fs: SharedFsConfig | None = Field(
+        None,
+        description="one NFS export every host mounts at its shared_dir (with `hosts`): an existing one "
+        "(kind: nfs) or one the program serves from a host (kind: served); none: shared_dir is per host",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -1051,6 +1057,7 @@ CLUSTER_RULES = (
     rule_forwards,
     rule_users,
     rule_accounting,
+    rule_shared_fs,
 )
 
 MULTI_HOST_RULES = (rule_hosts, *CLUSTER_RULES)

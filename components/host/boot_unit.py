@@ -13,6 +13,7 @@ import pulumi
 
 from components.config import ClusterConfig, ClusterHostConfig, ClusterIdentity
 from components.options import child_options
+from components.sharedfs.shared_fs import mount_state
 from components.transport import DEFAULT_LXC_PATH, Transport, host_command, script
 
 FILES = Path(__file__).parent / "files"
@@ -85,6 +86,8 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
     if config.multi_host:
         # subnet,via per other host: routes to its containers (components/network/files/routes_*)
         state["ROUTES"] = " ".join(f"{subnet},{via}" for subnet, via in config.routes_of(host))
+    # The shared filesystem (with shared_fs): its server on the serving host, the mount on each.
+    state.update(mount_state(config, host))
     return state
 
 

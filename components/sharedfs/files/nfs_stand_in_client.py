@@ -1,0 +1,244 @@
+"""A stand-in NFS client: an NFSv4 export mounted through FUSE, for hosts whose kernel has no
+NFS client (shared_fs.client: stand_in), as gpu.stand_in stands in for GPUs.
+
+Usage: python3 nfs_stand_in_client.py SERVER PORT EXPORT_PATH MOUNT_DIR
+Runs in the foreground until unmounted (`fusermount -u MOUNT_DIR` or `umount MOUNT_DIR`).
+Every request goes to the server with the caller's uid and gid (AUTH_SYS), so the server's
+permissions and root squashing apply as with the kernel's client. Nothing is cached here
+beyond FUSE's one-second attribute cache: a file written on one host is read on another.
+Uses Debian's libnfs (libnfs13) and fusepy (python3-fusepy).
+"""
+
+import ctypes
+import os
+import stat
+import sys
+import threading
+
+import fusepy
+
+LIBNFS = ctypes.CDLL("libnfs.so.13", use_errno=True)
+
+
+class NfsStat(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in [
+            "dev",
+            "ino",
+            "mode",
+            "nlink",
+            "uid",
+            "gid",
+            "rdev",
+            "size",
+            "blksize",
+            "blocks",
+            "atime",
+            "mtime",
+            "ctime",
+            "atime_nsec",
+            "mtime_nsec",
+            "ctime_nsec",
+            "used",
+        ]
+    ]
+
+
+class NfsUrl(ctypes.Structure):
+    _fields_ = [("server", ctypes.c_char_p), ("path", ctypes.c_char_p), ("file", ctypes.c_char_p)]
+
+
+class NfsDirent(ctypes.Structure):
+    pass
+
+
+NfsDirent._fields_ = [("next", ctypes.POINTER(NfsDirent)), ("name", ctypes.c_char_p)]
+
+_P = ctypes.c_void_p
+for _name, _restype, _argtypes in (
+    ("nfs_init_context", _P, []),
+    ("nfs_get_error", ctypes.c_char_p, [_P]),
+    ("nfs_parse_url_dir", ctypes.POINTER(NfsUrl), [_P, ctypes.c_char_p]),
+    ("nfs_mount", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p]),
+    ("nfs_set_uid", None, [_P, ctypes.c_int]),
+    ("nfs_set_gid", None, [_P, ctypes.c_int]),
+    ("nfs_set_timeout", None, [_P, ctypes.c_int]),
+    ("nfs_set_autoreconnect", None, [_P, ctypes.c_int]),
+    ("nfs_lstat64", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(NfsStat)]),
+    ("nfs_open", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P)]),
+    ("nfs_create", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_P)]),
+    ("nfs_close", ctypes.c_int, [_P, _P]),
+    ("nfs_pread", ctypes.c_int, [_P, _P, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p]),
+    ("nfs_pwrite", ctypes.c_int, [_P, _P, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p]),
+    ("nfs_fsync", ctypes.c_int, [_P, _P]),
+    ("nfs_truncate", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint64]),
+    ("nfs_mkdir2", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int]),
+    ("nfs_rmdir", ctypes.c_int, [_P, ctypes.c_char_p]),
+    ("nfs_unlink", ctypes.c_int, [_P, ctypes.c_char_p]),
+    ("nfs_rename", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p]),
+    ("nfs_chmod", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int]),
+    ("nfs_chown", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]),
+    ("nfs_opendir", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
+    ("nfs_readdir", ctypes.POINTER(NfsDirent), [_P, _P]),
+    ("nfs_closedir", None, [_P, _P]),
+    ("nfs_readlink", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]),
+    ("nfs_symlink", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p]),
+):
+    _function = getattr(LIBNFS, _name)
+    _function.restype, _function.argtypes = _restype, _argtypes
+
+
+class NfsFs(fusepy.Operations):
+    """FUSE operations, each one NFS call made with the caller's credentials (one at a time:
+    a libnfs context is not thread-safe)."""
+
+    def __init__(self, context):
+        self.nfs = context
+        self.mutex = threading.Lock()
+        self.handles: dict[int, int] = {}
+        self.next_handle = 1
+
+    def _call(self, name, *args):
+        """Run libnfs's `name` as the caller; a negative result is -errno."""
+        uid, gid, _ = fusepy.fuse_get_context()
+        LIBNFS.nfs_set_uid(self.nfs, uid)
+        LIBNFS.nfs_set_gid(self.nfs, gid)
+        result = getattr(LIBNFS, name)(self.nfs, *args)
+        if isinstance(result, int) and result < 0:
+            raise fusepy.FuseOSError(-result)
+        return result
+
+    def _keep(self, handle) -> int:
+        number, self.next_handle = self.next_handle, self.next_handle + 1
+        self.handles[number] = handle
+        return number
+
+    def getattr(self, path, fh=None):
+        with self.mutex:
+            st = NfsStat()
+            self._call("nfs_lstat64", path.encode(), ctypes.byref(st))
+        return {
+            "st_mode": st.mode, "st_nlink": st.nlink, "st_uid": st.uid, "st_gid": st.gid, "st_size": st.size,
+            "st_atime": st.atime + st.atime_nsec / 1e9, "st_mtime": st.mtime + st.mtime_nsec / 1e9,
+            "st_ctime": st.ctime + st.ctime_nsec / 1e9, "st_blocks": st.blocks, "st_ino": st.ino,
+        }  # fmt: skip
+
+    def readdir(self, path, fh):
+        with self.mutex:
+            directory = _P()
+            self._call("nfs_opendir", path.encode(), ctypes.byref(directory))
+            names = []
+            try:
+                while entry := LIBNFS.nfs_readdir(self.nfs, directory):
+                    names.append(entry.contents.name.decode(errors="surrogateescape"))
+            finally:
+                LIBNFS.nfs_closedir(self.nfs, directory)
+        return names
+
+    def open(self, path, flags):
+        with self.mutex:
+            handle = _P()
+            self._call("nfs_open", path.encode(), flags & ~(os.O_CREAT | os.O_EXCL), ctypes.byref(handle))
+            return self._keep(handle)
+
+    def create(self, path, mode, fi=None):
+        with self.mutex:
+            handle = _P()
+            # Opened for writing: libnfs's nfs_creat opens an NFSv4 file read-only.
+            flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
+            self._call("nfs_create", path.encode(), flags, stat.S_IMODE(mode), ctypes.byref(handle))
+            return self._keep(handle)
+
+    def read(self, path, size, offset, fh):
+        with self.mutex:
+            buffer = ctypes.create_string_buffer(size)
+            count = self._call("nfs_pread", self.handles[fh], offset, size, buffer)
+            return buffer.raw[:count]
+
+    def write(self, path, data, offset, fh):
+        with self.mutex:
+            return self._call("nfs_pwrite", self.handles[fh], offset, len(data), data)
+
+    def truncate(self, path, length, fh=None):
+        with self.mutex:
+            self._call("nfs_truncate", path.encode(), length)
+
+    def fsync(self, path, datasync, fh):
+        with self.mutex:
+            self._call("nfs_fsync", self.handles[fh])
+
+    def release(self, path, fh):
+        with self.mutex:
+            LIBNFS.nfs_close(self.nfs, self.handles.pop(fh))
+
+    def mkdir(self, path, mode):
+        with self.mutex:
+            self._call("nfs_mkdir2", path.encode(), stat.S_IMODE(mode))
+
+    def rmdir(self, path):
+        with self.mutex:
+            self._call("nfs_rmdir", path.encode())
+
+    def unlink(self, path):
+        with self.mutex:
+            self._call("nfs_unlink", path.encode())
+
+    def rename(self, old, new):
+        with self.mutex:
+            self._call("nfs_rename", old.encode(), new.encode())
+
+    def chmod(self, path, mode):
+        with self.mutex:
+            self._call("nfs_chmod", path.encode(), stat.S_IMODE(mode))
+
+    def chown(self, path, uid, gid):
+        with self.mutex:
+            self._call("nfs_chown", path.encode(), uid, gid)
+
+    def readlink(self, path):
+        with self.mutex:
+            buffer = ctypes.create_string_buffer(4096)
+            self._call("nfs_readlink", path.encode(), buffer, len(buffer))
+            return buffer.value.decode(errors="surrogateescape")
+
+    def symlink(self, target, source):
+        with self.mutex:
+            self._call("nfs_symlink", source.encode(), target.encode())
+
+    def utimens(self, path, times=None):
+        return 0  # the server stamps writes; setting times is not needed by jobs
+
+    def statfs(self, path):
+        return {"f_bsize": 4096, "f_frsize": 4096, "f_blocks": 1 << 30, "f_bfree": 1 << 29, "f_bavail": 1 << 29,
+                "f_files": 1 << 24, "f_ffree": 1 << 23, "f_namemax": 255}  # fmt: skip
+
+
+def connect(server: str, port: int, export: str):
+    """A libnfs context mounted on the export (NFSv4, the given port, no portmapper)."""
+    context = LIBNFS.nfs_init_context()
+    if not context:
+        sys.exit("nfs_init_context failed")
+    LIBNFS.nfs_set_timeout(context, 10000)
+    LIBNFS.nfs_set_autoreconnect(context, -1)
+    url = LIBNFS.nfs_parse_url_dir(context, f"nfs://{server}{export}?version=4&nfsport={port}".encode())
+    if not url:
+        sys.exit(f"bad NFS address: {LIBNFS.nfs_get_error(context).decode()}")
+    if LIBNFS.nfs_mount(context, url.contents.server, url.contents.path) != 0:
+        sys.exit(f"mount {server}:{export} (port {port}): {LIBNFS.nfs_get_error(context).decode()}")
+    return context
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 5:
+        sys.exit(__doc__.splitlines()[3])
+    server, port, export, mount_dir = argv[1], int(argv[2]), argv[3], argv[4]
+    context = connect(server, port, export)
+    # allow_other: jobs of every user, in every node, use the mount; the server checks them.
+    fusepy.FUSE(
+        NfsFs(context), mount_dir, foreground=True, nothreads=True, allow_other=True, fsname=f"{server}:{export}"
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv)
