@@ -41,7 +41,7 @@ shared_mount_down() {
   if mountpoint -q "$dir"; then
     umount "$dir" 2>/dev/null || umount -l "$dir"
   fi
-  pid=$(daemon_pid "$state/nfs-client.pid" python3 "$state/nfs-client.py")
+  pid=$(daemon_pid "$state/nfs-client.pid" /usr/bin/python3 "$state/nfs-client.py")
   [ -z "$pid" ] || stop_daemon "$pid" "the stand-in NFS client"
   rm -f "$state/nfs-client.pid"
 }
