@@ -7,6 +7,7 @@ from pathlib import Path
 import pulumi
 
 from components.app.web_app import WebApp
+from components.aws.efs import EfsFileSystem
 from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.prices import estimate
 from components.aws.site import Ec2Site, SiteSpec
@@ -18,7 +19,7 @@ from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
-from components.sharedfs.config import serving_host
+from components.sharedfs.config import EfsShare, serving_host
 from components.sharedfs.shared_fs import host_packages, nfs_server, shared_mount
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
@@ -83,6 +84,12 @@ class GpuCluster(pulumi.ComponentResource):
         self.platforms: dict[str, ContainerPlatform] = {}
         self.host_users: dict[str, list[pulumi.Resource]] = {}
         self.ec2_site, self.machines = self._ec2_site(name, config), {}
+        # On EC2 the shared filesystem may be EFS: made before the hosts that mount it.
+        self.efs = None
+        if isinstance(config.shared_fs, EfsShare):
+            self.efs = EfsFileSystem(
+                f"{name}-efs", config.aws, config.name, config.shared_fs, self.ec2_site, opts=child
+            )
         if self.ec2_site is not None:
             types = [host.connection.instance_type for host in config.cluster_hosts if host.is_ec2]
             self.cost = pulumi.Output.from_input(estimate(config.aws.region, types, config.aws.prices))
@@ -313,7 +320,7 @@ class GpuCluster(pulumi.ComponentResource):
             host.name: BootUnit(
                 f"{name}-{host.name}-boot" if multi else f"{name}-boot",
                 config.host_identity(host),
-                render_host_state(config, host),
+                self._host_state(config, host),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
                 transport=self.transports[host.name],
             )
@@ -367,6 +374,12 @@ class GpuCluster(pulumi.ComponentResource):
             }
         )
 
+    def _host_state(self, config: ClusterConfig, host: ClusterHostConfig) -> pulumi.Input[str]:
+        """The host's state file; with EFS it names the mount target's address, known once made."""
+        if self.efs is None:
+            return render_host_state(config, host)
+        return self.efs.address.apply(lambda address: render_host_state(config, host, address))
+
     def _shared_fs(
         self, prefix: str, config: ClusterConfig, host: ClusterHostConfig, transport: Transport, gpu_host: GpuHost
     ) -> pulumi.Resource:
@@ -374,7 +387,7 @@ class GpuCluster(pulumi.ComponentResource):
         if serving_host(config) is not None and serving_host(config).name == host.name:
             self.nfs_server = nfs_server(prefix, config, transport, [gpu_host.packages], self)
         after = [gpu_host.packages, gpu_host.shared_dir, *([self.nfs_server] if self.nfs_server else [])]
-        return shared_mount(prefix, config, host, transport, after, self)
+        return shared_mount(prefix, config, host, transport, after, self, self.efs.address if self.efs else None)
 
     def _reachable_address(self, host: ClusterHostConfig) -> pulumi.Input[str]:
         """The address a user reaches a host at: an EC2 instance's SSH address (public with

@@ -146,6 +146,8 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.typ == "aws:ec2/eip:Eip":
             state["publicIp"] = f"203.0.113.{seed.digest(1)[0]}"
             state["allocationId"] = f"eipalloc-{seed.hexdigest(8)}"
+        if args.typ == "aws:efs/mountTarget:MountTarget":
+            state["ipAddress"] = f"10.80.1.{200 + seed.digest(1)[0] % 50}"
         if args.typ == "aws:ec2/keyPair:KeyPair":
             state["keyName"] = args.name
         return [f"{args.name}-id", state]

@@ -1,7 +1,7 @@
 """Typed config of the cluster's shared filesystem: one NFS export that every host mounts at
 its `shared_dir`, so a job script written there once runs on the nodes of every host."""
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -49,7 +49,20 @@ class ServedNfs(StrictModel):
     client: NfsClient = Field("kernel", description=CLIENT_DESCRIPTION)
 
 
-SharedFsConfig = Annotated[ExistingNfs | ServedNfs, Field(discriminator="kind")]
+class EfsShare(StrictModel):
+    """An Amazon EFS file system in the EC2 site's VPC (every host on EC2): a mount target in
+    the site's subnet, NFS (TCP 2049) admitted from the cluster's instances only."""
+
+    kind: Literal["efs"]
+    encrypted: StrictBool = Field(True, description="encrypted at rest (AWS's EFS key)")
+    performance_mode: Literal["generalPurpose", "maxIO"] = Field("generalPurpose", description="EFS performance mode")
+
+    # What every host mounts it with: EC2's kernels have an NFS client; EFS listens on 2049.
+    client: ClassVar[str] = "kernel"
+    port: ClassVar[int] = 2049
+
+
+SharedFsConfig = Annotated[ExistingNfs | ServedNfs | EfsShare, Field(discriminator="kind")]
 
 
 def serving_host(c):
@@ -75,6 +88,11 @@ def rule_shared_fs(c):
                 f"hosts[{i}].shared_dir: {host.shared_dir} differs from hosts[0].shared_dir {first}; "
                 "with shared_fs every host mounts the export at the same path"
             )
+    if isinstance(fs, EfsShare):
+        for i, host in enumerate(c.hosts):
+            if not host.is_ec2:
+                yield f"shared_fs: kind efs needs every host on EC2; hosts[{i}] {host.name!r} is not (kind: ec2)"
+        return
     if not isinstance(fs, ServedNfs):
         return
     names = [host.name for host in c.hosts]

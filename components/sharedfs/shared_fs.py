@@ -10,7 +10,7 @@ from pathlib import Path
 import pulumi
 
 from components.config import ClusterConfig, ClusterHostConfig
-from components.sharedfs.config import ServedNfs, serving_host
+from components.sharedfs.config import EfsShare, ServedNfs, serving_host
 from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
@@ -23,13 +23,19 @@ NOBODY = 65534
 
 
 def export_path(config: ClusterConfig) -> str:
-    """The export's path as clients mount it (a served one: its place in the server's pseudo root)."""
+    """The export's path as clients mount it (a served one: its place in the server's pseudo
+    root; EFS: its root)."""
     fs = config.shared_fs
+    if isinstance(fs, EfsShare):
+        return "/"
     return f"/gpucluster-{config.name}" if isinstance(fs, ServedNfs) else fs.path
 
 
-def server_address(config: ClusterConfig) -> str:
+def server_address(config: ClusterConfig, efs_address: str | None = None) -> str:
+    """Where hosts mount from; an EFS mount target's address is known only once it exists."""
     fs = config.shared_fs
+    if isinstance(fs, EfsShare):
+        return efs_address or "<efs mount target>"
     return str(serving_host(config).address) if isinstance(fs, ServedNfs) else fs.server
 
 
@@ -91,7 +97,7 @@ def host_packages(config: ClusterConfig, host: ClusterHostConfig) -> list[str]:
     return [*CLIENT_PACKAGES[fs.client], *(SERVER_PACKAGES if serving and serving.name == host.name else ())]
 
 
-def mount_state(config: ClusterConfig, host: ClusterHostConfig) -> dict[str, str]:
+def mount_state(config: ClusterConfig, host: ClusterHostConfig, efs_address: str | None = None) -> dict[str, str]:
     """The host-state lines of the shared filesystem (none without one): what boot.sh brings back."""
     fs = config.shared_fs
     if fs is None:
@@ -101,7 +107,7 @@ def mount_state(config: ClusterConfig, host: ClusterHostConfig) -> dict[str, str
     if serving and serving.name == host.name:
         state["NFS_SERVER"] = f"{server_dir(config)},{serving.address},{fs.port}"
     state["SHARED_MOUNT"] = (
-        f"{fs.client},{server_address(config)},{fs.port},{export_path(config)},{host.shared_dir},"
+        f"{fs.client},{server_address(config, efs_address)},{fs.port},{export_path(config)},{host.shared_dir},"
         f"{config.host_cluster_dir(host)}"
     )
     return state
@@ -135,12 +141,13 @@ def shared_mount(
     transport: Transport,
     after: list[pulumi.Resource],
     parent: pulumi.Resource,
+    efs_address: pulumi.Input[str] | None = None,
 ):
     """`<name>-shared-mount`: the export at the host's shared_dir; delete unmounts it there."""
     fs = config.shared_fs
     environment = {
         "CLIENT": fs.client,
-        "SERVER": server_address(config),
+        "SERVER": efs_address if efs_address is not None else server_address(config),
         "PORT": str(fs.port),
         "EXPORT": export_path(config),
         "SHARED_DIR": host.shared_dir,
