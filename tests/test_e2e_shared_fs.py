@@ -11,11 +11,16 @@ stand-in client (this machine's kernel has no NFS client). Everything is removed
 
 import copy
 import shlex
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from components.host.boot_unit import FILES as HOST_FILES
+from components.host.boot_unit import render_host_state
+from components.stack_config import parse_stack_config
+from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts
 from tests.harness.command_executor import CommandFailedError, State, destroy, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import PLACEHOLDER_KEY, run_here, two_host_config
@@ -139,12 +144,28 @@ def reboot_second_host(report: list[str]) -> None:
     gone = on_second("findmnt", SHARED_DIR, check=False).returncode
     report.append(f"h2 'rebooted': containers stopped, bridges, rules, /run and the mount gone (findmnt: {gone})")
     assert gone != 0
+    code, drifted = verify_second()
+    missing = [line for line in drifted.splitlines() if line.startswith("MISSING") and "mount of" in line]
+    report.append("$ ./verify.sh e2en h2   (on h2, before its boot unit)\n" + "\n".join(missing))
+    assert code == 1 and missing == [f"MISSING  mount of {SECOND.site_address}:/gpucluster-{CLUSTER} at {SHARED_DIR}"]
     unit = (SECOND.directory / "systemd-system" / f"gpucluster-{CLUSTER}.service").read_text()
     (exec_start,) = [line.removeprefix("ExecStart=") for line in unit.splitlines() if line.startswith("ExecStart=")]
     started = time.monotonic()
     done = on_second(*shlex.split(exec_start), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=600)
     report.append(f"$ {exec_start}   (on h2: its boot unit's ExecStart, {time.monotonic() - started:.1f} s)")
     report.append("\n".join(line for line in done.stderr.splitlines() if "mounted" in line or "containers" in line))
+
+
+def verify_second() -> tuple[int, str]:
+    """./verify.sh e2en h2, run on h2."""
+    cluster = parse_stack_config(config_of()).cluster
+    with tempfile.NamedTemporaryFile("w", suffix=".env") as expected:
+        expected.write(render_host_state(cluster, cluster.host_named("h2")))
+        expected.flush()
+        done = on_second(
+            *INTERPRETER, script(HOST_FILES / "verify_host.sh"), "verify_host.sh", expected.name, check=False
+        )
+    return done.returncode, done.stdout + done.stderr
 
 
 def wait_idle(nodes: list[str], seconds: int = 120) -> None:
