@@ -125,7 +125,10 @@ def reboot_second_host(report: list[str]) -> None:
     pid = on_second("cat", f"{SECOND_STATE}/munge/munged.pid", check=False).stdout.strip()
     if pid:
         on_second("kill", pid)
-    on_second("umount", SHARED_DIR)
+    # The mount goes with its client process, as at a power-off.
+    client = on_second("cat", f"{SECOND_STATE}/nfs-client.pid").stdout.strip()
+    on_second("kill", "-KILL", client)
+    on_second("umount", "-l", SHARED_DIR)
     for bridge in (f"{CLUSTER}br0", f"{CLUSTER}br1"):
         on_second("ip", "link", "del", bridge)
     for rule in on_second("iptables", "-S").stdout.splitlines():
@@ -197,10 +200,12 @@ def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_
         ssh = ["ssh", "-F", "/dev/null", "-i", str(key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
                "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR"]  # fmt: skip
         direct = sh(*ssh, f"root@{SECOND.address}", "true", check=False)
-        through = sh(*ssh, "-J", f"root@{JUMP.address}", f"root@{SECOND.address}", "ip -4 -o addr show", check=False)
+        jump_via = "ProxyCommand=" + shlex.join([*ssh, "-W", "%h:%p", f"root@{JUMP.address}"])
+        through = sh(*ssh, "-o", jump_via, f"root@{SECOND.address}", "ip -4 -o addr show", check=False)
         report.append(
             f"$ ssh root@{SECOND.address} true   (from h1, direct)\nexit {direct.returncode}: {direct.stderr.strip()}\n"
-            f"$ ssh -J root@{JUMP.address} root@{SECOND.address} ip -4 -o addr show\n{through.stdout}"
+            f"$ ssh -o 'ProxyCommand=ssh -W %h:%p root@{JUMP.address}' root@{SECOND.address} ip -4 -o addr show\n"
+            + through.stdout
         )
         assert direct.returncode == 255 and "refused" in direct.stderr, direct
         assert through.returncode == 0 and SECOND.address in through.stdout, through
