@@ -9,6 +9,7 @@ import pytest
 from components.host.boot_unit import host_state
 from components.sharedfs.shared_fs import export_clients, render_ganesha_conf
 from components.stack_config import ConfigError, parse_stack_config
+from tests.harness.command_executor import State, StateEntry, host_commands, plan
 from tests.harness.program_harness import run_program, stack_config
 
 SECRETS = {"gpu2SshKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n"}
@@ -154,3 +155,19 @@ def test_without_shared_fs_nothing_changes():
     assert "nfs" not in env(run, "duo-gpu2-host-packages")["PACKAGES"]
     config = parse_stack_config(twohost()).cluster
     assert "SHARED_MOUNT" not in host_state(config, config.host_named("gpu2"))
+
+
+def test_removing_a_host_unmounts_it_there_and_narrows_the_export():
+    two = host_commands(run_program(twohost(SERVED), stack="twohost", secrets=SECRETS))
+    smaller = twohost(SERVED)
+    cluster = smaller["cluster"]
+    cluster["hosts"] = cluster["hosts"][:1]
+    cluster["nodes"] = [node for node in cluster["nodes"] if node["host"] == "gpu1"]
+    one = host_commands(run_program(smaller, stack="twohost", secrets=SECRETS))
+    state = State({c.urn: StateEntry(c) for c in two})
+    actions = {next(c.name for c in [*two, *one] if c.urn == urn): a for urn, a in plan(state, one).items()}
+    assert actions["duo-gpu2-shared-mount"] == "delete"
+    unmount = next(c for c in two if c.name == "duo-gpu2-shared-mount").delete
+    assert "shared_mount_down" in unmount
+    # The export now admits gpu1 only: the server's config changes, the server stays.
+    assert actions["duo-gpu1-nfs-server"] == "update" and actions["duo-gpu1-shared-mount"] == "same"
