@@ -42,6 +42,11 @@ SECOND_DIRS = {
     "lxc_dir": "/var/lib/lxc-e2en-h2",
 }
 SECOND_STATE = f"{SECOND_DIRS['state_dir']}/{CLUSTER}"
+DIAGNOSTIC_LOGS = (
+    f"/var/lib/gpucluster/{CLUSTER}/nfs-server/ganesha.log",
+    f"/var/lib/gpucluster/{CLUSTER}/nfs-client.log",
+    f"{SECOND_STATE}/nfs-client.log",
+)
 BLOCK_TAG = "gpucluster-e2e-site:e2en-no-direct-ssh"
 BLOCK = ["OUTPUT", "-d", SECOND.address, "-p", "tcp", "--dport", str(SECOND.port),
          "-m", "comment", "--comment", BLOCK_TAG, "-j", "REJECT", "--reject-with", "tcp-reset"]  # fmt: skip
@@ -273,6 +278,12 @@ def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_
         found = [line for line in leftovers(CLUSTER) if not line.startswith(f"path /srv/gpucluster/{CLUSTER} ")]
         assert found == []
         sh("rm", "-rf", EXPORT_DIR)  # as docs/hosts.md tells an operator who wants the data gone
+    except BaseException:
+        with capsys.disabled():  # what the NFS server and clients said, before teardown removes it
+            for log in DIAGNOSTIC_LOGS:
+                if Path(log).exists():
+                    print(f"--- {log} (end)\n" + "\n".join(Path(log).read_text().splitlines()[-30:]))
+        raise
     finally:
         teardown_stack()
 

@@ -10,14 +10,17 @@ Uses Debian's libnfs (libnfs13) and fusepy (python3-fusepy).
 """
 
 import ctypes
+import errno
 import os
 import stat
 import sys
 import threading
+import time
 
 import fusepy
 
 LIBNFS = ctypes.CDLL("libnfs.so.13", use_errno=True)
+RETRIED = ("NFS4ERR_DELAY", "NFS4ERR_GRACE")
 
 
 class NfsStat(ctypes.Structure):
@@ -100,14 +103,23 @@ class NfsFs(fusepy.Operations):
         self.next_handle = 1
 
     def _call(self, name, *args):
-        """Run libnfs's `name` as the caller; a negative result is -errno."""
+        """Run libnfs's `name` as the caller; a negative result is -errno. The server's "try
+        again" answers (NFS4ERR_DELAY, NFS4ERR_GRACE) are tried again for up to 30 s, as the
+        kernel's client does; any other failure is logged with the server's answer."""
         uid, gid, _ = fusepy.fuse_get_context()
         LIBNFS.nfs_set_uid(self.nfs, uid)
         LIBNFS.nfs_set_gid(self.nfs, gid)
-        result = getattr(LIBNFS, name)(self.nfs, *args)
-        if isinstance(result, int) and result < 0:
-            raise fusepy.FuseOSError(-result)
-        return result
+        deadline = time.monotonic() + 30
+        while True:
+            result = getattr(LIBNFS, name)(self.nfs, *args)
+            if not isinstance(result, int) or result >= 0:
+                return result
+            error = (LIBNFS.nfs_get_error(self.nfs) or b"").decode(errors="replace")
+            if not any(retry in error for retry in RETRIED) or time.monotonic() > deadline:
+                if result != -errno.ENOENT:
+                    print(f"{name} {args[0]!r} as {uid}:{gid}: {error}", file=sys.stderr, flush=True)
+                raise fusepy.FuseOSError(-result)
+            time.sleep(0.2)
 
     def _keep(self, handle) -> int:
         number, self.next_handle = self.next_handle, self.next_handle + 1
