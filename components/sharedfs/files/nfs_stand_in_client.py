@@ -6,11 +6,14 @@ Runs in the foreground until unmounted (`fusermount -u MOUNT_DIR` or `umount MOU
 Every request goes to the server with the caller's uid and gid (AUTH_SYS), so the server's
 permissions and root squashing apply as with the kernel's client. Nothing is cached here
 beyond FUSE's one-second attribute cache: a file written on one host is read on another.
+libnfs does not renew the NFSv4 lease while idle: when the server has dropped this client's
+state (lease expired, server restarted), the client mounts again and reopens its open files.
 Uses Debian's libnfs (libnfs13) and fusepy (python3-fusepy).
 """
 
 import ctypes
 import errno
+import functools
 import os
 import stat
 import sys
@@ -61,6 +64,7 @@ NfsDirent._fields_ = [("next", ctypes.POINTER(NfsDirent)), ("name", ctypes.c_cha
 _P = ctypes.c_void_p
 for _name, _restype, _argtypes in (
     ("nfs_init_context", _P, []),
+    ("nfs_destroy_context", None, [_P]),
     ("nfs_get_error", ctypes.c_char_p, [_P]),
     ("nfs_parse_url_dir", ctypes.POINTER(NfsUrl), [_P, ctypes.c_char_p]),
     ("nfs_mount", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p]),
@@ -92,44 +96,78 @@ for _name, _restype, _argtypes in (
     _function.restype, _function.argtypes = _restype, _argtypes
 
 
+# Answers meaning "the server lost this client's state" (its lease ran out: libnfs does not
+# renew it while idle; or the server restarted): mount again, reopen the open files, retry.
+STATE_LOST = ("NFS4ERR_EXPIRED", "NFS4ERR_STALE_CLIENTID", "NFS4ERR_BAD_STATEID", "NFS4ERR_STALE_STATEID")
+NOT_OPENED_AGAIN = os.O_CREAT | os.O_EXCL | os.O_TRUNC
+
+
 class NfsFs(fusepy.Operations):
     """FUSE operations, each one NFS call made with the caller's credentials (one at a time:
-    a libnfs context is not thread-safe)."""
+    a libnfs context is not thread-safe). `connect` makes a mounted libnfs context."""
 
-    def __init__(self, context):
-        self.nfs = context
+    def __init__(self, connect):
+        self.connect = connect
+        self.nfs = connect()
         self.mutex = threading.Lock()
-        self.handles: dict[int, int] = {}
+        self.handles: dict[int, list] = {}  # number -> [libnfs handle, path, flags]
         self.next_handle = 1
 
-    def _call(self, name, *args):
-        """Run libnfs's `name` as the caller; a negative result is -errno. The server's "try
+    def _reconnect(self) -> None:
+        try:
+            fresh = self.connect()
+        except SystemExit as failed:  # the server does not answer: this call fails, the next tries again
+            print(failed, file=sys.stderr, flush=True)
+            raise fusepy.FuseOSError(errno.EIO) from None
+        old, self.nfs = self.nfs, fresh
+        for entry in self.handles.values():
+            handle = _P()
+            flags = entry[2] & ~NOT_OPENED_AGAIN
+            entry[0] = (
+                handle if LIBNFS.nfs_open(self.nfs, entry[1].encode(), flags, ctypes.byref(handle)) == 0 else None
+            )
+        LIBNFS.nfs_destroy_context(old)
+        print("the server had lost this client's state: mounted again", file=sys.stderr, flush=True)
+
+    def _call(self, what: str, operation):
+        """operation(context) as the caller; a negative result is -errno. The server's "try
         again" answers (NFS4ERR_DELAY, NFS4ERR_GRACE) are tried again for up to 30 s, as the
-        kernel's client does; any other failure is logged with the server's answer."""
+        kernel's client does, and a lost state once after mounting again; any other failure is
+        logged with the server's answer."""
         uid, gid, _ = fusepy.fuse_get_context()
-        LIBNFS.nfs_set_uid(self.nfs, uid)
-        LIBNFS.nfs_set_gid(self.nfs, gid)
-        deadline = time.monotonic() + 30
+        deadline, remounted = time.monotonic() + 30, False
         while True:
-            result = getattr(LIBNFS, name)(self.nfs, *args)
+            LIBNFS.nfs_set_uid(self.nfs, uid)
+            LIBNFS.nfs_set_gid(self.nfs, gid)
+            result = operation(self.nfs)
             if not isinstance(result, int) or result >= 0:
                 return result
             error = (LIBNFS.nfs_get_error(self.nfs) or b"").decode(errors="replace")
+            if any(lost in error for lost in STATE_LOST) and not remounted:
+                self._reconnect()
+                remounted = True
+                continue
             if not any(retry in error for retry in RETRIED) or time.monotonic() > deadline:
                 if result != -errno.ENOENT:
-                    print(f"{name} {args[0]!r} as {uid}:{gid}: {error}", file=sys.stderr, flush=True)
+                    print(f"{what} as {uid}:{gid}: {error}", file=sys.stderr, flush=True)
                 raise fusepy.FuseOSError(-result)
             time.sleep(0.2)
 
-    def _keep(self, handle) -> int:
+    def _handle(self, fh: int):
+        handle = self.handles[fh][0]
+        if handle is None:  # not reopened after the server lost its state
+            raise fusepy.FuseOSError(errno.EIO)
+        return handle
+
+    def _keep(self, handle, path: str, flags: int) -> int:
         number, self.next_handle = self.next_handle, self.next_handle + 1
-        self.handles[number] = handle
+        self.handles[number] = [handle, path, flags]
         return number
 
     def getattr(self, path, fh=None):
         with self.mutex:
             st = NfsStat()
-            self._call("nfs_lstat64", path.encode(), ctypes.byref(st))
+            self._call(f"stat {path}", lambda nfs: LIBNFS.nfs_lstat64(nfs, path.encode(), ctypes.byref(st)))
         return {
             "st_mode": st.mode, "st_nlink": st.nlink, "st_uid": st.uid, "st_gid": st.gid, "st_size": st.size,
             "st_atime": st.atime + st.atime_nsec / 1e9, "st_mtime": st.mtime + st.mtime_nsec / 1e9,
@@ -139,7 +177,7 @@ class NfsFs(fusepy.Operations):
     def readdir(self, path, fh):
         with self.mutex:
             directory = _P()
-            self._call("nfs_opendir", path.encode(), ctypes.byref(directory))
+            self._call(f"opendir {path}", lambda nfs: LIBNFS.nfs_opendir(nfs, path.encode(), ctypes.byref(directory)))
             names = []
             try:
                 while entry := LIBNFS.nfs_readdir(self.nfs, directory):
@@ -151,72 +189,82 @@ class NfsFs(fusepy.Operations):
     def open(self, path, flags):
         with self.mutex:
             handle = _P()
-            self._call("nfs_open", path.encode(), flags & ~(os.O_CREAT | os.O_EXCL), ctypes.byref(handle))
-            return self._keep(handle)
+            flags &= ~(os.O_CREAT | os.O_EXCL)
+            self._call(f"open {path}", lambda nfs: LIBNFS.nfs_open(nfs, path.encode(), flags, ctypes.byref(handle)))
+            return self._keep(handle, path, flags)
 
     def create(self, path, mode, fi=None):
         with self.mutex:
             handle = _P()
             # Opened for writing: libnfs's nfs_creat opens an NFSv4 file read-only.
             flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
-            self._call("nfs_create", path.encode(), flags, stat.S_IMODE(mode), ctypes.byref(handle))
-            return self._keep(handle)
+            self._call(
+                f"create {path}",
+                lambda nfs: LIBNFS.nfs_create(nfs, path.encode(), flags, stat.S_IMODE(mode), ctypes.byref(handle)),
+            )
+            return self._keep(handle, path, flags)
 
     def read(self, path, size, offset, fh):
         with self.mutex:
             buffer = ctypes.create_string_buffer(size)
-            count = self._call("nfs_pread", self.handles[fh], offset, size, buffer)
+            count = self._call(
+                f"read {path}", lambda nfs: LIBNFS.nfs_pread(nfs, self._handle(fh), offset, size, buffer)
+            )
             return buffer.raw[:count]
 
     def write(self, path, data, offset, fh):
         with self.mutex:
-            return self._call("nfs_pwrite", self.handles[fh], offset, len(data), data)
+            return self._call(
+                f"write {path}", lambda nfs: LIBNFS.nfs_pwrite(nfs, self._handle(fh), offset, len(data), data)
+            )
 
     def truncate(self, path, length, fh=None):
         with self.mutex:
-            self._call("nfs_truncate", path.encode(), length)
+            self._call(f"truncate {path}", lambda nfs: LIBNFS.nfs_truncate(nfs, path.encode(), length))
 
     def fsync(self, path, datasync, fh):
         with self.mutex:
-            self._call("nfs_fsync", self.handles[fh])
+            self._call(f"fsync {path}", lambda nfs: LIBNFS.nfs_fsync(nfs, self._handle(fh)))
 
     def release(self, path, fh):
         with self.mutex:
-            LIBNFS.nfs_close(self.nfs, self.handles.pop(fh))
+            handle = self.handles.pop(fh)[0]
+            if handle is not None:
+                LIBNFS.nfs_close(self.nfs, handle)
 
     def mkdir(self, path, mode):
         with self.mutex:
-            self._call("nfs_mkdir2", path.encode(), stat.S_IMODE(mode))
+            self._call(f"mkdir {path}", lambda nfs: LIBNFS.nfs_mkdir2(nfs, path.encode(), stat.S_IMODE(mode)))
 
     def rmdir(self, path):
         with self.mutex:
-            self._call("nfs_rmdir", path.encode())
+            self._call(f"rmdir {path}", lambda nfs: LIBNFS.nfs_rmdir(nfs, path.encode()))
 
     def unlink(self, path):
         with self.mutex:
-            self._call("nfs_unlink", path.encode())
+            self._call(f"unlink {path}", lambda nfs: LIBNFS.nfs_unlink(nfs, path.encode()))
 
     def rename(self, old, new):
         with self.mutex:
-            self._call("nfs_rename", old.encode(), new.encode())
+            self._call(f"rename {old}", lambda nfs: LIBNFS.nfs_rename(nfs, old.encode(), new.encode()))
 
     def chmod(self, path, mode):
         with self.mutex:
-            self._call("nfs_chmod", path.encode(), stat.S_IMODE(mode))
+            self._call(f"chmod {path}", lambda nfs: LIBNFS.nfs_chmod(nfs, path.encode(), stat.S_IMODE(mode)))
 
     def chown(self, path, uid, gid):
         with self.mutex:
-            self._call("nfs_chown", path.encode(), uid, gid)
+            self._call(f"chown {path}", lambda nfs: LIBNFS.nfs_chown(nfs, path.encode(), uid, gid))
 
     def readlink(self, path):
         with self.mutex:
             buffer = ctypes.create_string_buffer(4096)
-            self._call("nfs_readlink", path.encode(), buffer, len(buffer))
+            self._call(f"readlink {path}", lambda nfs: LIBNFS.nfs_readlink(nfs, path.encode(), buffer, len(buffer)))
             return buffer.value.decode(errors="surrogateescape")
 
     def symlink(self, target, source):
         with self.mutex:
-            self._call("nfs_symlink", source.encode(), target.encode())
+            self._call(f"symlink {target}", lambda nfs: LIBNFS.nfs_symlink(nfs, source.encode(), target.encode()))
 
     def utimens(self, path, times=None):
         return 0  # the server stamps writes; setting times is not needed by jobs
@@ -245,10 +293,10 @@ def main(argv: list[str]) -> None:
     if len(argv) != 5:
         sys.exit(__doc__.splitlines()[3])
     server, port, export, mount_dir = argv[1], int(argv[2]), argv[3], argv[4]
-    context = connect(server, port, export)
+    mounted = functools.partial(connect, server, port, export)
     # allow_other: jobs of every user, in every node, use the mount; the server checks them.
     fusepy.FUSE(
-        NfsFs(context), mount_dir, foreground=True, nothreads=True, allow_other=True, fsname=f"{server}:{export}"
+        NfsFs(mounted), mount_dir, foreground=True, nothreads=True, allow_other=True, fsname=f"{server}:{export}"
     )
 
 
