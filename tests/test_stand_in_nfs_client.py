@@ -83,6 +83,14 @@ def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
         assert (export / "by-user").stat().st_uid == 2345
         assert as_user(2345, f"rm {shared}/by-root").returncode != 0  # the sticky directory: not theirs
 
+        # Many processes running one script at once (srun -N4 on one host's nodes): one open
+        # file, its handle shared (libnfs keeps one stateid per handle).
+        job = shared / "job.sh"
+        job.write_text("#!/bin/sh\necho ran\n")
+        job.chmod(0o755)
+        runs = [subprocess.Popen([str(job)], stdout=subprocess.PIPE, text=True) for _ in range(8)]
+        assert [r.communicate(timeout=60)[0] for r in runs] == ["ran\n"] * 8
+
         with open(shared / "log", "w") as log:
             log.write("before\n")
             log.flush()
@@ -96,6 +104,6 @@ def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
         run("nfs_server_delete.sh", **{key: SERVER[key] for key in ("CONF_DIR", "DIRECTORY")})
         assert not os.path.ismount(shared) and clients() == []
         assert not Path(SERVER["CONF_DIR"]).exists()
-        assert sorted(p.name for p in export.iterdir()) == ["after-lease", "by-root", "by-user", "log"]
+        assert sorted(p.name for p in export.iterdir()) == ["after-lease", "by-root", "by-user", "job.sh", "log"]
     finally:
         cleanup()

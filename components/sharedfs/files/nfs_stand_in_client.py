@@ -98,7 +98,13 @@ for _name, _restype, _argtypes in (
 
 # Answers meaning "the server lost this client's state" (its lease ran out: libnfs does not
 # renew it while idle; or the server restarted): mount again, reopen the open files, retry.
-STATE_LOST = ("NFS4ERR_EXPIRED", "NFS4ERR_STALE_CLIENTID", "NFS4ERR_BAD_STATEID", "NFS4ERR_STALE_STATEID")
+# libnfs also keeps one stateid per handle and one sequence per open-owner, which two opens of
+# one file (or a failed one) put out of step (NFS4ERR_OLD_STATEID, NFS4ERR_BAD_SEQID): the same
+# recovery; and one file is opened once, its handle shared by every open of it (below).
+STATE_LOST = (
+    "NFS4ERR_EXPIRED", "NFS4ERR_STALE_CLIENTID", "NFS4ERR_BAD_STATEID", "NFS4ERR_STALE_STATEID",
+    "NFS4ERR_OLD_STATEID", "NFS4ERR_BAD_SEQID",
+)  # fmt: skip
 NOT_OPENED_AGAIN = os.O_CREAT | os.O_EXCL | os.O_TRUNC
 
 
@@ -110,7 +116,8 @@ class NfsFs(fusepy.Operations):
         self.connect = connect
         self.nfs = connect()
         self.mutex = threading.Lock()
-        self.handles: dict[int, list] = {}  # number -> [libnfs handle, path, flags]
+        self.handles: dict[int, list] = {}  # key -> [libnfs handle, path, flags, opens]
+        self.opened: dict[int, int] = {}  # FUSE file number -> key of its handle
         self.next_handle = 1
 
     def _reconnect(self) -> None:
@@ -154,14 +161,26 @@ class NfsFs(fusepy.Operations):
             time.sleep(0.2)
 
     def _handle(self, fh: int):
-        handle = self.handles[fh][0]
+        handle = self.handles[self.opened[fh]][0]
         if handle is None:  # not reopened after the server lost its state
             raise fusepy.FuseOSError(errno.EIO)
         return handle
 
-    def _keep(self, handle, path: str, flags: int) -> int:
+    def _shared(self, path: str, flags: int) -> int | None:
+        """An open of `path` already made with the same access: its handle serves this one too."""
+        for key, entry in self.handles.items():
+            if entry[1] == path and entry[2] & os.O_ACCMODE == flags & os.O_ACCMODE and entry[0] is not None:
+                return key
+        return None
+
+    def _keep(self, key: int | None, handle, path: str, flags: int) -> int:
+        """A FUSE file number for an open of `path`: on the shared handle `key`, or a new one."""
+        if key is None:
+            key = self.next_handle
+            self.handles[key] = [handle, path, flags, 0]
+        self.handles[key][3] += 1
         number, self.next_handle = self.next_handle, self.next_handle + 1
-        self.handles[number] = [handle, path, flags]
+        self.opened[number] = key
         return number
 
     def getattr(self, path, fh=None):
@@ -188,10 +207,13 @@ class NfsFs(fusepy.Operations):
 
     def open(self, path, flags):
         with self.mutex:
-            handle = _P()
             flags &= ~(os.O_CREAT | os.O_EXCL)
+            shared = self._shared(path, flags)
+            if shared is not None and not flags & os.O_TRUNC:
+                return self._keep(shared, None, path, flags)
+            handle = _P()
             self._call(f"open {path}", lambda nfs: LIBNFS.nfs_open(nfs, path.encode(), flags, ctypes.byref(handle)))
-            return self._keep(handle, path, flags)
+            return self._keep(None, handle, path, flags)
 
     def create(self, path, mode, fi=None):
         with self.mutex:
@@ -202,7 +224,7 @@ class NfsFs(fusepy.Operations):
                 f"create {path}",
                 lambda nfs: LIBNFS.nfs_create(nfs, path.encode(), flags, stat.S_IMODE(mode), ctypes.byref(handle)),
             )
-            return self._keep(handle, path, flags)
+            return self._keep(None, handle, path, flags)
 
     def read(self, path, size, offset, fh):
         with self.mutex:
@@ -228,9 +250,13 @@ class NfsFs(fusepy.Operations):
 
     def release(self, path, fh):
         with self.mutex:
-            handle = self.handles.pop(fh)[0]
-            if handle is not None:
-                LIBNFS.nfs_close(self.nfs, handle)
+            key = self.opened.pop(fh)
+            entry = self.handles[key]
+            entry[3] -= 1
+            if entry[3] == 0:
+                del self.handles[key]
+                if entry[0] is not None:
+                    LIBNFS.nfs_close(self.nfs, entry[0])
 
     def mkdir(self, path, mode):
         with self.mutex:
