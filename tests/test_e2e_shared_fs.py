@@ -100,8 +100,10 @@ def teardown_stack() -> None:
             sh("kill", pid, check=False)
         while sh("iptables", "-D", *BLOCK, check=False).returncode == 0:
             pass
-        ssh_hosts.remove(JUMP)
+        # In the reverse order of their start: the first one started recorded the machine's
+        # own ip_forward, which it puts back last.
         ssh_hosts.remove(SECOND)
+        ssh_hosts.remove(JUMP)
         for directory in SECOND_DIRS.values():
             sh("rmdir", directory, check=False)
         sh("rm", "-rf", EXPORT_DIR)  # the kept files, removed as docs/hosts.md says
