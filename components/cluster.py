@@ -7,6 +7,7 @@ from pathlib import Path
 import pulumi
 
 from components.app.web_app import WebApp
+from components.aws.efs import EfsFileSystem
 from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.prices import estimate
 from components.aws.site import Ec2Site, SiteSpec
@@ -22,6 +23,8 @@ from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
+from components.sharedfs.config import EfsShare, serving_host
+from components.sharedfs.shared_fs import host_packages, nfs_server, shared_mount
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
@@ -85,6 +88,12 @@ class GpuCluster(pulumi.ComponentResource):
         self.platforms: dict[str, ContainerPlatform] = {}
         self.host_users: dict[str, list[pulumi.Resource]] = {}
         self.ec2_site, self.machines = self._ec2_site(name, config), {}
+        # On EC2 the shared filesystem may be EFS: made before the hosts that mount it.
+        self.efs = None
+        if isinstance(config.shared_fs, EfsShare):
+            self.efs = EfsFileSystem(
+                f"{name}-efs", config.aws, config.name, config.shared_fs, self.ec2_site, opts=child
+            )
         if self.ec2_site is not None:
             types = [host.connection.instance_type for host in config.cluster_hosts if host.is_ec2]
             self.cost = pulumi.Output.from_input(estimate(config.aws.region, types, config.aws.prices))
@@ -92,7 +101,8 @@ class GpuCluster(pulumi.ComponentResource):
         if self.burst is not None:
             cost = self.cost if self.cost is not None else pulumi.Output.from_input({})
             self.cost = cost.apply(lambda c: {**c, "burst": burst_estimate(config.burst)})
-        for host in config.cluster_hosts:
+        self.nfs_server = None
+        for host in serving_first(config):
             prefix = f"{name}-{host.name}" if multi else name
             view = config.for_host(host)
             cluster = config.host_identity(host)
@@ -136,12 +146,17 @@ class GpuCluster(pulumi.ComponentResource):
                 stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
                 device_dir=config.host_device_dir(host),
                 users=users,
+                extra_packages=host_packages(config, host),
                 opts=child,
                 transport=transport,
             )
             self.hosts[host.name] = gpu_host
             self.host_users[host.name] = [gpu_host.users] if gpu_host.users else []
-            after_packages = pulumi.ResourceOptions(parent=self, depends_on=[gpu_host.packages, gpu_host.shared_dir])
+            # With a shared filesystem, the nodes bind its mount: mounted before bridges and image.
+            mounted = [self._shared_fs(prefix, config, host, transport, gpu_host)] if config.shared_fs else []
+            after_packages = pulumi.ResourceOptions(
+                parent=self, depends_on=[gpu_host.packages, gpu_host.shared_dir, *mounted]
+            )
             bridges = Bridges(f"{prefix}-bridges", cluster, view.network, opts=after_packages, transport=transport)
             image = NodeImage(f"{prefix}-image", cluster, config.image, opts=after_packages, transport=transport)
             self.bridges_of[host.name], self.images[host.name] = bridges, image
@@ -334,7 +349,7 @@ class GpuCluster(pulumi.ComponentResource):
             host.name: BootUnit(
                 f"{name}-{host.name}-boot" if multi else f"{name}-boot",
                 config.host_identity(host),
-                render_host_state(config, host),
+                self._host_state(config, host),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
                 transport=self.transports[host.name],
             )
@@ -387,6 +402,21 @@ class GpuCluster(pulumi.ComponentResource):
                 **({"cost": self.cost} if self.cost is not None else {}),
             }
         )
+
+    def _host_state(self, config: ClusterConfig, host: ClusterHostConfig) -> pulumi.Input[str]:
+        """The host's state file; with EFS it names the mount target's address, known once made."""
+        if self.efs is None:
+            return render_host_state(config, host)
+        return self.efs.address.apply(lambda address: render_host_state(config, host, address))
+
+    def _shared_fs(
+        self, prefix: str, config: ClusterConfig, host: ClusterHostConfig, transport: Transport, gpu_host: GpuHost
+    ) -> pulumi.Resource:
+        """The host's mount of the shared filesystem; on the serving host, first the server."""
+        if serving_host(config) is not None and serving_host(config).name == host.name:
+            self.nfs_server = nfs_server(prefix, config, transport, [gpu_host.packages], self)
+        after = [gpu_host.packages, gpu_host.shared_dir, *([self.nfs_server] if self.nfs_server else [])]
+        return shared_mount(prefix, config, host, transport, after, self, self.efs.address if self.efs else None)
 
     def _reachable_address(self, host: ClusterHostConfig) -> pulumi.Input[str]:
         """The address a user reaches a host at: an EC2 instance's SSH address (public with
@@ -502,6 +532,13 @@ class GpuCluster(pulumi.ComponentResource):
         if self.web_app and config.web_app and target == config.web_app.name:
             return self.web_app.service
         return self.containers[target]
+
+
+def serving_first(config: ClusterConfig) -> list[ClusterHostConfig]:
+    """The hosts, the one serving the shared filesystem first: every mount waits for its server."""
+    serving = serving_host(config)
+    hosts = config.cluster_hosts
+    return sorted(hosts, key=lambda host: host.name != serving.name) if serving else hosts
 
 
 def this_machine_address() -> str:

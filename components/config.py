@@ -33,6 +33,7 @@ from components.host.config import (
 )
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
 from components.network.config import NetworkConfig, PortForwardConfig
+from components.sharedfs.config import SharedFsConfig, rule_shared_fs
 from components.slurm.config import (
     SACCTMGR_KEYWORDS,
     SLURM_RESERVED_NODE_NAMES,
@@ -243,6 +244,11 @@ class ClusterConfig(StrictModel):
     aws: AwsConfig | None = Field(None, description="where the EC2 hosts (hosts[].connection.kind: ec2) are made")
     burst: BurstConfig | None = Field(
         None, description="partitions of EC2 instances Slurm starts on demand and stops when idle; none: no burst"
+    )
+    shared_fs: SharedFsConfig | None = Field(
+        None,
+        description="one NFS export every host mounts at its shared_dir (with `hosts`): an existing one "
+        "(kind: nfs) or one the program serves from a host (kind: served); none: shared_dir is per host",
     )
 
     @model_validator(mode="before")
@@ -1149,6 +1155,7 @@ CLUSTER_RULES = (
     rule_forwards,
     rule_users,
     rule_accounting,
+    rule_shared_fs,
 )
 
 MULTI_HOST_RULES = (rule_hosts, *CLUSTER_RULES)

@@ -144,10 +144,11 @@ class Transport:
 
 
 def _endpoint(
-    endpoint, private_key: pulumi.Input[str], dial_error_limit: int, proxy=None, machine: "Machine | None" = None
+    endpoint, private_key: pulumi.Input[str], dial_error_limit: int, machine: "Machine | None" = None
 ) -> dict:
-    """Connection arguments of an SSH endpoint; a machine the program makes gives its address
-    and host key (outputs) in place of the config's."""
+    """Connection arguments of an SSH endpoint (a host, or its jump host: a proxy connection has
+    no proxy of its own); a machine the program makes gives its address and host key (outputs)
+    in place of the config's."""
     return dict(
         host=machine.address if machine else endpoint.address,
         port=endpoint.port,
@@ -155,7 +156,6 @@ def _endpoint(
         private_key=private_key,
         host_key=machine.host_key if machine else endpoint.host_key,
         dial_error_limit=dial_error_limit,
-        proxy=proxy,
     )
 
 
@@ -208,11 +208,11 @@ def connect(
     proxy = (
         remote.ProxyConnectionArgs(**_endpoint(ssh.bastion, private_key, ssh.dial_error_limit)) if ssh.bastion else None
     )
-    connection = remote.ConnectionArgs(**_endpoint(ssh, private_key, ssh.dial_error_limit, proxy, machine))
+    connection = remote.ConnectionArgs(**_endpoint(ssh, private_key, ssh.dial_error_limit, machine), proxy=proxy)
     transport = Transport(host, connection, deleted_with=deleted_with)
     opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
     poll = remote.ConnectionArgs(
-        **{**_endpoint(ssh, private_key, SSH_READY_DIALS, proxy, machine), "per_dial_timeout": SSH_READY_DIAL_TIMEOUT_S}
+        **_endpoint(ssh, private_key, SSH_READY_DIALS, machine), proxy=proxy, per_dial_timeout=SSH_READY_DIAL_TIMEOUT_S
     )
     wait = remote.Command(f"{name}-ssh-ready", connection=poll, create="true", opts=opts)
     accept_env = remote.Command(

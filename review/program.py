@@ -150,6 +150,8 @@ class _Mocks(pulumi.runtime.Mocks):
             state["allocationId"] = f"eipalloc-{seed.hexdigest(8)}"
         if args.typ.startswith("aws:") and args.typ != "pulumi:providers:aws":
             state.setdefault("arn", f"{args.name}-arn")
+        if args.typ == "aws:efs/mountTarget:MountTarget":
+            state["ipAddress"] = f"10.80.1.{200 + seed.digest(1)[0] % 50}"
         if args.typ == "aws:ec2/keyPair:KeyPair":
             state["keyName"] = args.name
         return [f"{args.name}-id", state]

@@ -515,6 +515,11 @@ RULE_CASES = [
         _accounting(qos=[{"name": "normal"}]),
         "cluster.accounting.qos[].name: 'normal' is Slurm's own QOS",
     ),
+    (
+        "rule_shared_fs",
+        _set("shared_fs", {"kind": "nfs", "server": "nfs.example.org", "path": "/export/local"}),
+        "cluster.shared_fs: needs `hosts`",
+    ),
 ]
 
 

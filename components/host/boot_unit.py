@@ -13,6 +13,7 @@ import pulumi
 
 from components.config import ClusterConfig, ClusterHostConfig, ClusterIdentity
 from components.options import child_options
+from components.sharedfs.shared_fs import mount_state
 from components.transport import DEFAULT_LXC_PATH, Transport, host_command, script
 
 FILES = Path(__file__).parent / "files"
@@ -33,7 +34,9 @@ def boot_paths(config: ClusterIdentity) -> dict[str, str]:
     }
 
 
-def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> dict[str, str]:
+def host_state(
+    config: ClusterConfig, host: ClusterHostConfig | None = None, efs_address: str | None = None
+) -> dict[str, str]:
     """Everything the cluster owns on one of its hosts (default: its only one), as the
     bring-up and verify read it.
 
@@ -86,12 +89,16 @@ def host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> 
     if config.multi_host:
         # subnet,via per other host: routes to its containers (components/network/files/routes_*)
         state["ROUTES"] = " ".join(f"{subnet},{via}" for subnet, via in config.routes_of(host))
+    # The shared filesystem (with shared_fs): its server on the serving host, the mount on each.
+    state.update(mount_state(config, host, efs_address))
     return state
 
 
-def render_host_state(config: ClusterConfig, host: ClusterHostConfig | None = None) -> str:
+def render_host_state(
+    config: ClusterConfig, host: ClusterHostConfig | None = None, efs_address: str | None = None
+) -> str:
     lines = [f"# What gpu-cluster {config.name} owns on this host (rendered; read by boot.sh and verify.sh)\n"]
-    lines += [f"{key}={value}\n" for key, value in host_state(config, host).items()]
+    lines += [f"{key}={value}\n" for key, value in host_state(config, host, efs_address).items()]
     return "".join(lines)
 
 
@@ -135,7 +142,7 @@ class BootUnit(pulumi.ComponentResource):
         self,
         name: str,
         cluster: ClusterIdentity,
-        host_state: str,
+        host_state: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):

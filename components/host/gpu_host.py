@@ -34,7 +34,8 @@ class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
 
     `containers` are the LXC names the cluster will create (the preflight refuses foreign
-    ones), `host_ports` the ports it will forward; `stand_in_gpus` stand-in GPUs are made in
+    ones), `host_ports` the ports it will forward; `extra_packages` what else the host needs
+    (the shared filesystem's server or client); `stand_in_gpus` stand-in GPUs are made in
     `device_dir` (gpu.stand_in), where `gpu_devices` lists them.
 
     Builds:
@@ -76,6 +77,7 @@ class GpuHost(pulumi.ComponentResource):
         stand_in_gpus: int = 0,
         device_dir: str | None = None,
         users: tuple[UserConfig, ...] = (),
+        extra_packages: list[str] | tuple[str, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -138,7 +140,7 @@ class GpuHost(pulumi.ComponentResource):
             delete=FILES / "packages_delete.sh",
             environment={
                 "CLUSTER": cluster.name,
-                "PACKAGES": env_list(HOST_PACKAGES if host.install_packages else []),
+                "PACKAGES": env_list([*HOST_PACKAGES, *extra_packages] if host.install_packages else []),
                 "RECORD": f"{cluster.cluster_dir}/host-packages",
                 "KEEP_DIR": KEEP_DIR,
             },

@@ -16,7 +16,9 @@ test to fail where `pulumi up` would:
 - a dial that fails is tried again up to `dialErrorLimit` times (-1: until the step's
   timeout), whatever the failure: the provider retries the whole SSH handshake, so a host key
   that is not the pinned one and a refused login are retried like a refused connection;
-- a `proxy` is dialled first and the host reached through it (ProxyCommand `ssh -W`).
+- a `proxy` is dialled first and the host reached through it (ProxyCommand `ssh -W`), its
+  host key checked against its own `hostKey`; the provider retries a failed dial of the proxy
+  up to the proxy's `dialErrorLimit` ("Dial proxy"), then dials the host through it.
 """
 
 import subprocess
@@ -67,7 +69,10 @@ def ssh_argv(connection: dict, workdir: Path, environment: dict) -> list[str]:
     argv = ["ssh", *_options(connection, workdir, "host")]
     if connection.get("proxy"):
         proxy = connection["proxy"]
-        jump = " ".join(["ssh", *_options(proxy, workdir, "proxy"), "-W", "%h:%p", proxy["host"]])
+        # The jump's own messages go to a log of their own: a failed dial of the jump host is
+        # counted against the proxy's dialErrorLimit, as the provider does.
+        log = ["-E", str(workdir / "proxy.log")]
+        jump = " ".join(["ssh", *_options(proxy, workdir, "proxy"), *log, "-W", "%h:%p", proxy["host"]])
         argv += ["-o", f"ProxyCommand={jump}"]
     for name in environment:
         argv += ["-o", f"SendEnv={name}"]
@@ -79,11 +84,14 @@ def run_over_ssh(
 ) -> subprocess.CompletedProcess:
     """Run `script` on the connection's host; its environment only as SSH env requests."""
     limit = int(connection.get("dialErrorLimit", 10))
+    proxy_limit = int((connection.get("proxy") or {}).get("dialErrorLimit", 10))
     deadline = time.monotonic() + timeout
-    failed_dials = 0
+    failed_dials = failed_proxy_dials = 0
     with tempfile.TemporaryDirectory(prefix="gpucluster-ssh-") as workdir:
         argv = [*ssh_argv(connection, Path(workdir), environment), script]
+        proxy_log = Path(workdir) / "proxy.log"
         while True:
+            proxy_log.unlink(missing_ok=True)
             # Nothing of this process reaches the server: SendEnv names only these variables.
             done = subprocess.run(
                 argv,
@@ -94,6 +102,14 @@ def run_over_ssh(
                 timeout=max(1, deadline - time.monotonic()),
                 check=False,
             )
+            jump = proxy_log.read_text() if proxy_log.exists() else ""
+            if done.returncode == 255 and any(error in jump for error in DIAL_ERRORS):
+                failed_proxy_dials += 1
+                done.stderr = f"proxy: {jump}{done.stderr}"
+                if (proxy_limit >= 0 and failed_proxy_dials >= proxy_limit) or time.monotonic() > deadline - 2:
+                    return done
+                time.sleep(1)
+                continue
             dial_failed = done.returncode == 255 and any(error in done.stderr for error in DIAL_ERRORS)
             if not dial_failed:
                 return done

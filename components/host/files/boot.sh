@@ -1,7 +1,7 @@
 # Bring the cluster's host state back after a boot, as the create scripts made it: bridges
 # with their addresses, ip_forward, the iptables rules, routes to the other hosts (several
-# hosts), the stand-in GPUs (gpu.stand_in), the host munged (and slurmctld when it runs on the
-# host), then the containers, whose daemons are systemd units inside them, and the web app's
+# hosts), the shared filesystem (shared_fs), the stand-in GPUs (gpu.stand_in), the host munged
+# (and slurmctld when it runs on the host), then the containers, whose daemons are systemd units inside them, and the web app's
 # cluster-status writer.
 # Idempotent: what is already there is left alone. Usage: boot.sh HOST_STATE_FILE
 load_host_state "${1:?usage: boot.sh HOST_STATE_FILE}"
@@ -19,6 +19,17 @@ done
 read -ra routes <<< "${ROUTES:-}"
 [ "${#routes[@]}" = 0 ] || routes_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "${routes[@]}"
 log "$CLUSTER: bridges, ip_forward, routes and firewall rules in place"
+# The shared filesystem (shared_fs), after the network: the server where this host serves it,
+# then the mount at the shared directory, which waits for the server; before any node binds it.
+if [ -n "${NFS_SERVER:-}" ]; then
+  IFS=, read -r conf_dir address port <<< "$NFS_SERVER"
+  nfs_server_up "$conf_dir" "$address" "$port"
+fi
+if [ -n "${SHARED_MOUNT:-}" ]; then
+  IFS=, read -r client server port export dir state <<< "$SHARED_MOUNT"
+  shared_mount_up "$client" "$server" "$port" "$export" "$dir" "$state"
+  log "$CLUSTER: $server:$export mounted at $dir"
+fi
 # Stand-in GPUs live under the run directory, a tmpfs: made again before the containers that
 # bind them start (their bind mounts are optional: a node would boot without its GPUs).
 if [ -n "${STAND_IN_GPUS:-}" ]; then

@@ -39,6 +39,18 @@ for route in "${routes[@]}"; do
   check "route $subnet via $via" MISSING /bin/sh -c 'ip -4 route show "$1" | grep -q "via $2 "' sh "$subnet" "$via"
 done
 
+# The shared filesystem (shared_fs): its server where this host serves it, its mount on every host.
+if [ -n "${NFS_SERVER:-}" ]; then
+  IFS=, read -r nfs_dir nfs_address nfs_port <<< "$NFS_SERVER"
+  nfs_pid=$(nfs_server_pid "$nfs_dir")
+  [ -n "$nfs_pid" ] && ok "NFS server (pid $nfs_pid) at $nfs_address:$nfs_port" ||
+    bad MISSING "NFS server at $nfs_address:$nfs_port (no live ganesha.nfsd behind $nfs_dir/ganesha.pid)"
+fi
+if [ -n "${SHARED_MOUNT:-}" ]; then
+  IFS=, read -r _ nfs_server _ nfs_export nfs_mount _ <<< "$SHARED_MOUNT"
+  check "mount of $nfs_server:$nfs_export at $nfs_mount" MISSING mountpoint -q "$nfs_mount"
+fi
+
 # iptables: every expected rule, nothing else carrying one of the cluster's tags.
 expected_rules=$(
   nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET"

@@ -1,0 +1,1 @@
+"""The cluster's shared filesystem."""

@@ -1,0 +1,165 @@
+"""The cluster's shared filesystem: an NFS export (the site's, or served by the program from one
+of its hosts) mounted at every host's shared_dir, which the nodes bind at the same path.
+
+What is rendered here is a pure function of the config: the server's config, the mount of
+each host (also written to the host state, so the boot unit mounts it again after a reboot).
+"""
+
+from pathlib import Path
+
+import pulumi
+
+from components.config import ClusterConfig, ClusterHostConfig
+from components.sharedfs.config import EfsShare, ServedNfs, serving_host
+from components.transport import Transport, host_command
+
+FILES = Path(__file__).parent / "files"
+CLIENT_PROGRAM = FILES / "nfs_stand_in_client.py"
+
+# Debian packages each role needs: the server, and each kind of client.
+SERVER_PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs")
+CLIENT_PACKAGES = {"kernel": ("nfs-common",), "stand_in": ("python3-fusepy", "libnfs13")}
+NOBODY = 65534
+
+
+def export_path(config: ClusterConfig) -> str:
+    """The export's path as clients mount it (a served one: its place in the server's pseudo
+    root; EFS: its root)."""
+    fs = config.shared_fs
+    if isinstance(fs, EfsShare):
+        return "/"
+    return f"/gpucluster-{config.name}" if isinstance(fs, ServedNfs) else fs.path
+
+
+def server_address(config: ClusterConfig, efs_address: str | None = None) -> str:
+    """Where hosts mount from; an EFS mount target's address is known only once it exists."""
+    fs = config.shared_fs
+    if isinstance(fs, EfsShare):
+        return efs_address or "<efs mount target>"
+    return str(serving_host(config).address) if isinstance(fs, ServedNfs) else fs.server
+
+
+def server_dir(config: ClusterConfig) -> str:
+    """The served export's config, pid file, log and recovery directory on the serving host."""
+    return f"{config.host_cluster_dir(serving_host(config))}/nfs-server"
+
+
+def export_clients(config: ClusterConfig) -> list[str]:
+    """Who may mount a served export: the cluster's hosts and their container subnets, no one else."""
+    clients = []
+    for host in config.cluster_hosts:
+        address = host.address or getattr(host.connection, "address", None)
+        if address:
+            clients.append(str(address))
+        clients += [str(host.network.nat_bridge.subnet), str(host.network.cluster_bridge.subnet)]
+    return list(dict.fromkeys(clients))
+
+
+def render_ganesha_conf(config: ClusterConfig) -> str:
+    """NFS-Ganesha serving only this export, over NFSv4 and TCP, to the cluster's hosts only."""
+    fs, host = config.shared_fs, serving_host(config)
+    squash = "root_squash" if fs.root_squash else "no_root_squash"
+    return (
+        f"# gpu-cluster {config.name}: the shared filesystem (rendered; components/sharedfs)\n"
+        "NFS_CORE_PARAM {\n"
+        "  Protocols = 4;\n"
+        f"  NFS_Port = {fs.port};\n"
+        f"  Bind_addr = {host.address};\n"
+        "  Enable_NLM = false;\n"
+        "  Enable_RQUOTA = false;\n"
+        "}\n"
+        "NFS_KRB5 { Active_krb5 = false; }\n"
+        # No grace period after a start: the cluster's own server, whose clients reconnect.
+        f"NFSV4 {{ Graceless = true; RecoveryRoot = {server_dir(config)}/recovery; }}\n"
+        "EXPORT {\n"
+        "  Export_Id = 1;\n"
+        f"  Path = {fs.directory};\n"
+        f"  Pseudo = {export_path(config)};\n"
+        "  Access_Type = None;\n"
+        f"  Squash = {squash};\n"
+        f"  Anonymous_Uid = {NOBODY};\n"
+        f"  Anonymous_Gid = {NOBODY};\n"
+        "  Protocols = 4;\n"
+        "  Transports = TCP;\n"
+        "  SecType = sys;\n"
+        f"  CLIENT {{ Clients = {', '.join(export_clients(config))}; Access_Type = RW; }}\n"
+        "  FSAL { Name = VFS; }\n"
+        "}\n"
+    )
+
+
+def host_packages(config: ClusterConfig, host: ClusterHostConfig) -> list[str]:
+    """What a host needs for the shared filesystem: its client, and the server where it serves."""
+    fs = config.shared_fs
+    if fs is None:
+        return []
+    serving = serving_host(config)
+    return [*CLIENT_PACKAGES[fs.client], *(SERVER_PACKAGES if serving and serving.name == host.name else ())]
+
+
+def mount_state(config: ClusterConfig, host: ClusterHostConfig, efs_address: str | None = None) -> dict[str, str]:
+    """The host-state lines of the shared filesystem (none without one): what boot.sh brings back."""
+    fs = config.shared_fs
+    if fs is None:
+        return {}
+    state = {}
+    serving = serving_host(config)
+    if serving and serving.name == host.name:
+        state["NFS_SERVER"] = f"{server_dir(config)},{serving.address},{fs.port}"
+    state["SHARED_MOUNT"] = (
+        f"{fs.client},{server_address(config, efs_address)},{fs.port},{export_path(config)},{host.shared_dir},"
+        f"{config.host_cluster_dir(host)}"
+    )
+    return state
+
+
+def nfs_server(
+    name: str, config: ClusterConfig, transport: Transport, after: list[pulumi.Resource], parent: pulumi.Resource
+):
+    """`<name>-nfs-server` on the serving host; destroy stops it and keeps the files."""
+    fs = config.shared_fs
+    return host_command(
+        f"{name}-nfs-server",
+        transport=transport,
+        create=FILES / "nfs_server_create.sh",
+        delete=FILES / "nfs_server_delete.sh",
+        environment={
+            "CONF_DIR": server_dir(config),
+            "CONFIG_TEXT": render_ganesha_conf(config),
+            "DIRECTORY": fs.directory,
+            "ADDRESS": str(serving_host(config).address),
+            "PORT": str(fs.port),
+        },
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=after),
+    )
+
+
+def shared_mount(
+    name: str,
+    config: ClusterConfig,
+    host: ClusterHostConfig,
+    transport: Transport,
+    after: list[pulumi.Resource],
+    parent: pulumi.Resource,
+    efs_address: pulumi.Input[str] | None = None,
+):
+    """`<name>-shared-mount`: the export at the host's shared_dir; delete unmounts it there."""
+    fs = config.shared_fs
+    environment = {
+        "CLIENT": fs.client,
+        "SERVER": efs_address if efs_address is not None else server_address(config),
+        "PORT": str(fs.port),
+        "EXPORT": export_path(config),
+        "SHARED_DIR": host.shared_dir,
+        "STATE_DIR": config.host_cluster_dir(host),
+    }
+    if fs.client == "stand_in":
+        environment["CLIENT_TEXT"] = CLIENT_PROGRAM.read_text()
+    return host_command(
+        f"{name}-shared-mount",
+        transport=transport,
+        create=FILES / "shared_mount_create.sh",
+        delete=FILES / "shared_mount_delete.sh",
+        environment=environment,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=after),
+    )

@@ -1,0 +1,298 @@
+"""End-to-end: two hosts sharing one filesystem, the second reached only through a jump host.
+
+h1 is this machine (local); h2 a network namespace with its own sshd, LXC path, state and run
+directories (tests/harness/ssh_hosts.py); the jump host a third namespace with its own sshd.
+This machine cannot dial h2's sshd (an OUTPUT rule rejects it): every command of h2 goes
+through the jump host (`connection.bastion`, its host key pinned). h1 serves the export
+(shared_fs: served, NFS-Ganesha) and both hosts mount it at their shared_dir with the
+stand-in client (this machine's kernel has no NFS client). Everything is removed in
+`finally` blocks, and the host is compared with its state before the test.
+"""
+
+import copy
+import shlex
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from components.host.boot_unit import FILES as HOST_FILES
+from components.host.boot_unit import render_host_state
+from components.stack_config import parse_stack_config
+from components.transport import INTERPRETER, script
+from tests.harness import ssh_hosts
+from tests.harness.command_executor import CommandFailedError, State, destroy, destroy_state, host_commands, up
+from tests.harness.e2e_teardown import PLACEHOLDER_KEY, run_here, two_host_config
+from tests.harness.program_harness import run_program
+from tests.harness.ssh_hosts import SshHost
+from tests.test_e2e import host_snapshot, leftovers, require_host, sh, slurm_env
+
+pytestmark = pytest.mark.e2e
+CLUSTER = "e2en"
+SLURM = slurm_env(CLUSTER)
+SECRET = "e2enSshKey"
+SECOND = SshHost("n2", "10.52.0.2", 22, netns="e2en-h2", site_address="10.52.0.1")
+JUMP = SshHost("nj", "10.52.0.6", 22, netns="e2en-jump", site_address="10.52.0.5")
+SHARED_DIR = f"/srv/gpucluster/{CLUSTER}/shared"
+EXPORT_DIR = f"/srv/gpucluster/{CLUSTER}/export"
+SECOND_DIRS = {
+    "state_dir": "/var/lib/gpucluster-e2en-h2",
+    "run_dir": "/run/gpucluster-e2en-h2-run",
+    "lxc_dir": "/var/lib/lxc-e2en-h2",
+}
+SECOND_STATE = f"{SECOND_DIRS['state_dir']}/{CLUSTER}"
+DIAGNOSTIC_LOGS = (
+    f"/var/lib/gpucluster/{CLUSTER}/nfs-server/ganesha.log",
+    f"/var/lib/gpucluster/{CLUSTER}/nfs-client.log",
+    f"{SECOND_STATE}/nfs-client.log",
+)
+BLOCK_TAG = "gpucluster-e2e-site:e2en-no-direct-ssh"
+BLOCK = ["OUTPUT", "-d", SECOND.address, "-p", "tcp", "--dport", str(SECOND.port),
+         "-m", "comment", "--comment", BLOCK_TAG, "-j", "REJECT", "--reject-with", "tcp-reset"]  # fmt: skip
+
+
+def config_of(host_key: str = PLACEHOLDER_KEY, jump_key: str = PLACEHOLDER_KEY) -> dict:
+    """The two-host stack renamed, on its own addresses, h2 reached through the jump host, and
+    the shared filesystem served from h1 (the controller's host)."""
+    config = copy.deepcopy(two_host_config(host_key))
+    cluster = config["cluster"]
+    cluster["name"] = CLUSTER
+    first, second = cluster["hosts"]
+    first.update(address=SECOND.site_address, shared_dir=SHARED_DIR)
+    second.update(address=SECOND.address, shared_dir=SHARED_DIR, **SECOND_DIRS)
+    second["connection"].update(
+        address=SECOND.address,
+        private_key_secret=SECRET,
+        bastion={"address": JUMP.address, "port": JUMP.port, "host_key": jump_key},
+    )
+    for host, octet in ((first, 53), (second, 54)):
+        host["network"] = {
+            "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"10.{octet}.3.1/24"},
+            "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"10.{octet}.5.0/24"},
+        }
+    for node, (octet, last) in zip(cluster["nodes"], [(53, 2), (53, 3), (54, 2), (54, 3)], strict=True):
+        node.update(nat_address=f"10.{octet}.3.{last}", cluster_address=f"10.{octet}.5.{last}")
+    cluster["shared_fs"] = {"kind": "served", "directory": EXPORT_DIR, "client": "stand_in"}
+    return config
+
+
+def on_second(*argv: str, check: bool = True, env: dict | None = None, timeout: int = 180):
+    """A command run on h2 directly (its namespaces), to look or to simulate its reboot."""
+    return sh(*ssh_hosts.host_argv(SECOND), *argv, check=check, env=env, timeout=timeout)
+
+
+def stand_in_clients() -> list[str]:
+    """Pids of the stand-in NFS clients of this cluster, on either host."""
+    ps = sh("ps", "-eo", "pid=,args=").stdout
+    return [line.split()[0] for line in ps.splitlines() if "nfs-client.py" in line and f"/{CLUSTER}/" in line]
+
+
+def teardown_stack() -> None:
+    """Destroy whatever a run left (each command run on its host without SSH), then the hosts."""
+    try:
+        commands = host_commands(run_program(config_of(), stack=CLUSTER, secrets={SECRET: "placeholder"}))
+        if not Path(f"/run/netns/{SECOND.netns}").exists():
+            commands = [c for c in commands if not c.connection]
+        destroy(run_here(commands, {SECOND.address: SECOND}))
+    finally:
+        for pid in stand_in_clients():  # a mount its delete could not reach
+            sh("kill", pid, check=False)
+        while sh("iptables", "-D", *BLOCK, check=False).returncode == 0:
+            pass
+        # In the reverse order of their start: the first one started recorded the machine's
+        # own ip_forward, which it puts back last.
+        ssh_hosts.remove(SECOND)
+        ssh_hosts.remove(JUMP)
+        for directory in SECOND_DIRS.values():
+            sh("rmdir", directory, check=False)
+        sh("rm", "-rf", EXPORT_DIR)  # the kept files, removed as docs/hosts.md says
+        for directory in (SHARED_DIR, Path(SHARED_DIR).parent, Path(SHARED_DIR).parent.parent):
+            sh("rmdir", str(directory), check=False)
+
+
+def mounts(report: list[str]) -> None:
+    here = sh("findmnt", "-n", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS", SHARED_DIR).stdout
+    there = on_second("findmnt", "-n", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS", SHARED_DIR).stdout
+    report.append(f"$ findmnt {SHARED_DIR}   (on h1)\n{here}$ findmnt {SHARED_DIR}   (on h2)\n{there}")
+    assert here.startswith(f"{SECOND.site_address}:/gpucluster-{CLUSTER} {SHARED_DIR} fuse"), here
+    assert there.startswith(f"{SECOND.site_address}:/gpucluster-{CLUSTER} {SHARED_DIR} fuse"), there
+
+
+def srun(*argv: str, timeout: int = 120) -> str:
+    return sh("srun", f"--chdir={SHARED_DIR}", *argv, env=SLURM, timeout=timeout).stdout
+
+
+def reboot_second_host(report: list[str]) -> None:
+    """What a reboot of h2 takes away (its containers, munged, bridges, rules, routes, the
+    mount and its client, /run), taken away by hand; then h2's boot unit's ExecStart, exactly."""
+    lxc = ["-P", SECOND_DIRS["lxc_dir"]]
+    for node in ("c002", "c003"):
+        on_second("lxc-stop", *lxc, "-n", f"{CLUSTER}-{node}", "-t", "60", timeout=120)
+    pid = on_second("cat", f"{SECOND_STATE}/munge/munged.pid", check=False).stdout.strip()
+    if pid:
+        on_second("kill", pid)
+    # The mount goes with its client process, as at a power-off.
+    client = on_second("cat", f"{SECOND_STATE}/nfs-client.pid").stdout.strip()
+    on_second("kill", "-KILL", client)
+    on_second("umount", "-l", SHARED_DIR)
+    for bridge in (f"{CLUSTER}br0", f"{CLUSTER}br1"):
+        on_second("ip", "link", "del", bridge)
+    for rule in on_second("iptables", "-S").stdout.splitlines():
+        if f"gpucluster:{CLUSTER}:" in rule:
+            on_second("iptables", *shlex.split(rule.replace("-A ", "-D ", 1)))
+    on_second(
+        "rm",
+        "-rf",
+        f"{SECOND_DIRS['run_dir']}/gpucluster-{CLUSTER}",
+        f"{SECOND_DIRS['run_dir']}/gpucluster-{CLUSTER}-dev",
+    )
+    deadline = time.monotonic() + 30
+    while len(stand_in_clients()) > 1:  # h1's stays
+        assert time.monotonic() < deadline, "h2's stand-in client did not end with its mount"
+        time.sleep(0.5)
+    gone = on_second("findmnt", SHARED_DIR, check=False).returncode
+    report.append(f"h2 'rebooted': containers stopped, bridges, rules, /run and the mount gone (findmnt: {gone})")
+    assert gone != 0
+    code, drifted = verify_second()
+    missing = [line for line in drifted.splitlines() if line.startswith("MISSING") and "mount of" in line]
+    report.append("$ ./verify.sh e2en h2   (on h2, before its boot unit)\n" + "\n".join(missing))
+    assert code == 1 and missing == [f"MISSING  mount of {SECOND.site_address}:/gpucluster-{CLUSTER} at {SHARED_DIR}"]
+    unit = (SECOND.directory / "systemd-system" / f"gpucluster-{CLUSTER}.service").read_text()
+    (exec_start,) = [line.removeprefix("ExecStart=") for line in unit.splitlines() if line.startswith("ExecStart=")]
+    started = time.monotonic()
+    done = on_second(*shlex.split(exec_start), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=600)
+    report.append(f"$ {exec_start}   (on h2: its boot unit's ExecStart, {time.monotonic() - started:.1f} s)")
+    report.append("\n".join(line for line in done.stderr.splitlines() if "mounted" in line or "containers" in line))
+
+
+def verify_second() -> tuple[int, str]:
+    """./verify.sh e2en h2, run on h2."""
+    cluster = parse_stack_config(config_of()).cluster
+    with tempfile.NamedTemporaryFile("w", suffix=".env") as expected:
+        expected.write(render_host_state(cluster, cluster.host_named("h2")))
+        expected.flush()
+        done = on_second(
+            *INTERPRETER, script(HOST_FILES / "verify_host.sh"), "verify_host.sh", expected.name, check=False
+        )
+    return done.returncode, done.stdout + done.stderr
+
+
+def wait_idle(nodes: list[str], seconds: int = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=SLURM, check=False).stdout.split("\n")
+        if {line.split()[0] for line in states if line.endswith(" idle")} >= set(nodes):
+            return
+        assert time.monotonic() < deadline, f"nodes not idle: {states}"
+        time.sleep(2)
+
+
+def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_purged):
+    require_host()
+    kept_images_purged.add(CLUSTER)
+    teardown_stack()
+    before = host_snapshot()
+    report: list[str] = []
+    try:
+        jump = ssh_hosts.start(JUMP)
+        server = ssh_hosts.start(SECOND)
+        # One private key for the host and its jump host (connection.bastion uses the host's).
+        (JUMP.directory / "sshd" / "authorized_keys").write_text(
+            (SECOND.directory / "sshd" / "client_key.pub").read_text()
+        )
+        sh("iptables", "-I", *BLOCK)
+        secrets = {SECRET: server["client_key"]}
+        key = SECOND.directory / "sshd" / "client_key"
+        ssh = ["ssh", "-F", "/dev/null", "-i", str(key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+               "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR"]  # fmt: skip
+        direct = sh(*ssh, f"root@{SECOND.address}", "true", check=False)
+        jump_via = "ProxyCommand=" + shlex.join([*ssh, "-W", "%h:%p", f"root@{JUMP.address}"])
+        through = sh(*ssh, "-o", jump_via, f"root@{SECOND.address}", "ip -4 -o addr show", check=False)
+        report.append(
+            f"$ ssh root@{SECOND.address} true   (from h1, direct)\nexit {direct.returncode}: {direct.stderr.strip()}\n"
+            f"$ ssh -o 'ProxyCommand=ssh -W %h:%p root@{JUMP.address}' root@{SECOND.address} ip -4 -o addr show\n"
+            + through.stdout
+        )
+        assert direct.returncode == 255 and "refused" in direct.stderr, direct
+        assert through.returncode == 0 and SECOND.address in through.stdout, through
+
+        # A jump host presenting another key than the pinned one: refused before any script runs.
+        wrong = config_of(server["host_key"], PLACEHOLDER_KEY)
+        wrong["cluster"]["hosts"][1]["connection"]["dial_error_limit"] = 2
+        remote = [c for c in host_commands(run_program(wrong, stack=CLUSTER, secrets=secrets)) if c.connection]
+        with pytest.raises(CommandFailedError) as refused:
+            up(State(), remote)
+        assert "e2en-h2-ssh-ready" in str(refused.value) and "Host key verification failed" in str(refused.value)
+        assert not list((SECOND.directory / "sshd" / "sshd_config.d").iterdir()), "a script ran on h2"
+        assert not Path(SECOND_STATE).exists()
+        report.append("a wrong bastion host_key: " + str(refused.value).splitlines()[0] + " (proxy: host key refused)")
+
+        config = config_of(server["host_key"], jump["host_key"])
+        commands = host_commands(run_program(config, stack=CLUSTER, secrets=secrets))
+        assert all(c.connection["proxy"]["host"] == JUMP.address for c in commands if c.connection)
+        state = State()
+        started = time.monotonic()
+        first, _ = up(state, commands)
+        bring_up = first.finished(f"{CLUSTER}-health")
+        mounts(report)
+
+        # A job script written once in the shared directory, run on the nodes of both hosts.
+        script = Path(SHARED_DIR) / "hello.sh"
+        script.write_text('#!/bin/sh\necho "$(hostname) sees $(ls /srv/gpucluster/e2en/shared | wc -l) files"\n')
+        script.chmod(0o755)
+        ran = "".join(sorted(srun("-N4", str(script)).splitlines(True)))
+        report.append(f"$ srun -N4 {script}   (written once, on h1, in the shared directory)\n{ran}")
+        assert [line.split()[0] for line in ran.splitlines()] == ["c000", "c001", "c002", "c003"]
+
+        # A file written by a job on h1 is read by a job on h2.
+        note = f"{SHARED_DIR}/from-c000.txt"
+        srun("-w", "c000", "sh", "-c", f'echo "written by $(hostname) at $(date -u +%T)" > {note}')
+        read = srun("-w", "c002", "sh", "-c", f'echo "$(hostname) reads: $(cat {note})"')
+        on_h2 = on_second("cat", note).stdout
+        served = Path(EXPORT_DIR, "from-c000.txt")
+        report.append(
+            f"$ srun -w c000 sh -c 'echo ... > {note}'   (h1)\n$ srun -w c002 sh -c 'cat {note}'   (h2)\n{read}"
+            f"$ cat {note}   (on h2's host)\n{on_h2}$ ls -ln {served}   (the served directory on h1)\n"
+            + sh("ls", "-ln", str(served)).stdout
+        )
+        assert read.startswith("c002 reads: written by c000") and on_h2.startswith("written by c000")
+        assert served.stat().st_uid == 65534, "root of a node was not squashed"
+
+        # h2 reboots: its boot unit mounts the export again before its nodes start.
+        reboot_second_host(report)
+        mounts(report)
+        wait_idle(["c002", "c003"])
+        again = srun("-w", "c003", "cat", note)
+        report.append(f"$ srun -w c003 cat {note}   (after h2's reboot)\n{again}")
+        assert again.startswith("written by c000")
+
+        removal = destroy_state(state)
+        total = time.monotonic() - started
+        # The files stay where they were served from; nothing else of the cluster does.
+        kept = sorted(p.name for p in Path(EXPORT_DIR).iterdir())
+        report.append(f"after destroy: {EXPORT_DIR} holds {kept}; mounts on h1: "
+                      f"{sh('findmnt', SHARED_DIR, check=False).returncode != 0 and 'none'}")  # fmt: skip
+        assert kept == ["from-c000.txt", "hello.sh"]
+        assert sh("findmnt", SHARED_DIR, check=False).returncode != 0
+        assert on_second("findmnt", SHARED_DIR, check=False).returncode != 0
+        assert stand_in_clients() == [] and "ganesha" not in sh("ps", "-eo", "comm=").stdout
+        found = [line for line in leftovers(CLUSTER) if not line.startswith(f"path /srv/gpucluster/{CLUSTER} ")]
+        assert found == []
+        sh("rm", "-rf", EXPORT_DIR)  # as docs/hosts.md tells an operator who wants the data gone
+    except BaseException:
+        with capsys.disabled():  # what the NFS server and clients said, before teardown removes it
+            for log in DIAGNOSTIC_LOGS:
+                if Path(log).exists():
+                    print(f"--- {log} (end)\n" + "\n".join(Path(log).read_text().splitlines()[-30:]))
+        raise
+    finally:
+        teardown_stack()
+
+    assert leftovers(CLUSTER) == []
+    after = host_snapshot()
+    assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+    with capsys.disabled():
+        print("\n== two hosts, one shared filesystem (served by h1), h2 only through a jump host ==")
+        print("\n".join(report))
+        print(f"bring-up {bring_up:.0f} s; destroy {removal.wall_seconds:.1f} s; whole test {total:.0f} s")

@@ -1,0 +1,173 @@
+"""The shared filesystem (shared_fs): its config and errors, the server's export (only the
+cluster's hosts and container subnets, root squashed), and the graph under mocks: the server
+before every mount, every mount before the nodes that bind it, the mount in the boot path."""
+
+import copy
+
+import pytest
+
+from components.host.boot_unit import host_state
+from components.sharedfs.shared_fs import export_clients, render_ganesha_conf
+from components.stack_config import ConfigError, parse_stack_config
+from tests.harness.command_executor import State, StateEntry, host_commands, plan
+from tests.harness.program_harness import run_program, stack_config
+
+SECRETS = {"gpu2SshKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n"}
+SERVED = {"kind": "served", "directory": "/srv/gpucluster/duo/export"}
+
+
+def twohost(shared_fs=None) -> dict:
+    config = copy.deepcopy(stack_config("twohost"))
+    if shared_fs is not None:
+        config["cluster"]["shared_fs"] = copy.deepcopy(shared_fs)
+    return config
+
+
+def parsed(shared_fs=SERVED):
+    return parse_stack_config(twohost(shared_fs)).cluster
+
+
+def error_of(config: dict) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(config)
+    return str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_program(twohost(SERVED), stack="twohost", secrets=SECRETS)
+
+
+def env(run, name: str) -> dict:
+    environment = run.by_name(name).inputs["environment"]
+    return {key.removeprefix("GPUCLUSTER_"): value for key, value in environment.items()}
+
+
+# ---- config ----
+
+
+def test_served_by_the_controllers_host_by_default():
+    config = parsed()
+    assert config.shared_fs.root_squash is True and config.shared_fs.client == "kernel"
+    assert config.shared_fs.port == 2049
+
+
+def mutate(change) -> dict:
+    config = twohost(SERVED)
+    change(config["cluster"])
+    return config
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c["hosts"][1].update(shared_dir="/srv/other"), "hosts[1].shared_dir: /srv/other differs"),
+        (lambda c: c["shared_fs"].update(host="gpu9"), "shared_fs.host: 'gpu9' is not one of hosts[].name"),
+        (lambda c: c["hosts"][0].pop("address"), "shared_fs (served by the controller's host 'gpu1'): host 'gpu1' has"),
+        (
+            lambda c: c["shared_fs"].update(directory="/srv/gpucluster/duo/shared/data"),
+            "shared_fs.directory: /srv/gpucluster/duo/shared/data and the shared_dir /srv/gpucluster/duo/shared of",
+        ),
+        (lambda c: c["shared_fs"].update(kind="ceph"), "shared_fs"),
+        (lambda c: c["shared_fs"].update(root_squash="no"), "shared_fs.served.root_squash"),
+        (lambda c: c["shared_fs"].update(client="fuse"), "shared_fs.served.client"),
+        (lambda c: c.update(shared_fs={"kind": "nfs", "server": "10.1", "path": "/x"}), "shared_fs.nfs.server"),
+    ],
+)
+def test_bad_shared_fs_names_the_field(change, message):
+    assert message in error_of(mutate(change))
+
+
+def test_a_one_host_stack_is_told_shared_fs_needs_hosts():
+    config = copy.deepcopy(stack_config("e2e"))
+    config["cluster"]["shared_fs"] = {"kind": "nfs", "server": "nfs.example.org", "path": "/export/e2e"}
+    assert "shared_fs: needs `hosts`" in error_of(config)
+
+
+# ---- the export ----
+
+
+def test_export_only_to_the_cluster_hosts_and_their_container_subnets_root_squashed():
+    config = parsed()
+    assert export_clients(config) == [
+        "192.168.10.11", "10.46.3.0/24", "10.46.5.0/24", "192.168.10.12", "10.47.3.0/24", "10.47.5.0/24"
+    ]  # fmt: skip
+    conf = render_ganesha_conf(config)
+    assert "Access_Type = None;" in conf  # nobody else
+    assert "CLIENT { Clients = 192.168.10.11, 10.46.3.0/24, 10.46.5.0/24, 192.168.10.12," in conf
+    assert "Squash = root_squash;" in conf and "Bind_addr = 192.168.10.11;" in conf
+    assert "Path = /srv/gpucluster/duo/export;" in conf and "Pseudo = /gpucluster-duo;" in conf
+    unsquashed = parse_stack_config(twohost({**SERVED, "root_squash": False})).cluster
+    assert "Squash = no_root_squash;" in render_ganesha_conf(unsquashed)
+
+
+# ---- the graph ----
+
+
+def test_the_server_runs_on_the_serving_host_and_every_mount_waits_for_it(run):
+    server = run.by_name("duo-gpu1-nfs-server")
+    assert server.type == "command:local:Command"
+    assert env(run, "duo-gpu1-nfs-server")["DIRECTORY"] == "/srv/gpucluster/duo/export"
+    for host in ("gpu1", "gpu2"):
+        assert run.depends_on(f"duo-{host}-shared-mount", "duo-gpu1-nfs-server")
+        assert run.depends_on(f"duo-{host}-shared-mount", f"duo-{host}-host-shared-dir")
+    remote = env(run, "duo-gpu2-shared-mount")
+    assert run.by_name("duo-gpu2-shared-mount").type == "command:remote:Command"
+    assert (remote["SERVER"], remote["EXPORT"], remote["SHARED_DIR"]) == (
+        "192.168.10.11", "/gpucluster-duo", "/srv/gpucluster/duo/shared"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("node", ["c000", "c002"])
+def test_nodes_start_after_their_hosts_mount(run, node):
+    host = "gpu1" if node == "c000" else "gpu2"
+    assert run.depends_on(f"duo-{node}-lxc", f"duo-{host}-shared-mount")
+
+
+def test_packages_server_on_the_serving_host_only(run):
+    assert "nfs-ganesha" in env(run, "duo-gpu1-host-packages")["PACKAGES"].split()
+    gpu2 = env(run, "duo-gpu2-host-packages")["PACKAGES"].split()
+    assert "nfs-ganesha" not in gpu2 and "nfs-common" in gpu2
+
+
+def test_the_boot_path_serves_and_mounts_again():
+    config = parsed()
+    first, second = (host_state(config, config.host_named(name)) for name in ("gpu1", "gpu2"))
+    state_dir = "/var/lib/gpucluster/duo"
+    assert first["NFS_SERVER"] == f"{state_dir}/nfs-server,192.168.10.11,2049"
+    mount = "kernel,192.168.10.11,2049,/gpucluster-duo,/srv/gpucluster/duo/shared"
+    assert first["SHARED_MOUNT"] == f"{mount},{state_dir}"
+    assert "NFS_SERVER" not in second and second["SHARED_MOUNT"].startswith(mount)
+
+
+def test_an_existing_export_is_only_mounted():
+    existing = {"kind": "nfs", "server": "nfs.example.org", "path": "/export/duo", "client": "stand_in"}
+    run = run_program(twohost(existing), stack="twohost", secrets=SECRETS)
+    assert not [r for r in run.resources if r.name.endswith("-nfs-server")]
+    mount = env(run, "duo-gpu2-shared-mount")
+    assert (mount["SERVER"], mount["EXPORT"], mount["CLIENT"]) == ("nfs.example.org", "/export/duo", "stand_in")
+    assert "def main" in mount["CLIENT_TEXT"]  # the stand-in client travels with the command
+
+
+def test_without_shared_fs_nothing_changes():
+    run = run_program(twohost(), stack="twohost", secrets=SECRETS)
+    assert not [r for r in run.resources if r.name.endswith(("-nfs-server", "-shared-mount"))]
+    assert "nfs" not in env(run, "duo-gpu2-host-packages")["PACKAGES"]
+    config = parse_stack_config(twohost()).cluster
+    assert "SHARED_MOUNT" not in host_state(config, config.host_named("gpu2"))
+
+
+def test_removing_a_host_unmounts_it_there_and_narrows_the_export():
+    two = host_commands(run_program(twohost(SERVED), stack="twohost", secrets=SECRETS))
+    smaller = twohost(SERVED)
+    cluster = smaller["cluster"]
+    cluster["hosts"] = cluster["hosts"][:1]
+    cluster["nodes"] = [node for node in cluster["nodes"] if node["host"] == "gpu1"]
+    one = host_commands(run_program(smaller, stack="twohost", secrets=SECRETS))
+    state = State({c.urn: StateEntry(c) for c in two})
+    actions = {next(c.name for c in [*two, *one] if c.urn == urn): a for urn, a in plan(state, one).items()}
+    assert actions["duo-gpu2-shared-mount"] == "delete"
+    unmount = next(c for c in two if c.name == "duo-gpu2-shared-mount").delete
+    assert "shared_mount_down" in unmount
+    # The export now admits gpu1 only: the server's config changes, the server stays.
+    assert actions["duo-gpu1-nfs-server"] == "update" and actions["duo-gpu1-shared-mount"] == "same"
