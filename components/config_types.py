@@ -6,6 +6,8 @@ slurm.conf, iptables comments) are constrained here, so no config value can smug
 newline, a space or a shell metacharacter into them.
 """
 
+import re
+import socket
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated
 
@@ -121,3 +123,33 @@ SlurmTime = Annotated[
 
 # Login names: what useradd and Slurm both accept (Slurm keeps names in lower case).
 UserName = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+
+
+# A DNS name (RFC 1123 labels) whose last label is not all digits (RFC 3696 2), so that no name
+# is also read as an address.
+_DNS_NAME = re.compile(
+    r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
+)
+
+
+def _reads_as_address(value: str) -> bool:
+    """What the C resolver takes as an IPv4 address: also 127.1, 2130706433, 0x7f.1, 127.000.000.001."""
+    try:
+        socket.inet_aton(value)
+    except OSError:
+        return False
+    return True
+
+
+def check_host_address(value: str) -> str:
+    """An IPv4 address in dotted decimal or a DNS name (a host to dial: SSH, NFS)."""
+    try:
+        return str(IPv4Address(value))
+    except ValueError:
+        pass
+    if _reads_as_address(value) or not _DNS_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is neither an IPv4 address in dotted decimal (e.g. 192.168.10.12) nor a DNS name "
+            "(letters, digits and '-' in dot-separated labels, the last one not all digits)"
+        )
+    return value

@@ -2,14 +2,20 @@
 
 import base64
 import binascii
-import re
-import socket
 from ipaddress import IPv4Address
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, Strict
 
-from components.config_types import Port, SafePath, StrictBool, StrictInt, StrictModel, UserName
+from components.config_types import (
+    Port,
+    SafePath,
+    StrictBool,
+    StrictInt,
+    StrictModel,
+    UserName,
+    check_host_address,
+)
 
 # What one GPU-hour of a host costs, for the cost of jobs in ./status.sh (nothing is built from it).
 GpuHourPrice = Annotated[
@@ -131,35 +137,6 @@ def _check_host_key(value: str) -> str:
     return value
 
 
-# A DNS name (RFC 1123 labels) whose last label is not all digits (RFC 3696 2), so that no name
-# is also read as an address.
-_DNS_NAME = re.compile(
-    r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
-)
-
-
-def _reads_as_address(value: str) -> bool:
-    """What the C resolver takes as an IPv4 address: also 127.1, 2130706433, 0x7f.1, 127.000.000.001."""
-    try:
-        socket.inet_aton(value)
-    except OSError:
-        return False
-    return True
-
-
-def _check_ssh_address(value: str) -> str:
-    try:
-        return str(IPv4Address(value))
-    except ValueError:
-        pass
-    if _reads_as_address(value) or not _DNS_NAME.match(value):
-        raise ValueError(
-            f"{value!r} is neither an IPv4 address in dotted decimal (e.g. 192.168.10.12) nor a DNS name "
-            "(letters, digits and '-' in dot-separated labels, the last one not all digits)"
-        )
-    return value
-
-
 def same_machine_key(address: str | None) -> str:
     """What two SSH addresses (None: the local host) are compared by to tell one machine:
     every loopback address and localhost name is this machine; names compare in lower case."""
@@ -184,7 +161,7 @@ class LocalConnection(StrictModel):
 class SshEndpoint(StrictModel):
     """An SSH server, its host key pinned: a host presenting another key is refused."""
 
-    address: Annotated[str, AfterValidator(_check_ssh_address)] = Field(
+    address: Annotated[str, AfterValidator(check_host_address)] = Field(
         pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$", description="IPv4 address or DNS name of the SSH server"
     )
     port: Port = Field(22, description="SSH port")

@@ -5,8 +5,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
-from components.config_types import Hostname, Port, SafePath, StrictBool, StrictModel
-from components.host.config import _check_ssh_address
+from components.config_types import Hostname, Port, SafePath, StrictBool, StrictModel, check_host_address
 
 NfsClient = Literal["kernel", "stand_in"]
 
@@ -21,7 +20,7 @@ class ExistingNfs(StrictModel):
     """An NFS export the site already runs: the program only mounts it."""
 
     kind: Literal["nfs"]
-    server: Annotated[str, AfterValidator(_check_ssh_address)] = Field(
+    server: Annotated[str, AfterValidator(check_host_address)] = Field(
         pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$", description="IPv4 address or DNS name of the NFS server"
     )
     path: SafePath = Field(description="the export's path on the server (NFSv4: its path in the server's pseudo root)")
