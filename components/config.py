@@ -29,6 +29,7 @@ from components.host.config import (
     same_machine_key,
 )
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
+from components.metrics.config import MetricsConfig
 from components.network.config import NetworkConfig, PortForwardConfig
 from components.slurm.config import (
     SACCTMGR_KEYWORDS,
@@ -237,6 +238,10 @@ class ClusterConfig(StrictModel):
     accounting: AccountingConfig | None = Field(
         None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
     )
+    metrics: MetricsConfig | None = Field(
+        None,
+        description="Prometheus, exporters and alert rules in a container on the controller's host; none: no metrics",
+    )
     aws: AwsConfig | None = Field(None, description="where the EC2 hosts (hosts[].connection.kind: ec2) are made")
 
     @model_validator(mode="before")
@@ -340,6 +345,10 @@ class ClusterConfig(StrictModel):
         )
 
     # Derived views used by the renderers and components.
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics is not None and self.metrics.enabled
 
     @property
     def identity(self) -> ClusterIdentity:
@@ -488,6 +497,11 @@ def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
         yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
     if "image" in names:
         yield "nodes[].name: 'image' is the node image's container; pick another name"
+    if c.metrics_enabled and c.metrics.name in [*names, *([c.accounting.name] if c.accounting else [])]:
+        yield (
+            f"metrics.name: {c.metrics.name!r} is also a node, web_app or accounting name; the metrics container "
+            "needs a name of its own"
+        )
     if c.accounting and c.accounting.name in names:
         yield (
             f"accounting.name: {c.accounting.name!r} is also a node or web_app name; the database container "
@@ -529,6 +543,8 @@ def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address, ClusterHost
         pairs.append(("web_app.nat_address", c.web_app.nat_address, c.node_host(c.web_app)))
     if c.accounting:
         pairs.append(("accounting.nat_address", c.accounting.nat_address, c.cluster_hosts[0]))
+    if c.metrics_enabled:
+        pairs.append(("metrics.nat_address", c.metrics.nat_address, c.controller_host))
     return pairs
 
 
@@ -806,6 +822,8 @@ def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
         owners.append(("web_app.name", c.web_app.name))
     if c.accounting:
         owners.append(("accounting.name", c.accounting.name))
+    if c.metrics_enabled:
+        owners.append(("metrics.name", c.metrics.name))
     for field, name in owners:
         if name in INTERNAL_CONTAINER_NAMES:
             yield (

@@ -14,7 +14,17 @@ from components.transport import Transport, env_list, host_command
 FILES = Path(__file__).parent / "files"
 
 # What every node, the controller and the web app need, so no container downloads packages.
-IMAGE_PACKAGES = ["slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2"]
+# The node exporter is there disabled: the metrics (components/metrics/) enable it per node.
+IMAGE_PACKAGES = [
+    "slurmd",
+    "slurmctld",
+    "slurm-client",
+    "munge",
+    "python3",
+    "procps",
+    "iproute2",
+    "prometheus-node-exporter",
+]
 
 
 class NodeImage(pulumi.ComponentResource):
