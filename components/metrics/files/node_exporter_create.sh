@@ -2,8 +2,12 @@
 # node, on the node's NAT address only, with a few collectors.
 require CONTAINER NODE_EXPORTER_ARGS NODE_EXPORTER_ADDRESS NODE_EXPORTER_PORT
 report_clone "$CONTAINER"
-in_ct "$CONTAINER" test -x /usr/bin/prometheus-node-exporter ||
-  die "$CONTAINER has no prometheus-node-exporter: its node image predates it (replace the image)"
+if ! in_ct "$CONTAINER" test -x /usr/bin/prometheus-node-exporter; then
+  log "$CONTAINER: its node image predates the node exporter: installing it"
+  in_ct "$CONTAINER" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+  in_ct "$CONTAINER" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends prometheus-node-exporter >&2
+fi
 changed=1
 printf '# Managed by the gpu-cluster Pulumi program.\nARGS="%s"\n' "$NODE_EXPORTER_ARGS" |
   ct_write_if_changed "$CONTAINER" /etc/default/prometheus-node-exporter 0644 root:root && changed=0

@@ -178,10 +178,10 @@ def collect(
         "gpucluster_nodes",
         "gauge",
         "nodes by Slurm state",
-        sorted(
+        [
             ({"state": state}, sum(1 for n in nodes if base_state(n.state) == state))
-            for state in {base_state(n.state) for n in nodes}
-        ),
+            for state in sorted({base_state(n.state) for n in nodes})
+        ],
     )
     metrics.family(
         "gpucluster_node_down",
