@@ -1,7 +1,7 @@
 """Remove whatever the end-to-end test may have left: the `e2e` stack's resources (destroy is
 idempotent and succeeds when things are gone), those of its accounting variant (with the
 database dumps destroy would keep) and of its SSH variants (one host over SSH, two hosts) with
-their stand-in SSH hosts, the outside namespace and the stand-in GPUs.
+their stand-in SSH hosts, of its metrics variant, the outside namespace and the stand-in GPUs.
 
 Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
 `python tests/harness/e2e_teardown.py`, which also purges the node image destroy kept.
@@ -270,6 +270,30 @@ def remove_kept_accounting(cluster: str = STACK) -> None:
             directory.rmdir()
 
 
+# The metrics variant (tests/test_e2e_metrics.py): two nodes, the web app without a GPU,
+# Prometheus in its container, alerts that fire at once and are evaluated every 2 s.
+METRICS = {
+    "nat_address": "10.43.3.30",
+    "scrape_interval_s": 5,
+    "evaluation_interval_s": 2,
+    "alert_for_s": 0,
+    "pending_alert_s": 600,
+    "retention_days": 1,
+}
+
+
+def metrics_config() -> dict:
+    config = stack_config(STACK)
+    cluster = config["cluster"]
+    cluster["nodes"] = cluster["nodes"][:2]
+    cluster["gpu"]["stand_in"]["count"] = 2
+    cluster["gpu"]["driver_files"] = []
+    cluster["gpu"]["cuda_path"] = None
+    cluster["web_app"]["gpus"] = []
+    cluster["metrics"] = copy.deepcopy(METRICS)
+    return config
+
+
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
 TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb")
 
@@ -291,6 +315,7 @@ def teardown() -> None:
         teardown_ssh_stacks()
         # Without keeping a dump: what a cut-short run left is not worth keeping.
         destroy(host_commands(run_program(accounting_config(keep_dump=False), stack=STACK)))
+        destroy(host_commands(run_program(metrics_config(), stack=STACK)))
         for placement in PLACEMENTS:
             # The grown config holds every command of the smaller ones.
             destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))
