@@ -46,6 +46,14 @@ def firing(alert: str) -> list[dict]:
     return [a for a in prometheus("/api/v1/alerts")["data"]["alerts"] if a["labels"]["alertname"] == alert]
 
 
+def exporter_answers() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{EXPORTER}/metrics", timeout=10) as response:
+            return b"gpucluster_slurm_up 1" in response.read()
+    except OSError:
+        return False
+
+
 def listening(argv: list[str], port: int) -> list[str]:
     """The local addresses listening on `port` (ss in the host or a container)."""
     out = sh(*argv, "ss", "-Htln", f"sport = :{port}").stdout
@@ -121,6 +129,15 @@ def test_prometheus_counts_gpus_fires_the_drain_alert_and_feeds_the_page(capsys)
         assert firing("NodeDown") == [] and firing("GpuHealthCheckFailing") == []
         sh("scontrol", "update", "nodename=c001", "state=resume", env=SLURM)
         wait_for("the NodeDrained alert to end", lambda: firing("NodeDrained") == [], 30)
+
+        # A reboot takes the exporter away: the boot unit's bring-up starts it again.
+        cluster_dir = Path(f"/var/lib/gpucluster/{CLUSTER}")
+        pid = (cluster_dir / "metrics" / "exporter.pid").read_text().strip()
+        sh("kill", pid)
+        wait_for("the exporter to stop", lambda: not Path(f"/proc/{pid}").exists(), 15)
+        sh("/bin/bash", str(cluster_dir / "boot.sh"), str(cluster_dir / "host-state.env"))
+        wait_for("the exporter back", lambda: exporter_answers(), 15)
+        assert (cluster_dir / "metrics" / "exporter.pid").read_text().strip() != pid
     finally:
         if browser:
             browser.close()

@@ -160,3 +160,16 @@ def test_retention_size_and_accounting_figures():
 )
 def test_bad_metrics_config_names_the_field(metrics, message):
     assert message in error_of(with_metrics("e2e", **metrics))
+
+
+def test_the_boot_unit_and_verify_know_the_metrics_container_and_exporter():
+    built = commands(with_metrics("e2e", **METRICS), "e2e")
+    text = built["e2e-boot-unit"].environment["HOST_STATE_TEXT"]
+    state = dict(line.split("=", 1) for line in text.splitlines()[1:])
+    assert state["METRICS_CONTAINER"] == built["e2e-metrics-prometheus"].environment["CONTAINER"] == "e2e-metrics"
+    exporter = built["e2e-metrics-exporter"].environment
+    assert state["METRICS_EXPORTER"] == f"{exporter['CLUSTER_DIR']}/metrics"
+    assert exporter["SLURM_CONF"] == state["SLURM_CONF_PATH"]
+    # Without metrics the host's description is as before.
+    plain = commands(stack_config("e2e"), "e2e")["e2e-boot-unit"].environment["HOST_STATE_TEXT"]
+    assert "METRICS" not in plain
