@@ -617,7 +617,7 @@ async function loadCluster() {
   show("jobs", snap.jobs.list.length > 0);
 }
 
-const SVG = "http://www.w3.org/2000/svg";
+const SVG = $("gpu-chart").namespaceURI;  // the inline <svg>'s: SVG's namespace
 const CHART = {width: 640, height: 180, left: 40, right: 10, top: 10, bottom: 24};
 
 function svg(name, attributes, text) {
