@@ -105,7 +105,11 @@ def test_prometheus_counts_gpus_fires_the_drain_alert_and_feeds_the_page(capsys)
         browser.open(f"http://{eth0}:{config['cluster']['web_app']['host_port']}/")
         browser.wait_for("document.getElementById('gpu-now').textContent === 'Now: 1 of 2 GPUs allocated'", 40)
         assert browser.count("#gpu-chart polygon.allocated") == 1
-        browser.wait_for("!document.getElementById('nodes').hidden")
+        assert browser.evaluate("document.getElementById('gpu-chart').getBoundingClientRect().height") > 100
+        # The cluster panel (the snapshot writer's) shows the job too, for the screenshot.
+        browser.wait_for(
+            "[...document.querySelectorAll('#nodes tbody tr')].some(r => r.innerText.includes('1 / 1'))", 30
+        )
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         browser.screenshot(ARTIFACTS / "metrics-panel.png")
         report.append(f"page: {browser.text('#gpu-now')!r}, {browser.text('#metrics-state')!r}")

@@ -610,7 +610,9 @@ def test_without_prometheus_the_metrics_api_says_why(start_app):
 def test_the_page_draws_the_last_hour_of_gpu_allocation_and_the_cost_per_account(browser, start_app, prometheus):
     url = start_app(prometheus_url=prometheus)
     browser.open(f"{url}/")
-    browser.wait_for("!document.getElementById('gpu-chart').hidden && !document.getElementById('costs').hidden")
+    browser.wait_for("!document.getElementById('costs').hidden")
+    # Shown for real: an SVG element has no `hidden` property, only the attribute the CSS reads.
+    assert browser.evaluate("document.getElementById('gpu-chart').getBoundingClientRect().height") > 100
     assert browser.text("#gpu-now") == "Now: 1 of 2 GPUs allocated"
     # Drawn inline: SVG elements in the page, the allocated area and the dashed total line.
     assert browser.count("#gpu-chart polygon.allocated") == 1 and browser.count("#gpu-chart polyline.total") == 1

@@ -656,7 +656,7 @@ function drawChart(m) {
     parts.push(svg("polygon", {class: "allocated", points: area}));
   }
   chart.replaceChildren(...parts);
-  show("gpu-chart", true);
+  chart.removeAttribute("hidden");  // an SVG element has no `hidden` property, only the attribute
 }
 
 async function loadMetrics() {
