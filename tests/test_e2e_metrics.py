@@ -78,12 +78,13 @@ def test_prometheus_counts_gpus_fires_the_drain_alert_and_feeds_the_page(capsys)
         assert listening(["lxc-attach", "-n", f"{CLUSTER}-metrics", "--"], 9090) == [f"{METRICS['nat_address']}:9090"]
         assert listening([], 9481) == [EXPORTER]
         assert listening(["lxc-attach", "-n", f"{CLUSTER}-c001", "--"], 9100) == ["10.43.3.3:9100"]
-        targets = prometheus("/api/v1/targets")["data"]["activeTargets"]
         wait_for(
             "every target up",
             lambda: {t["health"] for t in prometheus("/api/v1/targets")["data"]["activeTargets"]} == {"up"},
             30,
         )
+        targets = prometheus("/api/v1/targets")["data"]["activeTargets"]
+        assert len(targets) == 4  # Prometheus itself, the cluster exporter, c000's and c001's node exporters
         report.append("targets: " + ", ".join(sorted(f"{t['labels']['job']} {t['scrapeUrl']}" for t in targets)))
         wait_for("a first sample of 0 GPUs allocated", lambda: allocated_gpus() == 0, 30)
 
