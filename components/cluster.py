@@ -21,6 +21,13 @@ from components.host.gpu_host import GpuHost
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
+from components.metrics.prometheus import Metrics, MetricsSetup, ScrapedNode
+from components.metrics.render import (
+    exporter_address,
+    render_alert_rules,
+    render_exporter_settings,
+    render_prometheus_config,
+)
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
 from components.sharedfs.config import EfsShare, serving_host
@@ -132,6 +139,8 @@ class GpuCluster(pulumi.ComponentResource):
             if config.accounting and config.accounting_host.name == host.name:
                 containers.append(cluster.container_name(config.accounting.name))
             controller_here = host.name == config.controller_host.name
+            if config.metrics_enabled and controller_here:
+                containers.append(cluster.container_name(config.metrics.name))
             gpu_host = GpuHost(
                 f"{prefix}-host",
                 cluster,
@@ -326,7 +335,11 @@ class GpuCluster(pulumi.ComponentResource):
                     parent=self, depends_on=[self.bridges_of[web_host.name], self.images[web_host.name]]
                 ),
                 transport=self.transports[web_host.name],
+                prometheus_url=f"http://{config.metrics.nat_address}:{config.metrics.port}"
+                if config.metrics_enabled
+                else "",
             )
+        self.metrics = self._metrics(name, config) if config.metrics_enabled else None
         self.forwards = []
         for forward in config.all_forwards:
             host = self._target_host(config, forward.target)
@@ -345,6 +358,7 @@ class GpuCluster(pulumi.ComponentResource):
         # One per host: each host brings back its own part.
         everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
         everything += [self.accounts] if self.accounts else []
+        everything += [self.metrics] if self.metrics else []
         self.boots = {
             host.name: BootUnit(
                 f"{name}-{host.name}-boot" if multi else f"{name}-boot",
@@ -417,6 +431,42 @@ class GpuCluster(pulumi.ComponentResource):
             self.nfs_server = nfs_server(prefix, config, transport, [gpu_host.packages], self)
         after = [gpu_host.packages, gpu_host.shared_dir, *([self.nfs_server] if self.nfs_server else [])]
         return shared_mount(prefix, config, host, transport, after, self, self.efs.address if self.efs else None)
+
+    def _metrics(self, name: str, config: ClusterConfig) -> Metrics:
+        """Prometheus and the cluster's exporter on the controller's host, a node exporter in
+        every node of every host; after slurmctld, whose Slurm the exporter asks."""
+        host = config.controller_host
+        setup = MetricsSetup(
+            metrics=config.metrics,
+            prometheus_config=render_prometheus_config(config),
+            alert_rules=render_alert_rules(config.metrics),
+            exporter_settings=render_exporter_settings(config),
+            exporter_address=exporter_address(config),
+            slurm_conf=f"{config.host_cluster_dir(host)}/slurm.conf",
+        )
+        nodes = [
+            ScrapedNode(
+                name=node.name,
+                container=self.containers[node.name],
+                container_name=config.container_name(node.name),
+                nat_address=str(node.nat_address),
+                transport=self.transports[config.node_host(node).name],
+            )
+            for node in config.nodes
+        ]
+        return Metrics(
+            f"{name}-metrics",
+            config.host_identity(host),
+            setup,
+            self.platforms[host.name],
+            image=self.images[host.name].rootfs,
+            nodes=nodes,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[self.bridges_of[host.name], self.images[host.name], self.controller, *self.routes.values()],
+            ),
+            transport=self.transports[host.name],
+        )
 
     def _reachable_address(self, host: ClusterHostConfig) -> pulumi.Input[str]:
         """The address a user reaches a host at: an EC2 instance's SSH address (public with

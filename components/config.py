@@ -32,6 +32,7 @@ from components.host.config import (
     same_machine_key,
 )
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
+from components.metrics.config import MetricsConfig
 from components.network.config import NetworkConfig, PortForwardConfig
 from components.sharedfs.config import SharedFsConfig, rule_shared_fs
 from components.slurm.config import (
@@ -241,6 +242,10 @@ class ClusterConfig(StrictModel):
     accounting: AccountingConfig | None = Field(
         None, description="job accounting (slurmdbd on MariaDB), accounts and GPU limits; none: no accounting"
     )
+    metrics: MetricsConfig | None = Field(
+        None,
+        description="Prometheus, exporters and alert rules in a container on the controller's host; none: no metrics",
+    )
     aws: AwsConfig | None = Field(None, description="where the EC2 hosts (hosts[].connection.kind: ec2) are made")
     burst: BurstConfig | None = Field(
         None, description="partitions of EC2 instances Slurm starts on demand and stops when idle; none: no burst"
@@ -369,6 +374,10 @@ class ClusterConfig(StrictModel):
         )
 
     # Derived views used by the renderers and components.
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics is not None and self.metrics.enabled
 
     @property
     def identity(self) -> ClusterIdentity:
@@ -527,6 +536,11 @@ def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
         yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
     if "image" in names:
         yield "nodes[].name: 'image' is the node image's container; pick another name"
+    if c.metrics_enabled and c.metrics.name in [*names, *([c.accounting.name] if c.accounting else [])]:
+        yield (
+            f"metrics.name: {c.metrics.name!r} is also a node, web_app or accounting name; the metrics container "
+            "needs a name of its own"
+        )
     if c.accounting and c.accounting.name in names:
         yield (
             f"accounting.name: {c.accounting.name!r} is also a node or web_app name; the database container "
@@ -568,6 +582,8 @@ def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address, ClusterHost
         pairs.append(("web_app.nat_address", c.web_app.nat_address, c.node_host(c.web_app)))
     if c.accounting:
         pairs.append(("accounting.nat_address", c.accounting.nat_address, c.accounting_host))
+    if c.metrics_enabled:
+        pairs.append(("metrics.nat_address", c.metrics.nat_address, c.controller_host))
     return pairs
 
 
@@ -847,6 +863,8 @@ def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
         owners.append(("web_app.name", c.web_app.name))
     if c.accounting:
         owners.append(("accounting.name", c.accounting.name))
+    if c.metrics_enabled:
+        owners.append(("metrics.name", c.metrics.name))
     for field, name in owners:
         if name in INTERNAL_CONTAINER_NAMES:
             yield (

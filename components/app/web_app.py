@@ -21,8 +21,9 @@ STATUS_WRITER_SOURCE = FILES / "cluster_status.py"
 CONTAINER_STATUS_DIR = "/var/lib/cluster-status"
 
 
-def render_app_settings(app: WebAppConfig) -> str:
-    """The app's settings file (JSON), read by components/app/files/gpu_web_app.py."""
+def render_app_settings(app: WebAppConfig, prometheus_url: str = "") -> str:
+    """The app's settings file (JSON), read by components/app/files/gpu_web_app.py;
+    `prometheus_url`: the cluster's Prometheus, for the GPU allocation panel (none: no panel)."""
     settings = {
         "listen_address": str(app.nat_address),
         "port": app.port,
@@ -35,6 +36,8 @@ def render_app_settings(app: WebAppConfig) -> str:
         "status_file": f"{CONTAINER_STATUS_DIR}/cluster.json",
         "status_interval_s": app.status_interval_s,
     }
+    if prometheus_url:
+        settings["prometheus_url"] = prometheus_url
     return json.dumps(settings, indent=1)
 
 
@@ -68,6 +71,7 @@ class WebApp(pulumi.ComponentResource):
         image: pulumi.Resource,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
+        prometheus_url: str = "",
     ):
         super().__init__("gpu-cluster:app:WebApp", name, None, opts)
         # The snapshot writer first: it makes the directory the container mounts.
@@ -110,7 +114,7 @@ class WebApp(pulumi.ComponentResource):
             environment={
                 "CONTAINER": cluster.container_name(app.name),
                 "APP_SOURCE": APP_SOURCE.read_text(),
-                "APP_SETTINGS": render_app_settings(app),
+                "APP_SETTINGS": render_app_settings(app, prometheus_url),
                 "APP_PORT": str(app.port),
                 "APP_ADDRESS": str(app.nat_address),
             },

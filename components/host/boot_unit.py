@@ -84,6 +84,10 @@ def host_state(
     if view.web_app:
         # snapshot directory,interval: the cluster-status writer, a plain daemon on this host
         state["STATUS_WRITER"] = f"{cluster.status_dir},{view.web_app.status_interval_s}"
+    if config.metrics_enabled and here:
+        # Prometheus's container, and the directory of the cluster exporter, a plain daemon here
+        state["METRICS_CONTAINER"] = config.container_name(config.metrics.name)
+        state["METRICS_EXPORTER"] = f"{cluster.cluster_dir}/metrics"
     if host.lxc_dir != DEFAULT_LXC_PATH:
         state["LXC_PATH"] = host.lxc_dir
     if config.multi_host:

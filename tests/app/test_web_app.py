@@ -12,7 +12,9 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -529,3 +531,99 @@ def test_server_names_come_from_the_config_and_bad_ones_name_the_field():
     raw["web_app"]["server_names"] = ["evil.example:80"]
     with pytest.raises(ValidationError, match=r"web_app\.server_names\.0"):
         ClusterConfig.model_validate(raw)
+
+
+class FakePrometheus(BaseHTTPRequestHandler):
+    """The cluster's Prometheus HTTP API as the panel asks it: GPUs allocated (1 for the last
+    20 minutes, 0 before) and in all (2) over the window asked, and the month's cost per account."""
+
+    asked: typing.ClassVar[list] = []
+
+    def do_GET(self):
+        parts = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        FakePrometheus.asked.append((parts.path, query))
+        if parts.path == "/api/v1/query_range":
+            start, end, step = float(query["start"]), float(query["end"]), float(query["step"])
+            times = [start + i * step for i in range(int((end - start) // step) + 1)]
+            if query["query"] == "sum(gpucluster_node_gpus_allocated)":
+                values = [[t, "1" if t >= end - 1200 else "0"] for t in times]
+            else:
+                values = [[t, "2"] for t in times]
+            result = [{"metric": {}, "values": values}]
+        else:
+            figures = {
+                "gpucluster_account_cost_usd_month": {"physics": "0.003", "<b>chem</b>": "1.5"},
+                "gpucluster_account_gpu_seconds_month": {"physics": "3", "<b>chem</b>": "1500"},
+            }[query["query"]]
+            result = [{"metric": {"account": a}, "value": [query["time"], v]} for a, v in figures.items()]
+        data = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format, *args):  # noqa: A002 (http.server's signature)
+        pass
+
+
+@pytest.fixture
+def prometheus():
+    FakePrometheus.asked = []
+    server = HTTPServer(("127.0.0.1", free_port()), FakePrometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_metrics_api_asks_prometheus_for_the_last_hour_and_the_months_cost(start_app, prometheus):
+    url = start_app(prometheus_url=prometheus)
+    status, body = get(f"{url}/api/metrics")
+    assert status == 200 and body["available"], body
+    assert body["end"] - body["start"] == 3600 and body["step"] == 60
+    assert len(body["allocated"]) == 61 and body["allocated"][-1][1] == 1 and body["allocated"][0][1] == 0
+    assert body["total"][-1][1] == 2
+    assert body["accounts"] == [
+        {"account": "<b>chem</b>", "usd": 1.5, "gpu_hours": round(1500 / 3600, 4)},
+        {"account": "physics", "usd": 0.003, "gpu_hours": round(3 / 3600, 4)},
+    ]
+    queries = sorted(query["query"] for _, query in FakePrometheus.asked)
+    assert queries == [
+        "gpucluster_account_cost_usd_month",
+        "gpucluster_account_gpu_seconds_month",
+        "sum(gpucluster_node_gpus)",
+        "sum(gpucluster_node_gpus_allocated)",
+    ]
+
+
+def test_without_prometheus_the_metrics_api_says_why(start_app):
+    assert get(f"{start_app()}/api/metrics") == (
+        200,
+        {"available": False, "error": "no metrics: the stack has no metrics section"},
+    )
+    status, body = get(f"{start_app(prometheus_url=f'http://127.0.0.1:{free_port()}')}/api/metrics")
+    assert status == 200 and not body["available"] and body["error"].startswith("Prometheus did not answer: ")
+
+
+def test_the_page_draws_the_last_hour_of_gpu_allocation_and_the_cost_per_account(browser, start_app, prometheus):
+    url = start_app(prometheus_url=prometheus)
+    browser.open(f"{url}/")
+    browser.wait_for("!document.getElementById('costs').hidden")
+    # Shown for real: an SVG element has no `hidden` property, only the attribute the CSS reads.
+    assert browser.evaluate("document.getElementById('gpu-chart').getBoundingClientRect().height") > 100
+    assert browser.text("#gpu-now") == "Now: 1 of 2 GPUs allocated"
+    # Drawn inline: SVG elements in the page, the allocated area and the dashed total line.
+    assert browser.count("#gpu-chart polygon.allocated") == 1 and browser.count("#gpu-chart polyline.total") == 1
+    labels = browser.evaluate("[...document.querySelectorAll('#gpu-chart text')].map(t => t.textContent)")
+    assert labels == ["0", "1", "2", "-60 min", "-30 min", "now"]
+    # The area's top is at 1 GPU of 2 for the last 20 minutes, at 0 before.
+    heights = browser.evaluate(
+        "[...new Set(document.querySelector('#gpu-chart polygon').getAttribute('points').split(' ')"
+        ".map(p => p.split(',')[1]))]"
+    )
+    assert sorted(float(y) for y in heights) == [83.0, 156.0]  # y of 1 and of 0 GPUs in the 180-high chart
+    rows = browser.evaluate("[...document.querySelectorAll('#costs tbody tr')].map(r => r.innerText.split('\\t'))")
+    assert rows == [["<b>chem</b>", "0.4167", "$1.5000"], ["physics", "0.0008", "$0.0030"]]
+    assert browser.count("#costs tbody b") == 0

@@ -1,8 +1,8 @@
 """Remove whatever the end-to-end test may have left: the `e2e` stack's resources (destroy is
 idempotent and succeeds when things are gone), those of its accounting variant (with the
 database dumps destroy would keep), of its SSH variants (one host over SSH, two hosts) with
-their stand-in SSH hosts and of its rename variant (cluster e2r), the outside namespace and
-the stand-in GPUs.
+their stand-in SSH hosts, of its rename variant (cluster e2r) and its metrics variant, the
+outside namespace and the stand-in GPUs.
 
 Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
 `python tests/harness/e2e_teardown.py`, which also purges the node image destroy kept.
@@ -301,6 +301,30 @@ def teardown_rename() -> None:
         destroy(host_commands(run_program(rename_config(renamed=renamed), stack=STACK)))
 
 
+# The metrics variant (tests/test_e2e_metrics.py): two nodes, the web app without a GPU,
+# Prometheus in its container, alerts that fire at once and are evaluated every 2 s.
+METRICS = {
+    "nat_address": "10.43.3.30",
+    "scrape_interval_s": 5,
+    "evaluation_interval_s": 2,
+    "alert_for_s": 0,
+    "pending_alert_s": 600,
+    "retention_days": 1,
+}
+
+
+def metrics_config() -> dict:
+    config = stack_config(STACK)
+    cluster = config["cluster"]
+    cluster["nodes"] = cluster["nodes"][:2]
+    cluster["gpu"]["stand_in"]["count"] = 2
+    cluster["gpu"]["driver_files"] = []
+    cluster["gpu"]["cuda_path"] = None
+    cluster["web_app"]["gpus"] = []
+    cluster["metrics"] = copy.deepcopy(METRICS)
+    return config
+
+
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
 TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "mha", "e2en")
 
@@ -323,6 +347,7 @@ def teardown() -> None:
         teardown_rename()
         # Without keeping a dump: what a cut-short run left is not worth keeping.
         destroy(host_commands(run_program(accounting_config(keep_dump=False), stack=STACK)))
+        destroy(host_commands(run_program(metrics_config(), stack=STACK)))
         for placement in PLACEMENTS:
             # The grown config holds every command of the smaller ones.
             destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))

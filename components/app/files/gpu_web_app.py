@@ -5,6 +5,8 @@ Runs in the web app container under systemd, Python standard library only. Endpo
   POST /api/run       runs one job, answers its output and timing as JSON (503 when busy)
   GET  /api/info      what the page needs to say before a run (command, GPU or fallback, slots)
   GET  /api/cluster   the cluster snapshot the controller side writes, with its age
+  GET  /api/metrics   GPUs allocated over the last hour and this month's cost per account,
+                      asked of the cluster's Prometheus (when the stack has metrics)
   GET  /healthz       {"status": "ok"}
 Settings come from the JSON file named by the first argument (written by webapp_create.sh):
   listen_address       address to listen on (the container's address the forward targets)
@@ -24,6 +26,7 @@ Settings come from the JSON file named by the first argument (written by webapp_
   status_file          the cluster snapshot (a read-only mount in the container)
   status_interval_s    how often the snapshot is written (older than 3 intervals is stale)
   gpu_device_glob      where GPU device nodes appear (default /dev/nvidia[0-9]*)
+  prometheus_url       the cluster's Prometheus (http://address:port), or absent: no metrics panel
 The environment variables PORT and LISTEN_ADDRESS, when set, win over the file.
 When the job cannot run here (no GPU device node, or the command is missing) the app runs
 a small CPU matrix product instead and says so in `mode`.
@@ -44,6 +47,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -66,6 +70,9 @@ STATUS_FILE = Path(SETTINGS.get("status_file", "/var/lib/cluster-status/cluster.
 STATUS_INTERVAL_S = float(SETTINGS.get("status_interval_s", 5))
 GPU_DEVICE_GLOB = SETTINGS.get("gpu_device_glob", "/dev/nvidia[0-9]*")
 MAX_OUTPUT_BYTES = 256 * 1024
+PROMETHEUS_URL = SETTINGS.get("prometheus_url") or ""
+PROMETHEUS_TIMEOUT_S = 5
+HOUR_S, STEP_S = 3600, 60  # the allocation panel: the last hour, one point a minute
 
 job_slots = threading.BoundedSemaphore(MAX_CONCURRENT_JOBS)
 # What happened to run requests since start (shown by /api/info; tests read them too).
@@ -168,6 +175,51 @@ def cluster_snapshot() -> dict:
     return {**snapshot, "available": True, "age_s": round(age, 1), "stale": age > stale_after}
 
 
+def prometheus(path: str, params: dict) -> list:
+    """The `result` of a Prometheus HTTP API query (raises OSError or ValueError)."""
+    url = f"{PROMETHEUS_URL}{path}?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(url, timeout=PROMETHEUS_TIMEOUT_S) as response:
+        answer = json.loads(response.read())
+    if answer.get("status") != "success":
+        raise ValueError(answer.get("error", "Prometheus did not answer success"))
+    return answer["data"]["result"]
+
+
+def series(result: list) -> list[list[float]]:
+    """The first series of a range query as [[time, value], ...] (none: no samples)."""
+    return [[float(t), float(v)] for t, v in result[0]["values"]] if result else []
+
+
+def gpu_metrics(now: float | None = None) -> dict:
+    """GPUs allocated and in all over the last hour, and this month's cost per account."""
+    if not PROMETHEUS_URL:
+        return {"available": False, "error": "no metrics: the stack has no metrics section"}
+    end = time.time() if now is None else now
+    window = {"start": end - HOUR_S, "end": end, "step": STEP_S}
+    try:
+        allocated = series(
+            prometheus("/api/v1/query_range", {"query": "sum(gpucluster_node_gpus_allocated)", **window})
+        )
+        total = series(prometheus("/api/v1/query_range", {"query": "sum(gpucluster_node_gpus)", **window}))
+        costs = prometheus("/api/v1/query", {"query": "gpucluster_account_cost_usd_month", "time": end})
+        seconds = prometheus("/api/v1/query", {"query": "gpucluster_account_gpu_seconds_month", "time": end})
+    except (OSError, ValueError, KeyError, IndexError) as error:
+        return {"available": False, "error": f"Prometheus did not answer: {error}"}
+    gpu_seconds = {item["metric"].get("account", ""): float(item["value"][1]) for item in seconds}
+    accounts = sorted(
+        (
+            {
+                "account": item["metric"].get("account", ""),
+                "usd": float(item["value"][1]),
+                "gpu_hours": round(gpu_seconds.get(item["metric"].get("account", ""), 0.0) / 3600, 4),
+            }
+            for item in costs
+        ),
+        key=lambda entry: (-entry["usd"], entry["account"]),
+    )
+    return {"available": True, **window, "allocated": allocated, "total": total, "accounts": accounts}
+
+
 def known_host(host: str | None) -> bool:
     """The Host header names this app: an IP address (a browser sends the address it was
     given), localhost or one of `server_names`; never a name of another site, which is what
@@ -242,6 +294,8 @@ class Handler(BaseHTTPRequestHandler):
             )
         elif self.path == "/api/cluster":
             self._reply(200, cluster_snapshot())
+        elif self.path == "/api/metrics":
+            self._reply(200, gpu_metrics())
         elif self.path == "/api/run":
             self._reply(405, {"error": "use POST to run a job"}, {"Allow": "POST"})
         else:
@@ -393,6 +447,13 @@ PAGE = """<!doctype html>
         max-height: 360px; white-space: pre-wrap; word-break: break-word; margin: 0; }
   table { border-collapse: collapse; width: 100%; font-size: 14px; }
   th, td { text-align: left; padding: 4px 6px; border-bottom: 1px solid #e6e8ee; }
+  section.wide { grid-column: 1 / -1; }
+  #gpu-chart { width: 100%; height: auto; display: block; }
+  #gpu-chart .axis { stroke: #8a93a6; stroke-width: 1; }
+  #gpu-chart .grid { stroke: #e6e8ee; stroke-width: 1; }
+  #gpu-chart .total { fill: none; stroke: #8a93a6; stroke-width: 1.5; stroke-dasharray: 5 4; }
+  #gpu-chart .allocated { fill: rgba(36, 87, 197, 0.15); stroke: #2457c5; stroke-width: 2; }
+  #gpu-chart text { font: 12px system-ui, sans-serif; fill: #5c6578; }
   [hidden] { display: none !important; }
 </style>
 </head>
@@ -432,6 +493,18 @@ PAGE = """<!doctype html>
       <thead><tr><th>Job</th><th>State</th><th>Name</th><th>GRES</th></tr></thead>
       <tbody></tbody>
     </table>
+  </section>
+  <section class="wide" aria-labelledby="usage-title">
+    <h2 id="usage-title">GPUs allocated, last hour</h2>
+    <div class="muted" id="metrics-state">Loading&hellip;</div>
+    <svg id="gpu-chart" viewBox="0 0 640 180" role="img" aria-label="GPUs allocated over the last hour" hidden></svg>
+    <p id="gpu-now" hidden></p>
+    <h2>Cost this month</h2>
+    <table id="costs" hidden>
+      <thead><tr><th>Account</th><th>GPU-hours</th><th>USD</th></tr></thead>
+      <tbody></tbody>
+    </table>
+    <p id="costs-none" class="muted" hidden>No cost this month (it is counted with the stack&#39;s accounting).</p>
   </section>
 </main>
 <script>
@@ -544,10 +617,78 @@ async function loadCluster() {
   show("jobs", snap.jobs.list.length > 0);
 }
 
+const SVG = $("gpu-chart").namespaceURI;  // the inline <svg>'s: SVG's namespace
+const CHART = {width: 640, height: 180, left: 40, right: 10, top: 10, bottom: 24};
+
+function svg(name, attributes, text) {
+  const element = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, String(value));
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+// A step line through [time, value] points: a value holds until the next sample.
+function steps(points, x, y) {
+  return points.map(([t, v], i) => (i ? x(t) + "," + y(points[i - 1][1]) + " " : "") + x(t) + "," + y(v)).join(" ");
+}
+
+function drawChart(m) {
+  const chart = $("gpu-chart");
+  const w = CHART.width - CHART.left - CHART.right, h = CHART.height - CHART.top - CHART.bottom;
+  const top = Math.max(1, ...m.total.map((p) => p[1]), ...m.allocated.map((p) => p[1]));
+  const x = (t) => (CHART.left + (t - m.start) / (m.end - m.start) * w).toFixed(1);
+  const y = (v) => (CHART.top + h - v / top * h).toFixed(1);
+  const parts = [];
+  for (const v of [0, top / 2, top]) {
+    parts.push(svg("line", {class: "grid", x1: CHART.left, x2: CHART.left + w, y1: y(v), y2: y(v)}));
+    parts.push(svg("text", {x: CHART.left - 6, y: Number(y(v)) + 4, "text-anchor": "end"}, String(+v.toFixed(1))));
+  }
+  parts.push(svg("line", {class: "axis", x1: CHART.left, x2: CHART.left + w, y1: y(0), y2: y(0)}));
+  for (const [minutes, anchor] of [[60, "start"], [30, "middle"], [0, "end"]]) {
+    const label = minutes ? "-" + minutes + " min" : "now";
+    parts.push(svg("text", {x: x(m.end - minutes * 60), y: CHART.height - 6, "text-anchor": anchor}, label));
+  }
+  if (m.total.length) parts.push(svg("polyline", {class: "total", points: steps(m.total, x, y)}));
+  if (m.allocated.length) {
+    const line = steps(m.allocated, x, y);
+    const first = m.allocated[0][0], last = m.allocated[m.allocated.length - 1][0];
+    const area = x(first) + "," + y(0) + " " + line + " " + x(last) + "," + y(0);
+    parts.push(svg("polygon", {class: "allocated", points: area}));
+  }
+  chart.replaceChildren(...parts);
+  chart.removeAttribute("hidden");  // an SVG element has no `hidden` property, only the attribute
+}
+
+async function loadMetrics() {
+  let m;
+  try {
+    m = await (await fetch("/api/metrics")).json();
+  } catch (error) {
+    $("metrics-state").textContent = "Metrics not reachable: " + error;
+    return;
+  }
+  if (!m.available) {
+    $("metrics-state").textContent = m.error;
+    return;
+  }
+  $("metrics-state").textContent = "From the cluster's Prometheus; dashed: GPUs in all.";
+  drawChart(m);
+  const now = m.allocated.length ? m.allocated[m.allocated.length - 1][1] : 0;
+  const total = m.total.length ? m.total[m.total.length - 1][1] : 0;
+  $("gpu-now").textContent = "Now: " + now + " of " + total + " GPUs allocated";
+  show("gpu-now", true);
+  const costs = $("costs").tBodies[0];
+  costs.replaceChildren(...m.accounts.map((a) => row([a.account, a.gpu_hours.toFixed(4), "$" + a.usd.toFixed(4)])));
+  show("costs", m.accounts.length > 0);
+  show("costs-none", m.accounts.length === 0);
+}
+
 $("run").addEventListener("click", run);
 loadInfo();
 loadCluster();
+loadMetrics();
 setInterval(loadCluster, 3000);
+setInterval(loadMetrics, 15000);
 </script>
 </body>
 </html>

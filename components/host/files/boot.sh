@@ -1,8 +1,8 @@
 # Bring the cluster's host state back after a boot, as the create scripts made it: bridges
 # with their addresses, ip_forward, the iptables rules, routes to the other hosts (several
 # hosts), the shared filesystem (shared_fs), the stand-in GPUs (gpu.stand_in), the host munged
-# (and slurmctld when it runs on the host), then the containers, whose daemons are systemd units inside them, and the web app's
-# cluster-status writer.
+# (and slurmctld when it runs on the host), then the containers, whose daemons are systemd units
+# inside them, the web app's cluster-status writer and the metrics' cluster exporter.
 # Idempotent: what is already there is left alone. Usage: boot.sh HOST_STATE_FILE
 load_host_state "${1:?usage: boot.sh HOST_STATE_FILE}"
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
@@ -54,14 +54,14 @@ if [ -n "${DB_CONTAINER:-}" ]; then
 fi
 [ -z "$CONTROLLER_CONF" ] || host_slurmctld_up "$CLUSTER_DIR" "$CONTROLLER_CONF"
 log "$CLUSTER: host daemons running"
-for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER; do
+for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-}; do
   [ "$(lxc_owner "$container")" = "$CLUSTER" ] || die "LXC container $container is missing or not this cluster's"
   lxc_running "$container" || lxc-start -n "$container" -d >&2
 done
-for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER; do
+for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-}; do
   lxc-wait -n "$container" -s RUNNING -t 60
 done
-log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER"
+log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-}"
 # The web app's cluster-status writer, a plain daemon run as nobody (as its create starts it),
 # started again when no live writer is behind its pid file.
 if [ -n "${STATUS_WRITER:-}" ]; then
@@ -75,5 +75,17 @@ if [ -n "${STATUS_WRITER:-}" ]; then
       python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval" </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
     echo $! > "$CLUSTER_DIR/cluster-status.pid"
     log "$CLUSTER: cluster-status writer started (pid $!)"
+  fi
+fi
+# The metrics' cluster exporter, a plain daemon run as nobody (as its create starts it).
+if [ -n "${METRICS_EXPORTER:-}" ]; then
+  program=$METRICS_EXPORTER/slurm_exporter.py
+  if [ ! -f "$program" ]; then
+    log "$CLUSTER: no cluster exporter $program: 'pulumi up' writes it"
+  elif [ -z "$(daemon_pid "$METRICS_EXPORTER/exporter.pid" python3 "$program")" ]; then
+    SLURM_CONF="$SLURM_CONF_PATH" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
+      python3 "$program" "$METRICS_EXPORTER/exporter.json" </dev/null >>"$METRICS_EXPORTER/exporter.log" 2>&1 &
+    echo $! > "$METRICS_EXPORTER/exporter.pid"
+    log "$CLUSTER: cluster exporter started (pid $!)"
   fi
 fi

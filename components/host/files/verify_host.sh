@@ -127,6 +127,25 @@ if [ -n "${DB_CONTAINER:-}" ]; then
   fi
 fi
 
+# The metrics: Prometheus's container running with Prometheus active, the cluster exporter.
+if [ -n "${METRICS_CONTAINER:-}" ]; then
+  if ! lxc_exists "$METRICS_CONTAINER"; then
+    bad MISSING "metrics container $METRICS_CONTAINER"
+  elif [ "$(lxc_owner "$METRICS_CONTAINER")" != "$CLUSTER" ]; then
+    bad FOREIGN "metrics container $METRICS_CONTAINER (owner '$(lxc_owner "$METRICS_CONTAINER")')"
+  elif ! lxc_running "$METRICS_CONTAINER"; then
+    bad WRONG "metrics container $METRICS_CONTAINER is not RUNNING"
+  else
+    ok "metrics container $METRICS_CONTAINER running"
+    check "prometheus active in $METRICS_CONTAINER" WRONG in_ct "$METRICS_CONTAINER" systemctl is-active --quiet prometheus
+  fi
+fi
+if [ -n "${METRICS_EXPORTER:-}" ]; then
+  pid=$(daemon_pid "$METRICS_EXPORTER/exporter.pid" python3 "$METRICS_EXPORTER/slurm_exporter.py")
+  [ -n "$pid" ] && ok "cluster exporter (pid $pid)" ||
+    bad MISSING "cluster exporter (no live $METRICS_EXPORTER/slurm_exporter.py behind $METRICS_EXPORTER/exporter.pid)"
+fi
+
 # Host daemons: by pid file AND identity (a reused pid is not ours), and answering.
 if [ ! -s "$MUNGE_KEY_FILE" ]; then
   bad MISSING "munge key $MUNGE_KEY_FILE"

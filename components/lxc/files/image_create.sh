@@ -85,6 +85,8 @@ rm -f "$rootfs"/etc/systemd/system/multi-user.target.wants/ssh.service \
 # no daemons enabled. Configless slurmd has no slurm.conf, so drop that unit condition.
 rm -f "$rootfs/etc/munge/munge.key" \
   "$rootfs"/etc/systemd/system/multi-user.target.wants/{munge,slurmd,slurmctld}.service
+# Nor the node exporter: the metrics enable it where they are configured.
+rm -f "$rootfs"/etc/systemd/system/multi-user.target.wants/prometheus-node-exporter.service
 mkdir -p "$rootfs/etc/systemd/system/slurmd.service.d"
 printf '[Unit]\nConditionPathExists=\n' > "$rootfs/etc/systemd/system/slurmd.service.d/gpucluster.conf"
 # Units a node never uses (MASKED_UNITS) are masked, and their enable links removed.
