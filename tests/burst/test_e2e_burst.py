@@ -23,6 +23,7 @@ Capacity errors are injected into moto's CreateFleet in this process (moto never
 
 import base64
 import json
+import logging
 import os
 import shutil
 import sys
@@ -36,7 +37,7 @@ import pytest
 import requests
 from moto.server import ThreadedMotoServer
 
-from tests.burst.moto_ec2 import _template_data, no_capacity_for  # noqa: F401 (used below)
+from tests.burst.moto_ec2 import _template_data, no_capacity_for
 from tests.harness.command_executor import apply, destroy, host_commands
 from tests.harness.program_harness import run_program, stack_config
 from tests.test_e2e import leftovers, require_host, sh
@@ -253,6 +254,7 @@ def world(kept_images_purged):
     sh("ip", "link", "set", BRIDGE, "up")
     GPU_DIR.mkdir(parents=True)
     sh("mknod", str(GPU_DIR / "nvidia0"), "c", "195", "200")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request lines
     server = ThreadedMotoServer(ip_address=GATEWAY, port=0)
     server.start()
     host, port = server.get_host_and_port()
@@ -348,3 +350,142 @@ def test_1_a_gpu_job_starts_a_burst_node_which_ends_after_suspend_time(world, ca
     report += world.plane.events
     report.append("burst log:\n" + LOG.read_text())
     transcript(report, capsys, f"burst: submit-to-start {to_start:.1f} s")
+
+
+def burst_nodes() -> dict[str, str]:
+    lines = sh("sinfo", "-h", "-N", "-p", "burst", "-o", "%N %t", env=SLURM).stdout.split("\n")
+    return dict(line.split() for line in lines if line.strip())
+
+
+def back_in_the_pool(world: World, seconds: float = 120) -> float:
+    """Every burst node idle~ again, no instance, no container: the reconciler's unit run as its
+    timer runs it, each few seconds here instead of each minute."""
+
+    def settled() -> bool:
+        if set(burst_nodes().values()) == {"idle~"} and not world.live() and not world.containers():
+            return True
+        sh("systemctl", "start", RECONCILER, check=False)
+        return False
+
+    return wait_for("the burst nodes back in the pool", settled, seconds, world)
+
+
+def test_2_a_capacity_error_on_the_first_type_runs_the_job_on_the_second(world, capsys):
+    report: list[str] = []
+    started = time.monotonic()
+    with no_capacity_for(TYPES[0]):
+        job = sbatch("-p", "burst", "--gres=gpu:1", "--wrap", "hostname")
+        report.append(f"({TYPES[0]} has no capacity) $ sbatch -p burst --gres=gpu:1 --wrap hostname  -> job {job}")
+        wait_for("an instance in moto", lambda: world.live(), 40, world)
+    (instance,) = world.live()
+    report.append(f"moto: {instance['InstanceId']} {instance['InstanceType']} {instance['PrivateIpAddress']}")
+    assert instance["InstanceType"] == TYPES[1]
+    wait_for("the job done", lambda: job_field(job, "JobState") == "COMPLETED", RESUME_TIMEOUT_S + 30, world)
+    report.append(f"job {job} COMPLETED on {job_field(job, 'NodeList')} ({TYPES[1]}) "
+                  f"{time.monotonic() - started:.1f} s after submit")  # fmt: skip
+    back_in_the_pool(world)
+    log = LOG.read_text()
+    assert f"no capacity for {TYPES[0]}" in log, log
+    report.append("burst log:\n" + "\n".join(line for line in log.splitlines() if "resume[" in line)[-1500:])
+    transcript(report, capsys, "burst: capacity error on the first type")
+
+
+def test_3_capacity_errors_on_every_type_leave_the_job_pending_with_a_reason(world, capsys):
+    report: list[str] = []
+    with no_capacity_for(*TYPES):
+        job = sbatch("-p", "burst", "--gres=gpu:1", "--wrap", "hostname")
+        report.append(f"(no type has capacity) $ sbatch -p burst --gres=gpu:1 --wrap hostname  -> job {job}")
+
+        def refused() -> bool:
+            reasons = sh("sinfo", "-h", "-R", "-p", "burst", "-o", "%n %E", env=SLURM).stdout
+            return "InsufficientInstanceCapacity" in reasons and job_field(job, "JobState") == "PENDING"
+
+        wait_for("the capacity error as a node's reason", refused, 60, world)
+        time.sleep(5)
+        reasons = sh("sinfo", "-R", "-p", "burst", "-o", "%n %t %E", env=SLURM).stdout
+        pending = sh("squeue", "-j", job, "-o", "%i %T %r", env=SLURM).stdout
+        report += [f"$ sinfo -R -p burst\n{reasons}", f"$ squeue -j {job}\n{pending}"]
+        assert job_field(job, "JobState") == "PENDING", pending
+        assert world.live() == [], world.live()
+        assert "InsufficientInstanceCapacity" in reasons, reasons
+    report.append(f"moto: no instance of {CLUSTER}")
+    sh("scancel", job, env=SLURM)
+    waited = back_in_the_pool(world, 120)
+    report.append(f"job cancelled; the nodes back in the pool {waited:.1f} s later (capacity skip over)")
+    transcript(report, capsys, "burst: capacity errors on every type")
+
+
+def test_5_an_orphan_instance_is_terminated_by_the_reconciler(world, capsys):
+    report: list[str] = []
+    names = [t["LaunchTemplateName"] for t in world.ec2.describe_launch_templates()["LaunchTemplates"]]
+    template = next(n for n in names if TYPES[0] in n)
+    made = world.ec2.run_instances(
+        LaunchTemplate={"LaunchTemplateName": template},
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "gpucluster:cluster", "Value": CLUSTER}]}],
+    )
+    orphan = made["Instances"][0]["InstanceId"]
+    report.append(f"an instance of {CLUSTER} with no node: {orphan} (from {template})")
+    started = time.monotonic()
+
+    def gone() -> bool:
+        state = next(i["State"]["Name"] for i in world.plane.instances() if i["InstanceId"] == orphan)
+        if state in ("shutting-down", "terminated"):
+            return not world.containers()
+        if time.monotonic() - started > 31:  # the grace time over: the timer's unit, run now
+            sh("systemctl", "start", RECONCILER, check=False)
+        return False
+
+    waited = wait_for("the orphan terminated", gone, 120, world)
+    log = LOG.read_text()
+    assert f"terminated {orphan}: orphan of no node" in log, log
+    report.append(f"terminated by the reconciler {waited:.1f} s after launch (grace 30 s); container removed")
+    report.append("burst log:\n" + "\n".join(line for line in log.splitlines() if orphan in line))
+    transcript(report, capsys, "burst: orphan instance")
+
+
+def test_4_a_boot_that_never_completes_ends_at_resume_timeout(world, capsys):
+    report: list[str] = []
+    world.plane.never_boot |= {"burst-1", "burst-2"}
+    try:
+        started = time.monotonic()
+        job = sbatch("-p", "burst", "--gres=gpu:1", "--wrap", "hostname")
+        report.append(f"(instances never boot) $ sbatch -p burst --gres=gpu:1 --wrap hostname  -> job {job}")
+        wait_for("an instance in moto", lambda: world.live(), 40, world)
+        (instance,) = world.live()
+        node = next(t["Value"] for t in instance["Tags"] if t["Key"] == "gpucluster:node")
+        report.append(f"moto: {instance['InstanceId']} for {node}; no container boots")
+
+        def failed() -> bool:
+            return f"failed {node}: terminated {instance['InstanceId']}" in (LOG.read_text() if LOG.exists() else "")
+
+        waited = wait_for("the fail program", failed, RESUME_TIMEOUT_S + 60, world)
+        sh("scancel", job, env=SLURM)
+        state = sh("sinfo", "-h", "-N", "-n", node, "-o", "%N %t %E", env=SLURM).stdout
+        report.append(f"ResumeTimeout={RESUME_TIMEOUT_S}: fail program {time.monotonic() - started:.1f} s after "
+                      f"submit ({waited:.1f} s after the launch); {state.strip()}")  # fmt: skip
+        ctld = Path(f"/var/lib/gpucluster/{CLUSTER}/slurmctld.log").read_text()
+        timeout = [line for line in ctld.splitlines() if "ResumeTimeout" in line]
+        assert timeout, "slurmctld logged no ResumeTimeout"
+        report.append("slurmctld.log: " + timeout[-1])
+        assert instance["InstanceId"] not in [i["InstanceId"] for i in world.live()]
+    finally:
+        world.plane.never_boot.clear()
+    back_in_the_pool(world)
+    report.append("no instance left; the node back in the pool")
+    transcript(report, capsys, "burst: boot never completes")
+
+
+def test_6_destroy_with_a_burst_node_running_leaves_no_instance(world, capsys):
+    report: list[str] = []
+    job = sbatch("-p", "burst", "--gres=gpu:1", "--wrap", "sleep 600")
+    wait_for("the job running", lambda: job_field(job, "JobState") == "RUNNING", RESUME_TIMEOUT_S + 30, world)
+    running = [(i["InstanceId"], i["State"]["Name"]) for i in world.live()]
+    report.append(f"job {job} RUNNING on {job_field(job, 'NodeList')}; moto: {running}")
+    removal = destroy(world.commands)
+    states = [(i["InstanceId"], i["State"]["Name"]) for i in world.plane.instances()]
+    report.append(f"destroy through the harness: {removal.wall_seconds:.1f} s; moto: {states}")
+    assert world.live() == [] and {s for _, s in states} == {"terminated"}, states
+    wait_for("the containers removed", lambda: not world.containers(), 30, world)
+    transcript(report, capsys, "burst: destroy with a burst node running")

@@ -271,7 +271,7 @@ def remove_kept_accounting(cluster: str = STACK) -> None:
 
 
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
-TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb")
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", "bst")
 
 
 def purge_kept() -> None:

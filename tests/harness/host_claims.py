@@ -18,7 +18,19 @@ from tests.harness.e2e_teardown import TEST_CLUSTERS
 # Host ports forwarded: the e2e web app's, its moved port (test_e2e_changes), a second cluster's (test_e2e_lifecycle).
 PORTS = (7000, 7001, 7011)
 # Every subnet a bridge, namespace link or route of the tests lies in.
-SUBNETS = tuple(ipaddress.ip_network(n) for n in ("10.43.0.0/16", "10.44.0.0/16", "10.45.0.0/16", "10.46.0.0/16"))
+# The burst test's cluster, its burst VPC and VPN link (tests/burst/test_e2e_burst.py): 10.53-10.55.
+SUBNETS = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "10.43.0.0/16",
+        "10.44.0.0/16",
+        "10.45.0.0/16",
+        "10.46.0.0/16",
+        "10.53.0.0/16",
+        "10.54.0.0/16",
+        "10.55.0.0/16",
+    )
+)
 # Links of the tests' own (a cut-short run may leave them without an alias): the bridges of
 # the test clusters and the links to their namespaces (e2e-out0, e2eh2a: tests/harness/ssh_hosts.py).
 OWN_LINK = re.compile(r"^(e2e|(" + "|".join(TEST_CLUSTERS) + r")br)")
