@@ -308,8 +308,14 @@ def diagnostics(world: World) -> str:
     log = LOG.read_text()[-3000:] if LOG.exists() else ""
     ctld = Path(f"/var/lib/gpucluster/{CLUSTER}/slurmctld.log")
     ctld_tail = "\n".join(ctld.read_text().splitlines()[-40:]) if ctld.exists() else "(no slurmctld.log there)"
+    inside = ""
+    for name in world.containers():  # the stand-in instances' own logs, read from their overlay
+        for log_file in ("var/log/gpucluster-burst-boot.log", "var/log/slurm/slurmd.log"):
+            path = Path(f"/var/lib/lxc/{name}/overlay/delta/{log_file}")
+            tail = "\n".join(path.read_text(errors="replace").splitlines()[-15:]) if path.exists() else "(none)"
+            inside += f"{name} /{log_file}:\n{tail}\n"
     return (
-        f"$ sinfo\n{sinfo}$ squeue\n{squeue}burst log:\n{log}\ndata plane: {world.plane.events}\n"
+        f"$ sinfo\n{sinfo}$ squeue\n{squeue}burst log:\n{log}\ndata plane: {world.plane.events}\n{inside}"
         f"moto: {[(i['InstanceId'], i['State']['Name']) for i in world.plane.instances()]}\nslurmctld:\n{ctld_tail}"
     )
 
