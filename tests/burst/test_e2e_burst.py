@@ -59,6 +59,7 @@ GPU_DIR = Path(f"/run/gpucluster-{CLUSTER}-burst-dev")
 BOTO_SITE = Path(boto3.__file__).parents[1]
 LOG = Path(f"/var/log/gpucluster-burst/{CLUSTER}.log")
 RECONCILER = f"gpucluster-burst-{CLUSTER}-reconcile.service"
+AMI = f"{CLUSTER}-ami"  # the burst AMI's stand-in: a copy of the node image, instances its clones
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -168,49 +169,66 @@ class DataPlane(threading.Thread):
         started = time.monotonic()
         iid = instance["InstanceId"]
         encoded = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")["UserData"]["Value"]
-        sh("lxc-copy", "-n", f"{CLUSTER}-image", "-N", name, "-s", "-B", "overlay")
-        directory = Path(f"/var/lib/lxc/{name}")
-        gpu = os.stat(GPU_DIR / "nvidia0").st_rdev
-        with (directory / "config").open("a") as config:
+        sh("lxc-copy", "-n", AMI, "-N", name, "-s", "-B", "overlay")
+        with Path(f"/var/lib/lxc/{name}/config").open("a") as config:
             config.write(
                 "lxc.net =\nlxc.net.0.type = veth\n"
                 f"lxc.net.0.link = {BRIDGE}\nlxc.net.0.name = eth0\nlxc.net.0.flags = up\n"
                 f"lxc.net.0.ipv4.address = {instance['PrivateIpAddress']}/24\nlxc.net.0.ipv4.gateway = {GATEWAY}\n"
-                f"lxc.mount.entry = {GPU_DIR / 'nvidia0'} dev/nvidia0 none bind,create=file 0 0\n"
-                f"lxc.cgroup.devices.allow = c {os.major(gpu)}:{os.minor(gpu)} rwm\n"
-                f"lxc.cgroup2.devices.allow = c {os.major(gpu)}:{os.minor(gpu)} rwm\n"
-                f"lxc.mount.entry = {BOTO_SITE} usr/local/lib/gpucluster-aws-sdk none bind,ro,create=dir 0 0\n"
             )
-        root = directory / "overlay" / "delta"
-        files = {
-            # The NoCloud seed: the instance's user data, and its meta-data.
-            "var/lib/cloud/seed/nocloud/user-data": base64.b64decode(encoded).decode(),
-            "var/lib/cloud/seed/nocloud/meta-data": f"instance-id: {iid}\nlocal-hostname: {node}\n",
-            # What runs a script user data once at first boot (cloud-init's scripts-user).
-            "etc/systemd/system/standin-user-data.service": (
-                "[Unit]\nAfter=network.target\n[Service]\nType=oneshot\n"
-                "ExecStart=/bin/sh -c 'install -m 0700 /var/lib/cloud/seed/nocloud/user-data /run/user-data"
-                " && exec /run/user-data'\n"
-            ),
-            # The AMI's boto3 and the instance role's credentials (IMDS on EC2).
-            "usr/local/lib/python3.11/dist-packages/gpucluster-aws-sdk.pth": "/usr/local/lib/gpucluster-aws-sdk\n",
-            "root/.aws/credentials": "[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
-            # A fresh VM's boot time: slurmd reports a reboot when it starts (the container
-            # otherwise reports the host's boot, earlier than the power up).
-            "etc/systemd/system/slurmd.service.d/standin-boot-time.conf": (
-                "[Service]\nExecStart=\nExecStart=/usr/sbin/slurmd -D -s -b $SLURMD_OPTIONS\n"
-            ),
-        }
-        for path, text in files.items():
-            (root / path).parent.mkdir(parents=True, exist_ok=True)
-            (root / path).write_text(text)
-        wants = root / "etc/systemd/system/multi-user.target.wants"
-        wants.mkdir(parents=True, exist_ok=True)
-        (wants / "standin-user-data.service").symlink_to("/etc/systemd/system/standin-user-data.service")
+        # The NoCloud seed: the instance's own user data, and its meta-data.
+        rootfs = next(line for line in Path(f"/var/lib/lxc/{name}/config").read_text().splitlines()
+                      if line.startswith("lxc.rootfs.path"))  # fmt: skip
+        seed = Path(rootfs.rsplit(":", 1)[1].strip()) / "var/lib/cloud/seed/nocloud"  # the overlay's upper dir
+        seed.mkdir(parents=True)
+        (seed / "user-data").write_text(base64.b64decode(encoded).decode())
+        (seed / "meta-data").write_text(f"instance-id: {iid}\nlocal-hostname: {node}\n")
         sh("lxc-start", "-n", name)
         self.booted[name] = time.monotonic() - started
         what = f"{node}, {instance['InstanceType']}, {instance['PrivateIpAddress']}"
         self.events.append(f"{time.strftime('%H:%M:%S')} {iid} running: {name} booted ({what})")
+
+
+def make_ami() -> None:
+    """The node image copied (not cloned: the cluster's destroy refuses to remove an image that
+    still has clones), with what the burst AMI carries and the node image lacks."""
+    image, ami = Path(f"/var/lib/lxc/{CLUSTER}-image"), Path(f"/var/lib/lxc/{AMI}")
+    ami.mkdir()
+    sh("cp", "-a", str(image / "rootfs"), str(ami / "rootfs"), timeout=300)
+    (ami / "config").write_text((image / "config").read_text().replace(str(image), str(ami)))
+    gpu = os.stat(GPU_DIR / "nvidia0").st_rdev
+    with (ami / "config").open("a") as config:
+        config.write(
+            # The instance's GPU (a stand-in device), and the AMI's boto3 (this venv's, read-only).
+            f"lxc.mount.entry = {GPU_DIR / 'nvidia0'} dev/nvidia0 none bind,create=file 0 0\n"
+            f"lxc.cgroup.devices.allow = c {os.major(gpu)}:{os.minor(gpu)} rwm\n"
+            f"lxc.cgroup2.devices.allow = c {os.major(gpu)}:{os.minor(gpu)} rwm\n"
+            f"lxc.mount.entry = {BOTO_SITE} usr/local/lib/gpucluster-aws-sdk none bind,ro,create=dir 0 0\n"
+        )
+    root = ami / "rootfs"
+    files = {
+        # What runs a script user data once at first boot (cloud-init's scripts-user).
+        "etc/systemd/system/standin-user-data.service": (
+            "[Unit]\nAfter=network.target\nConditionPathExists=/var/lib/cloud/seed/nocloud/user-data\n"
+            "[Service]\nType=oneshot\n"
+            "ExecStart=/bin/sh -c 'install -m 0700 /var/lib/cloud/seed/nocloud/user-data /run/user-data"
+            " && exec /run/user-data'\n"
+        ),
+        "usr/local/lib/python3.11/dist-packages/gpucluster-aws-sdk.pth": "/usr/local/lib/gpucluster-aws-sdk\n",
+        # The instance role's credentials (from IMDS on EC2; moto checks none).
+        "root/.aws/credentials": "[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
+        # A fresh VM's boot time: slurmd reports a reboot when it starts (a container otherwise
+        # reports the host's boot, earlier than the power up, and slurmctld ignores it).
+        "etc/systemd/system/slurmd.service.d/standin-boot-time.conf": (
+            "[Service]\nExecStart=\nExecStart=/usr/sbin/slurmd -D -s -b $SLURMD_OPTIONS\n"
+        ),
+    }
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    (wants / "standin-user-data.service").symlink_to("/etc/systemd/system/standin-user-data.service")
 
 
 def container_of(instance_id: str) -> str:
@@ -225,6 +243,7 @@ def remove_container(name: str) -> None:
 def remove_burst_host_parts() -> None:
     for directory in Path("/var/lib/lxc").glob(f"{CLUSTER}-i-*"):
         remove_container(directory.name)
+    shutil.rmtree(f"/var/lib/lxc/{AMI}", ignore_errors=True)
     sh("ip", "link", "del", BRIDGE, check=False)
     shutil.rmtree(GPU_DIR, ignore_errors=True)
     LOG.unlink(missing_ok=True)
@@ -248,39 +267,44 @@ def world(kept_images_purged):
     for key, value in {**KEYS, "AWS_CLI": str(Path(sys.executable).with_name("aws"))}.items():
         os.environ.setdefault(key, value)  # the destroy hook's aws CLI, as a user runs pulumi
     remove_burst_host_parts()
-    sh("ip", "link", "add", BRIDGE, "type", "bridge")
-    for address in (f"{GATEWAY}/24", ROUTER_LINK):
-        sh("ip", "addr", "add", address, "dev", BRIDGE)
-    sh("ip", "link", "set", BRIDGE, "up")
-    GPU_DIR.mkdir(parents=True)
-    sh("mknod", str(GPU_DIR / "nvidia0"), "c", "195", "200")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request lines
     server = ThreadedMotoServer(ip_address=GATEWAY, port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    requests.post(f"{endpoint}/moto-api/reset", timeout=10)
-    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=endpoint)
-    run = run_program(burst_config(endpoint), stack=CLUSTER)
-    commands = host_commands(run)
-    plane = DataPlane(ec2)
+    commands, plane = [], None
     try:
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        for address in (f"{GATEWAY}/24", ROUTER_LINK):
+            sh("ip", "addr", "add", address, "dev", BRIDGE)
+        sh("ip", "link", "set", BRIDGE, "up")
+        GPU_DIR.mkdir(parents=True)
+        sh("mknod", str(GPU_DIR / "nvidia0"), "c", "195", "200")
+        server.start()
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        requests.post(f"{endpoint}/moto-api/reset", timeout=10)
+        ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=endpoint)
+        run = run_program(burst_config(endpoint), stack=CLUSTER)
+        commands = host_commands(run)
         destroy(commands)  # what a cut-short run left
         commands = make_aws(ec2, run, commands)
         started = time.monotonic()
         apply(commands)
-        print(f"\nbring-up of {CLUSTER} with its burst partition: {time.monotonic() - started:.1f} s")
+        up = time.monotonic() - started
+        make_ami()
+        print(f"\nbring-up of {CLUSTER} with its burst partition: {up:.1f} s; AMI stand-in made", flush=True)
+        plane = DataPlane(ec2)
         plane.start()
         yield World(ec2, plane, commands, endpoint)
     finally:
-        plane.stopping.set()
-        if plane.is_alive():
+        if plane is not None:
+            plane.stopping.set()
             plane.join(30)
         try:
-            destroy(commands)
+            if commands:
+                destroy(commands)
         finally:
             remove_burst_host_parts()
-            server.stop()
+            if server._thread is not None:  # started
+                server.stop()
     assert leftovers(CLUSTER) == []
 
 
