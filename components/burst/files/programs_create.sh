@@ -64,4 +64,10 @@ fi
 # The munge key, for the burst nodes' role to read (piped: never in argv).
 cat "$MUNGE_KEY_FILE" | on_controller env GPUCLUSTER_BURST_CONFIG="$BASE/burst.json" \
   "$BASE/venv/bin/python" "$BASE/lib/store_munge_key.py" "$SECRET_ID"
+# slurmctld checks the programs slurm.conf names when it reads its config: started before they
+# were here, it disabled power saving ("invalid SuspendProgram"). A reconfigure checks again.
+slurm_conf=$(printf '%s' "$CONFIG_JSON" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("slurm_conf") or "")')
+if on_controller env ${slurm_conf:+SLURM_CONF=$slurm_conf} scontrol ping >/dev/null 2>&1; then
+  on_controller env ${slurm_conf:+SLURM_CONF=$slurm_conf} scontrol reconfigure
+fi
 log "burst programs of $CLUSTER installed in $BASE"
