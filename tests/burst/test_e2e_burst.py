@@ -37,6 +37,7 @@ import pytest
 import requests
 from moto.server import ThreadedMotoServer
 
+from components.burst.cloud import template_name
 from tests.burst.moto_ec2 import _template_data, no_capacity_for
 from tests.harness.command_executor import apply, destroy, host_commands
 from tests.harness.program_harness import run_program, stack_config
@@ -455,8 +456,7 @@ def test_3_capacity_errors_on_every_type_leave_the_job_pending_with_a_reason(wor
 
 def test_5_an_orphan_instance_is_terminated_by_the_reconciler(world, capsys):
     report: list[str] = []
-    names = [t["LaunchTemplateName"] for t in world.ec2.describe_launch_templates()["LaunchTemplates"]]
-    template = next(n for n in names if TYPES[0] in n)
+    template = template_name(CLUSTER, "burst", TYPES[0])
     made = world.ec2.run_instances(
         LaunchTemplate={"LaunchTemplateName": template},
         MinCount=1,
