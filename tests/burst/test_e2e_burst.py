@@ -450,7 +450,7 @@ def test_3_capacity_errors_on_every_type_leave_the_job_pending_with_a_reason(wor
     report.append(f"moto: no instance of {CLUSTER}")
     sh("scancel", job, env=SLURM)
     waited = back_in_the_pool(world, 120)
-    report.append(f"job cancelled; the nodes back in the pool {waited:.1f} s later (capacity skip over)")
+    report.append(f"job cancelled; the nodes back in the pool {waited:.1f} s later (the reconciler)")
     transcript(report, capsys, "burst: capacity errors on every type")
 
 
