@@ -326,7 +326,7 @@ def metrics_config() -> dict:
 
 
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
-TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "mha", "e2en")
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "mha", "e2en", "bst")
 
 
 def purge_kept() -> None:

@@ -51,10 +51,23 @@ printf '[Unit]\nDescription=gpu-cluster %s: burst instances and nodes agree\n[Se
   "$CLUSTER" "$BASE" | put "/etc/systemd/system/$unit.service" 0644 root:root || true
 printf '[Unit]\nDescription=gpu-cluster %s burst reconciler\n[Timer]\nOnBootSec=60\nOnUnitActiveSec=60\n[Install]\nWantedBy=timers.target\n' \
   "$CLUSTER" | put "/etc/systemd/system/$unit.timer" 0644 root:root || true
-on_controller systemctl daemon-reload
-on_controller systemctl enable --now --quiet "$unit.timer"
+if on_controller test -d /run/systemd/system; then
+  on_controller systemctl daemon-reload
+  on_controller systemctl enable --now --quiet "$unit.timer"
+else
+  # What `systemctl enable` does, without a running systemd (a host booted by another init).
+  on_controller /bin/sh -c 'mkdir -p /etc/systemd/system/timers.target.wants &&
+    ln -sfn "/etc/systemd/system/$1.timer" "/etc/systemd/system/timers.target.wants/$1.timer"' sh "$unit"
+  log "no systemd running where slurmctld runs: $unit.timer starts at its next boot; until then run $BASE/bin/reconcile as slurm each minute (cron)"
+fi
 
 # The munge key, for the burst nodes' role to read (piped: never in argv).
 cat "$MUNGE_KEY_FILE" | on_controller env GPUCLUSTER_BURST_CONFIG="$BASE/burst.json" \
   "$BASE/venv/bin/python" "$BASE/lib/store_munge_key.py" "$SECRET_ID"
+# slurmctld checks the programs slurm.conf names when it reads its config: started before they
+# were here, it disabled power saving ("invalid SuspendProgram"). A reconfigure checks again.
+slurm_conf=$(printf '%s' "$CONFIG_JSON" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("slurm_conf") or "")')
+if on_controller env ${slurm_conf:+SLURM_CONF=$slurm_conf} scontrol ping >/dev/null 2>&1; then
+  on_controller env ${slurm_conf:+SLURM_CONF=$slurm_conf} scontrol reconfigure
+fi
 log "burst programs of $CLUSTER installed in $BASE"

@@ -7,6 +7,6 @@ if [ -n "${CONTAINER:-}" ] && ! lxc_running "$CONTAINER"; then
 fi
 unit=gpucluster-burst-$CLUSTER-reconcile
 on_controller systemctl disable --now --quiet "$unit.timer" 2>/dev/null || true
-on_controller rm -rf "/etc/systemd/system/$unit.timer" "/etc/systemd/system/$unit.service" \
+on_controller rm -rf "/etc/systemd/system/timers.target.wants/$unit.timer" "/etc/systemd/system/$unit.timer" "/etc/systemd/system/$unit.service" \
   "$BASE" "$CREDENTIALS_FILE" "$STATE_DIR"
-on_controller systemctl daemon-reload || true
+on_controller /bin/sh -c '[ ! -d /run/systemd/system ] || systemctl daemon-reload' || true
