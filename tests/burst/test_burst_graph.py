@@ -159,3 +159,24 @@ def test_the_controllers_host_routes_the_burst_vpc_via_the_vpn_router_without_ma
     assert unwrap(routes.inputs["environment"]["ROUTES"]).split() == ["10.90.0.0/16,192.168.1.254"]
     assert "-j RETURN" in routes.inputs["create"]  # ahead of the NAT bridge's MASQUERADE
     assert run.depends_on("gpu-slurm-slurmctld", "gpu-local-routes")
+
+
+def test_a_burst_type_with_more_gpus_changes_slurm_conf_and_touches_no_running_node(run):
+    """What the preview of a burst type change shows: the template, the controller's scope,
+    the programs' config and slurm.conf (the cloud nodes' GRES); no node container, no slurmd."""
+    config = burst_stack()
+    partition = config["cluster"]["burst"]["partitions"][0]
+    # A node's Gres is what every type of its partition has (the fewest GPUs of them).
+    partition["instance_types"] = [{"name": "g5.12xlarge", "gpus": 4}, {"name": "g4dn.12xlarge", "gpus": 4}]
+    changed_run = run_program(config, stack="burst")
+    before = {r.urn: r.inputs for r in run.resources if r.custom}
+    after = {r.urn: r.inputs for r in changed_run.resources if r.custom}
+    changed = sorted(
+        u.rsplit("::", 1)[1]
+        for u in before.keys() & after.keys()
+        if json.dumps(before[u], default=str) != json.dumps(after[u], default=str)
+    )
+    assert "gpu-slurm-slurmctld" in changed, changed
+    assert not [name for name in changed if name.endswith(("-lxc", "-slurmd"))], changed
+    conf = lambda r: unwrap(r.by_name("gpu-slurm-slurmctld").inputs["environment"]["SLURM_CONF_TEXT"])  # noqa: E731
+    assert "Gres=gpu:4" in conf(changed_run) and "Gres=gpu:4" not in conf(run)
