@@ -220,9 +220,15 @@ def test_an_interrupted_update_lets_the_running_steps_end_and_starts_nothing_new
             time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGINT)
 
-    threading.Thread(target=interrupt_once_left_runs, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        apply(graph(log, left={"create": slow}))
+    # Python keeps SIGINT ignored when it started so (a run in the background of a script):
+    # Ctrl-C's own handler for this test, whatever started it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_once_left_runs, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            apply(graph(log, left={"create": slow}))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     # The interruption came while left ran: left ended before it went on, top never started.
     assert "create left" in lines(log)
     assert "create top" not in lines(log)
