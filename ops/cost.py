@@ -1,11 +1,8 @@
 """What jobs cost: GPU-hours (elapsed time x allocated GPUs) times the price of a GPU-hour on
-the host the job ran on; the arithmetic is in ops/cost_arithmetic.py."""
+the host the job ran on; the arithmetic is in components/metrics/cost_arithmetic.py (standard
+library only: the metrics exporter runs a copy of it), the prices in components/metrics/prices.py."""
 
-from decimal import Decimal
-
-from components.aws.prices import hourly_price
-from components.config import ClusterConfig, ClusterHostConfig
-from ops.cost_arithmetic import (  # noqa: F401 (the arithmetic is used through this module)
+from components.metrics.cost_arithmetic import (  # noqa: F401 (the arithmetic is used through this module)
     SECONDS_PER_HOUR,
     AccountCost,
     gpu_hours,
@@ -14,22 +11,4 @@ from ops.cost_arithmetic import (  # noqa: F401 (the arithmetic is used through 
     per_account,
     usd,
 )
-
-
-def host_gpu_hour_price(config: ClusterConfig, host: ClusterHostConfig) -> Decimal:
-    """USD per GPU-hour on a host: its `gpu_hour_price`; on an EC2 host left at 0, the
-    instance's hourly price (the stack's aws.prices, else the dated table) shared by its GPUs."""
-    if host.gpu_hour_price or not host.is_ec2:
-        return Decimal(str(host.gpu_hour_price))
-    aws = config.aws
-    price = hourly_price(aws.region, host.connection.instance_type, aws.prices) if aws else None
-    gpus = len(host.gpu.devices)
-    if price is None or gpus == 0:
-        return Decimal(0)
-    return Decimal(str(price)) / gpus
-
-
-def node_prices(config: ClusterConfig) -> dict[str, Decimal]:
-    """USD per GPU-hour of each node, by its host."""
-    by_host = {host.name: host_gpu_hour_price(config, host) for host in config.cluster_hosts}
-    return {node.name: by_host[config.node_host(node).name] for node in config.nodes}
+from components.metrics.prices import host_gpu_hour_price, node_prices  # noqa: F401

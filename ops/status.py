@@ -19,8 +19,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from components.config import ClusterConfig
+from components.slurm import slurm_text
 from components.stack_config import ConfigError
-from ops import cost, hosts, slurm_text
+from ops import cost, hosts
 from ops.stack import StackNotUpError, stack_cluster, stack_outputs, stack_secret
 
 SACCT_TIMEOUT_S = 60

@@ -46,7 +46,7 @@ NEW_NODE = "      - {name: c004, nat_address: 10.42.3.6, cluster_address: 10.42.
 def test_a_site_that_edits_its_local_stack_breaks_no_test(tmp_path):
     tree = tmp_path / "project"
     tree.mkdir()
-    for part in ("components", "ops", "review", "tests", "stacks"):
+    for part in ("components", "review", "tests", "stacks"):
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "fixtures"))
     shutil.copytree(FIXTURES, tree / "tests" / "fixtures" / "stacks")
     for name in ("__main__.py", "Pulumi.yaml", "pyproject.toml"):

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from components.slurm import slurm_text
 from components.stack_config import ConfigError, parse_stack_config
-from ops import cost, hosts, slurm_text, status
+from ops import cost, hosts, status
 from ops.stack import StackNotUpError, stack_cluster, stack_outputs
 from tests.harness.program_harness import stack_config
 

@@ -15,11 +15,13 @@ from components.options import child_options
 from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
-OPS = Path(__file__).resolve().parents[2] / "ops"
+# The exporter runs beside copies of these (standard library only), as the status command reads them.
+SLURM_TEXT = Path(__file__).resolve().parents[1] / "slurm" / "slurm_text.py"
+COST_ARITHMETIC = Path(__file__).parent / "cost_arithmetic.py"
 EXPORTER_SOURCES = {
     "EXPORTER_SOURCE": FILES / "slurm_exporter.py",
-    "SLURM_TEXT_SOURCE": OPS / "slurm_text.py",
-    "COST_SOURCE": OPS / "cost_arithmetic.py",
+    "SLURM_TEXT_SOURCE": SLURM_TEXT,
+    "COST_SOURCE": COST_ARITHMETIC,
 }
 
 

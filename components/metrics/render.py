@@ -7,7 +7,7 @@ import yaml
 
 from components.config import ClusterConfig
 from components.metrics.config import MetricsConfig
-from ops.cost import node_prices
+from components.metrics.prices import node_prices
 
 RULES_PATH = "/etc/prometheus/gpucluster-rules.yml"
 # The node exporter's collectors: a few cheap ones (a node's CPUs are its jobs').

@@ -1,6 +1,6 @@
 """The cluster's Slurm and GPU exporter without a cluster: Slurm 22.05's outputs from fixtures
 (tests/status_fixtures/, as the status command reads them), run the way the host runs it (the
-exporter beside its copies of ops/slurm_text.py and ops/cost_arithmetic.py)."""
+exporter beside its copies of components/slurm/slurm_text.py and components/metrics/cost_arithmetic.py)."""
 
 import importlib.util
 import json

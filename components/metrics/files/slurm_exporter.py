@@ -2,8 +2,8 @@
 and cost per account, and the GPU devices of the host it runs on.
 
 Runs on the controller's host as nobody, beside the cluster's Slurm client and munged (Python
-standard library, with its two sibling modules: copies of the program's ops/slurm_text.py and
-ops/cost_arithmetic.py, so the status command and the metrics read Slurm and price GPUs alike).
+standard library, with its two sibling modules: copies of the program's components/slurm/slurm_text.py and
+components/metrics/cost_arithmetic.py, so the status command and the metrics read Slurm and price GPUs alike).
 `GET /metrics` asks Slurm at each scrape (`scontrol -o show node|job`; sacct at most every
 `sacct_interval_s`). Usage: slurm_exporter.py SETTINGS_JSON, with
   listen_address, port   where it listens (the host's address on the cluster's NAT bridge)
