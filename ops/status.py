@@ -27,11 +27,6 @@ from ops.stack import StackNotUpError, stack_cluster, stack_outputs, stack_secre
 SACCT_TIMEOUT_S = 60
 
 
-def month_start(now: float) -> str:
-    """The first second of this month, in local time, as sacct takes it."""
-    return time.strftime("%Y-%m-01T00:00:00", time.localtime(now))
-
-
 def _last_line(done: subprocess.CompletedProcess) -> str:
     return (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [f"exit {done.returncode}"])[-1]
 
@@ -90,7 +85,7 @@ def cost_report(
         "prices_per_gpu_hour": {
             host.name: _money(cost.host_gpu_hour_price(cluster, host)) for host in cluster.cluster_hosts
         },
-        "month_start": month_start(now),
+        "month_start": slurm_text.month_start(now),
         "message": "",
         "accounts": [],
         "total_usd": None,
@@ -118,18 +113,7 @@ def cost_report(
         report["message"] = "Slurm cannot be reached: no cost"
         return report
     done = shell.run(
-        [
-            "sacct",
-            "-a",
-            "-X",
-            "-nP",
-            "-T",
-            "-S",
-            report["month_start"],
-            "-E",
-            "now",
-            f"--format={','.join(slurm_text.SACCT_FIELDS)}",
-        ],
+        slurm_text.sacct_since(report["month_start"]),
         env={"SLURM_CONF": slurm_conf},
         timeout=SACCT_TIMEOUT_S,
     )

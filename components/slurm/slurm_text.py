@@ -3,6 +3,7 @@ record per line, KEY=VALUE words), `sacct -nP` (fields separated by |), time and
 and hostlists (c[000-003])."""
 
 import re
+import time
 from dataclasses import dataclass, field
 
 # A word starting a new KEY=VALUE pair: scontrol's keys hold letters, digits and : / _ (e.g.
@@ -173,6 +174,17 @@ def jobs(scontrol_show_job: str) -> list[Job]:
 
 # What `status` asks sacct for, in this order (sacct -nP --format=...).
 SACCT_FIELDS = ("JobID", "User", "Account", "State", "ElapsedRaw", "AllocTRES", "NodeList")
+
+
+def month_start(now: float) -> str:
+    """The first second of this month, in local time, as sacct takes it."""
+    return time.strftime("%Y-%m-01T00:00:00", time.localtime(now))
+
+
+def sacct_since(start: str) -> list[str]:
+    """sacct of every user's jobs (one line each, no steps) from `start` until now, truncated
+    to that window (-T), with the fields sacct_records reads."""
+    return ["sacct", "-a", "-X", "-nP", "-T", "-S", start, "-E", "now", f"--format={','.join(SACCT_FIELDS)}"]
 
 
 @dataclass

@@ -45,11 +45,6 @@ def run_command(argv: list[str]) -> tuple[int, str]:
     return done.returncode, done.stdout if done.returncode == 0 else done.stderr
 
 
-def month_start(now: float) -> str:
-    """The first second of this month, in local time, as sacct takes it."""
-    return time.strftime("%Y-%m-01T00:00:00", time.localtime(now))
-
-
 def _label(value) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -127,20 +122,7 @@ class SacctCache:
 
     @staticmethod
     def _ask(run, now: float):
-        code, out = run(
-            [
-                "sacct",
-                "-a",
-                "-X",
-                "-nP",
-                "-T",
-                "-S",
-                month_start(now),
-                "-E",
-                "now",
-                f"--format={','.join(slurm_text.SACCT_FIELDS)}",
-            ]
-        )
+        code, out = run(slurm_text.sacct_since(slurm_text.month_start(now)))
         return slurm_text.sacct_records(out) if code == 0 else None
 
 
