@@ -72,7 +72,8 @@ class ImageConfig(StrictModel):
     keep: StrictBool = Field(
         True,
         description="keep the built image when the cluster is destroyed, in /var/cache/gpucluster/<name>/ "
-        "(./purge-kept.sh removes it): the next up restores it instead of building it again; an image of "
+        "(./purge-kept.sh removes it): the next up restores it instead of building it again, and another "
+        "cluster of the host copies it (or the one in use) instead of building its own; an image of "
         "another release, package list or build script is never reused",
     )
     kept_max_age_days: int = Field(

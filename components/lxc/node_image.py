@@ -92,6 +92,7 @@ class NodeImage(pulumi.ComponentResource):
                 "PACKAGES": env_list(packages),
                 "IMAGE_DIGEST": image_digest(image),
                 "KEPT_DIR": cluster.kept_dir,
+                "KEEP_ROOT": KEEP_DIR,
                 "KEEP_IMAGE": "true" if image.keep else "false",
                 "KEPT_MAX_AGE_DAYS": str(image.kept_max_age_days),
                 "MASKED_UNITS": env_list(MASKED_UNITS),

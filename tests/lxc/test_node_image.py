@@ -153,8 +153,8 @@ chroot() {
 """
 
 
-def build_image(tmp_path: Path, lxc_path: str = "lxc") -> tuple[Path, list[str]]:
-    """image_create.sh with the fake build, into its own LXC path; the image's rootfs and apt's calls."""
+def run_image_create(tmp_path: Path, lxc_path: str = "lxc", **overrides: str) -> subprocess.CompletedProcess:
+    """image_create.sh with the fake build, into its own LXC path, kept images under tmp_path."""
     header = "# ---- image_create.sh ----"
     text = script(node_image.FILES / "image_create.sh").replace(header, FAKE_BUILD + header)
     calls = tmp_path / "apt-calls"
@@ -163,15 +163,24 @@ def build_image(tmp_path: Path, lxc_path: str = "lxc") -> tuple[Path, list[str]]
         **image_command().environment,
         "LXC_PATH": str(tmp_path / lxc_path),
         "CLUSTER_DIR": str(tmp_path / "state"),
-        "KEPT_DIR": str(tmp_path / "kept"),
+        "KEEP_ROOT": str(tmp_path / "keep"),
+        "KEPT_DIR": str(tmp_path / "keep" / "e2e"),
         "PACKAGE_CACHE": str(tmp_path / "packages"),
         "APT_CALLS": str(calls),
         "PATH": os.environ["PATH"],
+        **overrides,
     }
     (tmp_path / "state").mkdir(exist_ok=True)
-    done = subprocess.run(["/bin/bash", "-c", text], env=environment, capture_output=True, text=True, check=False)
+    return subprocess.run(["/bin/bash", "-c", text], env=environment, capture_output=True, text=True, check=False)
+
+
+def build_image(tmp_path: Path, lxc_path: str = "lxc") -> tuple[Path, list[str]]:
+    """The image's rootfs and apt's calls, after image_create.sh with the fake build."""
+    done = run_image_create(tmp_path, lxc_path)
     assert done.returncode == 0, done.stderr
-    return tmp_path / lxc_path / environment["IMAGE"] / "rootfs", calls.read_text().splitlines()
+    return tmp_path / lxc_path / image_command().environment["IMAGE"] / "rootfs", (
+        tmp_path / "apt-calls"
+    ).read_text().splitlines()
 
 
 def test_the_image_masks_the_units_a_node_never_uses(tmp_path):
@@ -194,3 +203,88 @@ def test_a_rebuilt_image_installs_its_packages_from_the_hosts_cache(tmp_path):
     _, calls = build_image(tmp_path, "second")
     assert not any("apt-get update" in call for call in calls)
     assert [call for call in calls if "apt-get install" in call][-1].endswith("--no-download")
+
+
+def stage_image(directory: Path, name: str, digest: str, age_days: float = 0) -> Path:
+    """A built image as image_create.sh leaves it (or destroy keeps it), of cluster `name`."""
+    (directory / "rootfs" / "etc").mkdir(parents=True)
+    (directory / "rootfs" / "etc" / "built-by").write_text(f"{name}\n")
+    (directory / "config").write_text(
+        f"lxc.rootfs.path = dir:/var/lib/lxc/{name}-image/rootfs\n"
+        "lxc.include = /usr/share/lxc/config/debian.common.conf\n"
+        f"lxc.uts.name = {name}-image\n"
+    )
+    (directory / "gpucluster-owner").write_text(f"{name}\n")
+    (directory / "gpucluster-image-digest").write_text(f"{digest}\n")
+    (directory / "gpucluster-image-ready").touch()
+    if age_days:
+        old = time.time() - age_days * 86400
+        os.utime(directory / "gpucluster-image-ready", (old, old))
+    return directory
+
+
+@pytest.mark.parametrize("where", ["kept by another cluster", "kept on another host", "in use by another cluster"])
+def test_a_second_cluster_copies_the_image_of_the_same_definition(tmp_path, where):
+    digest = image_command().environment["IMAGE_DIGEST"]
+    source = {
+        "kept by another cluster": tmp_path / "keep" / "other" / f"node-image-{digest}",
+        "kept on another host": tmp_path / "keep" / "other" / "h2" / f"node-image-{digest}",
+        "in use by another cluster": tmp_path / "lxc" / "other-image",
+    }[where]
+    stage_image(source, "other", digest, age_days=2)
+    before = sorted(str(p) for p in source.rglob("*"))
+    done = run_image_create(tmp_path)
+    assert done.returncode == 0, done.stderr
+    image = tmp_path / "lxc" / "e2e-image"
+    assert f"node image copied from {source} (the same definition)" in done.stderr
+    assert (tmp_path / "apt-calls").read_text() == "", "a copy installs nothing"
+    assert (image / "rootfs" / "etc" / "built-by").read_text() == "other\n"
+    assert (image / "config").read_text() == (
+        f"lxc.rootfs.path = dir:{image}/rootfs\nlxc.include = /usr/share/lxc/config/debian.common.conf\n"
+        "lxc.uts.name = e2e-image\n"
+    )
+    assert (image / "gpucluster-owner").read_text() == "e2e\n"
+    assert (image / "gpucluster-image-digest").read_text() == f"{digest}\n"
+    # The copy is as old as its source: the age limit still counts from the build.
+    assert (
+        abs((image / "gpucluster-image-ready").stat().st_mtime - (source / "gpucluster-image-ready").stat().st_mtime)
+        < 1
+    )
+    assert sorted(str(p) for p in source.rglob("*")) == before, "the source changed"
+    assert (source / "gpucluster-owner").read_text() == "other\n"
+
+
+@pytest.mark.parametrize(
+    ("what", "digest", "age_days", "keep"),
+    [
+        ("another definition", "0123456789abcdef", 0, "true"),
+        ("past its age", None, 31, "true"),
+        ("keeping switched off", None, 0, "false"),
+    ],
+)
+def test_an_image_of_another_definition_age_or_with_keeping_off_is_built_not_copied(
+    tmp_path, what, digest, age_days, keep
+):
+    source = tmp_path / "keep" / "other" / f"node-image-{image_command().environment['IMAGE_DIGEST']}"
+    stage_image(source, "other", digest or image_command().environment["IMAGE_DIGEST"], age_days)
+    done = run_image_create(tmp_path, KEEP_IMAGE=keep, KEPT_MAX_AGE_DAYS="30")
+    assert done.returncode == 0, done.stderr
+    assert "copied" not in done.stderr, what
+    assert any("apt-get install" in call for call in (tmp_path / "apt-calls").read_text().splitlines()), what
+    assert source.exists(), "another cluster's kept image is never removed"
+
+
+def test_a_copy_cut_short_is_removed_and_the_source_never_touched(tmp_path):
+    """An interrupted copy leaves no config naming the source: the next create removes the
+    half-copied image (lxc-destroy follows the config's rootfs) and copies again."""
+    digest = image_command().environment["IMAGE_DIGEST"]
+    source = stage_image(tmp_path / "keep" / "other" / f"node-image-{digest}", "other", digest)
+    image = tmp_path / "lxc" / "e2e-image"
+    (image / "rootfs" / "etc").mkdir(parents=True)  # what a copy cut short leaves, with the pending marker
+    (tmp_path / "state" / "pending").mkdir(parents=True)
+    (tmp_path / "state" / "pending" / "e2e-image").touch()
+    done = run_image_create(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "removing e2e-image left half-built" in done.stderr and "copied" in done.stderr
+    assert (source / "rootfs" / "etc" / "built-by").exists()
+    assert (image / "gpucluster-owner").read_text() == "e2e\n"

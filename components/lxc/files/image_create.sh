@@ -1,6 +1,7 @@
 # Build the node image once: a stopped Debian container that every node is cloned from; or
-# restore the one destroy kept, when it was built from the same definition (IMAGE_DIGEST).
-require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_IMAGE MASKED_UNITS PACKAGE_CACHE
+# restore the one destroy kept, or copy another cluster's, when it was built from the same
+# definition (IMAGE_DIGEST).
+require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_ROOT KEEP_IMAGE MASKED_UNITS PACKAGE_CACHE
 dir=$(lxc_dir "$IMAGE")
 if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE exists and is not this cluster's"
@@ -23,6 +24,38 @@ if [ "$KEEP_IMAGE" = true ] && [ -f "$kept/gpucluster-image-ready" ]; then
   mv "$kept" "$dir"
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
   exit 0
+fi
+# Another cluster of this host holds the image of the same definition (kept, or in use: its
+# rootfs is only read, as its nodes' lower layer): a copy costs seconds where a build costs a
+# minute. Markers are written after the copy, so an interrupted one is removed as half-built.
+copy_image() {
+  local source=$1
+  mkdir -p "$dir"
+  # The config last, already naming this image's rootfs: a removal of a half-copied image
+  # never reaches the source's.
+  cp -a --reflink=auto "$source/rootfs" "$dir/" &&
+    sed -e "s|^lxc\.rootfs\.path *=.*|lxc.rootfs.path = dir:$dir/rootfs|" \
+      -e "s|^lxc\.uts\.name *=.*|lxc.uts.name = $IMAGE|" "$source/config" > "$dir/config.new" &&
+    mv "$dir/config.new" "$dir/config"
+}
+if [ "$KEEP_IMAGE" = true ]; then
+  for source in "$KEEP_ROOT"/*/node-image-"$IMAGE_DIGEST" "$KEEP_ROOT"/*/*/node-image-"$IMAGE_DIGEST" \
+    "$(dirname "$dir")"/*-image; do
+    [ "$source" != "$dir" ] && [ -f "$source/gpucluster-image-ready" ] || continue
+    [ "$(cat "$source/gpucluster-image-digest" 2>/dev/null)" = "$IMAGE_DIGEST" ] || continue
+    [ -z "$(find "$source/gpucluster-image-ready" -mmin +$((max_age * 1440)))" ] || continue
+    started=$SECONDS
+    if copy_image "$source"; then
+      printf '%s\n' "$IMAGE_DIGEST" > "$dir/gpucluster-image-digest"
+      lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
+      touch -r "$source/gpucluster-image-ready" "$dir/gpucluster-image-ready"
+      log "node image copied from $source (the same definition) in $((SECONDS - started)) s"
+      exit 0
+    fi
+    log "copying the node image from $source failed: building it instead"
+    rm -rf "$dir"
+    break
+  done
 fi
 # Remember whether the download cache was ours, so destroy removes only what it made (LXC's
 # template keeps it in LXC_CACHE_PATH/debian when that is set).
