@@ -14,7 +14,9 @@ What it does, in one run:
      cluster's bridge names or subnets, or its container names, are taken by something else.
   2. For every size: a bring-up with no kept node image (the image is built with
      `lxc-create -t debian` from LXC's download cache), destroy (which keeps the image), a
-     bring-up that restores the kept image, destroy. Bring-ups run the harness the
+     bring-up that restores the kept image, destroy. For the smallest size, between them: a
+     bring-up whose image is copied from another cluster's kept image of the same definition
+     (a second cluster on the host). A measured build that copied instead stops the run. Bring-ups run the harness the
      end-to-end test uses (tests/harness/command_executor.py): dependency order, unbounded
      parallelism, as `pulumi up` does.
   3. The tutorial-style baseline: one `lxc-create -t debian -- -r bookworm --packages=...`
@@ -68,6 +70,8 @@ CLUSTER = "bench"
 STACK = "bench"
 NAT_PREFIX, CLUSTER_PREFIX = "10.61.3", "10.61.5"
 KEEP_DIR = Path("/var/cache/gpucluster") / CLUSTER
+# Where the copy run stages bench's image as another cluster's kept one.
+OTHER_KEEP_DIR = Path("/var/cache/gpucluster") / f"{CLUSTER}-other"
 # The benchmark's own package cache and, for --cold, its own LXC download cache (LXC_CACHE_PATH):
 # emptied when a run needs them empty, removed at the end; other clusters' caches are left alone.
 PACKAGE_CACHE = Path("/var/cache/gpucluster") / f"{CLUSTER}-node-packages"
@@ -314,7 +318,7 @@ def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
         for entry in state_entries
         if entry.command.name.endswith("-image-rootfs")
         for line in entry.stderr.splitlines()
-        if line.startswith("node image:")
+        if line.startswith(("node image:", "node image copied"))
     ]
     return {
         "nodes": nodes,
@@ -402,12 +406,37 @@ def cold_runs(nodes: int, commands: list[HostCommand], counted: bool) -> list[di
             purge_kept_image()
             shutil.rmtree(COLD_LXC_CACHE, ignore_errors=True)
             print(f"bring-up, {nodes} nodes, the node image built, {label} ...")
-            run = bring_up(nodes, commands, counted)
+            run = built_not_copied(bring_up(nodes, commands, counted))
             runs.append({"kind": kind, "label": f"{nodes} nodes, {label}", **run})
     finally:
         del os.environ["LXC_CACHE_PATH"]
         shutil.rmtree(COLD_LXC_CACHE, ignore_errors=True)
     return runs
+
+
+def copied_run(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
+    """A second cluster of this host: bench's kept image handed to another cluster name, so the
+    bring-up copies it (as from any other cluster's image of the same definition)."""
+    (kept,) = KEEP_DIR.glob("node-image-*")
+    other = OTHER_KEEP_DIR / kept.name
+    other.parent.mkdir(parents=True, exist_ok=True)
+    kept.rename(other)
+    try:
+        run = bring_up(nodes, commands, counted)
+    finally:
+        shutil.rmtree(OTHER_KEEP_DIR, ignore_errors=True)
+    if not any("copied" in line for line in run["image_log"]):
+        sys.exit(f"the image was not copied from {other}: {run['image_log']}")
+    return {"kind": "copied", "label": f"{nodes} nodes, image copied from another cluster", **run}
+
+
+def built_not_copied(run: dict) -> dict:
+    """A run that had to build its image: another cluster's image of the same definition on
+    this host would have been copied instead, and the figure would not be a build's."""
+    copied = [line for line in run["image_log"] if "copied" in line]
+    if copied:
+        sys.exit(f"{copied[0]}: purge that cluster's kept image (./purge-kept.sh) to measure a build")
+    return run
 
 
 def purge_kept_image() -> None:
@@ -442,6 +471,7 @@ KINDS = {
     "cold": "node image built, LXC download cache empty",
     "cold-packages": "node image built, LXC download cache empty, package cache kept",
     "first": "node image built",
+    "copied": "node image copied from another cluster's",
     "re-up": "node image kept by a destroy before",
 }
 
@@ -669,8 +699,11 @@ def main() -> None:
                 empty_package_cache()
                 purge_kept_image()
                 print(f"bring-up, {n} nodes, the node image built ...")
-                run = bring_up(n, commands[n], counted)
+                run = built_not_copied(bring_up(n, commands[n], counted))
                 figures["runs"].append({"kind": "first", "label": f"{n} nodes, image built", **run})
+                if n == sizes[0]:
+                    print(f"bring-up, {n} nodes, the node image copied from another cluster's ...")
+                    figures["runs"].append(copied_run(n, commands[n], counted))
             print(f"bring-up, {n} nodes, the node image kept by the destroy before ...")
             if not any(KEEP_DIR.glob("node-image-*")):
                 bring_up(n, commands[n], counted)  # --no-first: build it, unmeasured
@@ -693,6 +726,7 @@ def main() -> None:
             purge_kept_image()
         empty_package_cache(remove=True)
         shutil.rmtree(COLD_LXC_CACHE, ignore_errors=True)
+        shutil.rmtree(OTHER_KEEP_DIR, ignore_errors=True)
         leave_own_cgroup()
 
     (args.out / "bringup.json").write_text(json.dumps(figures, indent=1) + "\n")

@@ -9,15 +9,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def kept_images_purged():
     """The names of the clusters an end-to-end test made: destroy keeps their node image, so
-    the tests after it restore the image instead of building it; at the end of the session
-    their kept files are purged (./purge-kept.sh), and the host is as it was."""
+    the tests after it restore it (or, another test cluster, copy it) instead of building it;
+    the tests' own teardowns leave the images. At the end of the session every test cluster's
+    kept files are purged (./purge-kept.sh), and the host is as it was."""
     clusters: set[str] = set()
     yield clusters
-    for cluster in sorted(clusters):
-        subprocess.run([str(ROOT / "purge-kept.sh"), cluster], capture_output=True, check=False)
+    from tests.harness.e2e_teardown import KEEP_DIR, TEST_CLUSTERS
+
+    for cluster in sorted(clusters | set(TEST_CLUSTERS)):
+        if (KEEP_DIR / cluster).exists():
+            subprocess.run([str(ROOT / "purge-kept.sh"), cluster], capture_output=True, check=False)
 
 
 def _interrupted(signum, frame):

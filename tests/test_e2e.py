@@ -292,7 +292,8 @@ def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged)
         if kept_rootfs:
             assert Path(f"/var/lib/lxc/{cluster}-image/rootfs").stat().st_ino == kept_rootfs, "kept image not restored"
             assert not kept.exists()
-        report.append(f"node image {'restored' if kept_rootfs else 'built'} in {image_step.seconds:.1f} s")
+        made = "restored" if kept_rootfs else "built, or copied from another test cluster's,"
+        report.append(f"node image {made} in {image_step.seconds:.1f} s")
         # The program made the stand-in GPUs, only in the cluster's private device directory.
         assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(5)}, "nvidiactl": (195, 255)}
         check_cluster(config, run.outputs, report)

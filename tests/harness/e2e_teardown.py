@@ -329,18 +329,44 @@ def metrics_config() -> dict:
 TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "mha", "e2en", "bst")
 
 
-def purge_kept() -> None:
+KEEP_DIR = Path("/var/cache/gpucluster")
+
+
+def purge_kept(images: bool = True) -> None:
     """What destroy deliberately kept of the test clusters (an earlier, cut-short run's too),
-    removed with the operator's own command, so no run trips over an earlier one's."""
+    removed with the operator's own command, so no run trips over an earlier one's. With
+    `images=False` (a test's own teardown) their node images stay: the next test cluster
+    restores or copies one instead of building it; the session purges them at its end."""
     for cluster in TEST_CLUSTERS:
-        purge = Path(__file__).resolve().parents[2] / "purge-kept.sh"
-        subprocess.run(["bash", str(purge), cluster], capture_output=True, check=False)
-    keep_dir = Path("/var/cache/gpucluster")
-    if keep_dir.exists() and not any(keep_dir.iterdir()):
-        keep_dir.rmdir()
+        if images:
+            purge = Path(__file__).resolve().parents[2] / "purge-kept.sh"
+            subprocess.run(["bash", str(purge), cluster], capture_output=True, check=False)
+        else:
+            _remove_all_but_images(KEEP_DIR / cluster)
+    if KEEP_DIR.exists() and not any(KEEP_DIR.iterdir()):
+        KEEP_DIR.rmdir()
 
 
-def teardown() -> None:
+def _remove_all_but_images(directory: Path) -> None:
+    """Everything kept under `directory` but node images (a host's folder holds its own)."""
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        if entry.name.startswith("node-image-"):
+            continue
+        if entry.is_dir() and any(entry.glob("node-image-*")):
+            _remove_all_but_images(entry)
+        elif entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    if not any(directory.iterdir()):
+        directory.rmdir()
+
+
+def teardown(images: bool = False) -> None:
+    """Every test stack destroyed, and what they kept removed (their node images with
+    `images`: a test's teardown leaves them to the next test)."""
     remove_outside_namespace()
     try:
         teardown_ssh_stacks()
@@ -354,11 +380,11 @@ def teardown() -> None:
     finally:
         remove_stand_in_gpus()
         remove_kept_accounting()
-        purge_kept()
+        purge_kept(images)
 
 
 if __name__ == "__main__":
-    teardown()
+    teardown(images=True)
     from tests.harness import multihost_accounting
 
     multihost_accounting.teardown()
