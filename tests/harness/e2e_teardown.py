@@ -326,7 +326,7 @@ def metrics_config() -> dict:
 
 
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
-TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "mha", "e2en", "bst")
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "e2en", "bst")
 
 
 def purge_kept() -> None:
@@ -359,7 +359,7 @@ def teardown() -> None:
 
 if __name__ == "__main__":
     teardown()
-    from tests.harness import multihost_accounting
+    from tests.test_e2e_shared_fs import teardown_stack as teardown_two_hosts_through_a_jump_host
 
-    multihost_accounting.teardown()
+    teardown_two_hosts_through_a_jump_host()
     subprocess.run([str(Path(__file__).resolve().parents[2] / "purge-kept.sh"), STACK], check=False)
