@@ -448,8 +448,8 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged
         )
         assert node_state("c002")[1] == f"gpu-health: {device} missing"
         report.append(
-            f"$ sinfo -R -o '%30E %9u %19H %N'   (stand-in {device} removed inside {CLUSTER}-c002, a node of h2)\n"
-            + slurm("sinfo", "-R", "-o", "%30E %9u %19H %N")
+            f"$ sinfo -R -o '%35E %9u %19H %N'   (stand-in {device} removed inside {CLUSTER}-c002, a node of h2)\n"
+            + slurm("sinfo", "-R", "-o", "%35E %9u %19H %N")
         )
         refused = as_user("erin", "srun", "-w", "c002", "--immediate=5", "true", check=False)
         assert refused.returncode != 0, "a job ran on the drained node"

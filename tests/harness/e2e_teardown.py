@@ -5,7 +5,8 @@ their stand-in SSH hosts, of its rename variant (cluster e2r) and its metrics va
 outside namespace and the stand-in GPUs.
 
 Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
-`python tests/harness/e2e_teardown.py`, which also purges the node image destroy kept.
+`python tests/harness/e2e_teardown.py`, which also removes what the two-host cluster of
+tests/test_e2e_shared_fs.py left and purges the node image destroy kept.
 """
 
 import copy
