@@ -1,16 +1,22 @@
-"""End-to-end: two hosts sharing one filesystem, the second reached only through a jump host.
+"""End-to-end: one cluster on two hosts, the second reached only through a jump host, with a
+shared filesystem, accounting and GPU health across the hosts.
 
-h1 is this machine (local); h2 a network namespace with its own sshd, LXC path, state and run
-directories (tests/harness/ssh_hosts.py); the jump host a third namespace with its own sshd.
-This machine cannot dial h2's sshd (an OUTPUT rule rejects it): every command of h2 goes
-through the jump host (`connection.bastion`, its host key pinned). h1 serves the export
-(shared_fs: served, NFS-Ganesha) and both hosts mount it at their shared_dir with the
-stand-in client (this machine's kernel has no NFS client). Everything is removed in
-`finally` blocks, and the host is compared with its state before the test.
+h1 is this machine (c000 with slurmctld, c001); h2 a network namespace with its own sshd, LXC
+path, state and run directories (c002, c003; tests/harness/ssh_hosts.py); the jump host a
+third namespace with its own sshd. This machine cannot dial h2's sshd (an OUTPUT rule rejects
+it): every command of h2 goes through the jump host (`connection.bastion`, its host key
+pinned). h1 serves the export (shared_fs: served, NFS-Ganesha) and both hosts mount it at
+their shared_dir with the stand-in client (this machine's kernel has no NFS client). The
+accounting database runs on h2 (`accounting.host: h2`): slurmctld on h1 and slurmdbd on h2
+reach each other over the routes between the hosts' container subnets. h2's simulated reboot
+takes its mount, nodes and database away; its boot unit brings them back. Everything is
+removed in `finally` blocks, and the host is compared with its state before the test.
 """
 
 import copy
+import re
 import shlex
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -47,14 +53,21 @@ DIAGNOSTIC_LOGS = (
     f"/var/lib/gpucluster/{CLUSTER}/nfs-client.log",
     f"{SECOND_STATE}/nfs-client.log",
 )
+SECOND_SLURM = {"SLURM_CONF": f"{SECOND_STATE}/slurm.conf"}  # h2's own Slurm client
+USERS = [{"name": "dana", "uid": 2111, "gid": 2111}, {"name": "erin", "uid": 2112, "gid": 2112}]
+UIDS = {user["name"]: user["uid"] for user in USERS}
+HEALTH_INTERVAL_S = 10
+SACCT_FORMAT = "JobID,JobName,User,Account,NodeList,AllocTRES,State"
 BLOCK_TAG = "gpucluster-e2e-site:e2en-no-direct-ssh"
 BLOCK = ["OUTPUT", "-d", SECOND.address, "-p", "tcp", "--dport", str(SECOND.port),
          "-m", "comment", "--comment", BLOCK_TAG, "-j", "REJECT", "--reject-with", "tcp-reset"]  # fmt: skip
 
 
 def config_of(host_key: str = PLACEHOLDER_KEY, jump_key: str = PLACEHOLDER_KEY) -> dict:
-    """The two-host stack renamed, on its own addresses, h2 reached through the jump host, and
-    the shared filesystem served from h1 (the controller's host)."""
+    """The two-host stack renamed, on its own addresses, h2 reached through the jump host, the
+    shared filesystem served from h1 (the controller's host), one stand-in GPU per node and
+    the GPU health check on every node; the accounting database on h2, with the accounts
+    `physics` (dana, one GPU at once across the cluster) and `chem` (erin, no limit)."""
     config = copy.deepcopy(two_host_config(host_key))
     cluster = config["cluster"]
     cluster["name"] = CLUSTER
@@ -67,6 +80,8 @@ def config_of(host_key: str = PLACEHOLDER_KEY, jump_key: str = PLACEHOLDER_KEY) 
         bastion={"address": JUMP.address, "port": JUMP.port, "host_key": jump_key},
     )
     for host, octet in ((first, 53), (second, 54)):
+        # Stand-ins only: no driver files from this machine, whatever it has.
+        host["gpu"] = {"stand_in": {"count": 2}, "driver_files": [], "cuda_path": None}
         host["network"] = {
             "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"10.{octet}.3.1/24"},
             "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"10.{octet}.5.0/24"},
@@ -74,12 +89,103 @@ def config_of(host_key: str = PLACEHOLDER_KEY, jump_key: str = PLACEHOLDER_KEY) 
     for node, (octet, last) in zip(cluster["nodes"], [(53, 2), (53, 3), (54, 2), (54, 3)], strict=True):
         node.update(nat_address=f"10.{octet}.3.{last}", cluster_address=f"10.{octet}.5.{last}")
     cluster["shared_fs"] = {"kind": "served", "directory": EXPORT_DIR, "client": "stand_in"}
+    cluster["slurm"]["health_check"] = {"interval_s": HEALTH_INTERVAL_S}
+    cluster["users"] = copy.deepcopy(USERS)
+    cluster["accounting"] = {
+        "host": "h2",
+        "nat_address": "10.54.3.20",
+        "keep_dump": False,
+        "accounts": [{"name": "physics", "gpus": 1, "users": ["dana"]}, {"name": "chem", "users": ["erin"]}],
+    }
     return config
 
 
 def on_second(*argv: str, check: bool = True, env: dict | None = None, timeout: int = 180):
     """A command run on h2 directly (its namespaces), to look or to simulate its reboot."""
     return sh(*ssh_hosts.host_argv(SECOND), *argv, check=check, env=env, timeout=timeout)
+
+
+def in_node_of_second(node: str, *argv: str) -> subprocess.CompletedProcess:
+    return on_second("lxc-attach", "-P", SECOND_DIRS["lxc_dir"], "-n", f"{CLUSTER}-{node}", "--", *argv)
+
+
+def as_user(user: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    """A Slurm command run by one of the cluster's people, from h1."""
+    uid = UIDS[user]
+    return subprocess.run(
+        argv,
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd="/tmp",
+        env={"PATH": "/usr/bin:/bin", "SLURM_CONF": SLURM["SLURM_CONF"], "LC_ALL": "C"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=check,
+    )
+
+
+def slurm(*argv: str, check: bool = True) -> str:
+    return sh(*argv, env=SLURM, check=check).stdout
+
+
+def wait_for(what: str, condition, seconds: float) -> float:
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < seconds, f"timed out after {seconds}s waiting for {what}"
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def sacct_rows(start: str, env: dict) -> list[dict]:
+    out = sh("sacct", "-a", "-X", "-nP", "-S", start, f"--format={SACCT_FORMAT}", env=env, check=False)
+    keys = SACCT_FORMAT.split(",")
+    return [dict(zip(keys, line.split("|"), strict=True)) for line in out.stdout.splitlines() if line]
+
+
+def recorded(start: str, names: set[str], env: dict) -> bool:
+    """Whether sacct (through `env`'s slurm.conf) has every job named, completed."""
+    rows = [r for r in sacct_rows(start, env) if r["JobName"] in names]
+    return len(rows) == len(names) and all(r["State"] == "COMPLETED" for r in rows)
+
+
+def gpus_of(tres: str) -> int:
+    found = re.search(r"gres/gpu=(\d+)", tres)
+    return int(found.group(1)) if found else 0
+
+
+def job_state(job: str) -> tuple[str, str]:
+    out = slurm("squeue", "-h", "-j", job, "-o", "%T|%r", check=False).strip()
+    return tuple(out.split("|")) if out else ("", "")
+
+
+def node_state(node: str) -> tuple[str, str]:
+    state, reason = slurm("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E").strip().split("|", 1)
+    return state, reason
+
+
+def submit(user: str, *options: str) -> str:
+    return as_user(user, "sbatch", "--parsable", "--chdir=/tmp", *options).stdout.strip()
+
+
+def person_exists(name: str) -> bool:
+    return sh("getent", "passwd", name, check=False).returncode == 0
+
+
+# The people of the cluster are added and removed again: these files are rewritten (the test
+# checks the people are gone instead).
+PEOPLE_FILES = {
+    f"/etc/{name}{suffix}"
+    for name in ("passwd", "group", "shadow", "gshadow", "subuid", "subgid")
+    for suffix in ("", "-")
+}
+
+
+def snapshot() -> dict:
+    found = host_snapshot()
+    found["etc"] = [entry for entry in found["etc"] if entry[0] not in PEOPLE_FILES]
+    return found
 
 
 def stand_in_clients() -> list[str]:
@@ -124,11 +230,12 @@ def srun(*argv: str, timeout: int = 120) -> str:
 
 
 def reboot_second_host(report: list[str]) -> None:
-    """What a reboot of h2 takes away (its containers, munged, bridges, rules, routes, the
-    mount and its client, /run), taken away by hand; then h2's boot unit's ExecStart, exactly."""
+    """What a reboot of h2 takes away (its containers, the accounting database's among them,
+    munged, bridges, rules, routes, the mount and its client, /run), taken away by hand; then
+    h2's boot unit's ExecStart, exactly."""
     lxc = ["-P", SECOND_DIRS["lxc_dir"]]
-    for node in ("c002", "c003"):
-        on_second("lxc-stop", *lxc, "-n", f"{CLUSTER}-{node}", "-t", "60", timeout=120)
+    for container in ("c002", "c003", "db"):
+        on_second("lxc-stop", *lxc, "-n", f"{CLUSTER}-{container}", "-t", "60", timeout=120)
     pid = on_second("cat", f"{SECOND_STATE}/munge/munged.pid", check=False).stdout.strip()
     if pid:
         on_second("kill", pid)
@@ -152,7 +259,13 @@ def reboot_second_host(report: list[str]) -> None:
         assert time.monotonic() < deadline, "h2's stand-in client did not end with its mount"
         time.sleep(0.5)
     gone = on_second("findmnt", SHARED_DIR, check=False).returncode
-    report.append(f"h2 'rebooted': containers stopped, bridges, rules, /run and the mount gone (findmnt: {gone})")
+    no_dbd = sh("sacctmgr", "-n", "show", "cluster", env=SLURM, check=False, timeout=60)
+    assert no_dbd.returncode != 0, no_dbd
+    report.append(f"$ sacctmgr show cluster   (on h1, h2 down)\n{(no_dbd.stdout + no_dbd.stderr).strip()}")
+    report.append(
+        "h2 'rebooted': containers (nodes, database) stopped, bridges, rules, /run and the mount gone "
+        f"(findmnt: {gone})"
+    )
     assert gone != 0
     code, drifted = verify_second()
     missing = [line for line in drifted.splitlines() if line.startswith("MISSING") and "mount of" in line]
@@ -188,12 +301,21 @@ def wait_idle(nodes: list[str], seconds: int = 120) -> None:
         time.sleep(2)
 
 
-def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_purged):
+def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged):
     require_host()
     kept_images_purged.add(CLUSTER)
     teardown_stack()
-    before = host_snapshot()
+    assert not any(person_exists(user["name"]) for user in USERS), "people of the test exist already"
+    before = snapshot()
     report: list[str] = []
+    phases: list[str] = []
+    clock = [time.monotonic()]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        phases.append(f"{name} {now - clock[0]:.1f} s")
+        clock[0] = now
+
     try:
         jump = ssh_hosts.start(JUMP)
         server = ssh_hosts.start(SECOND)
@@ -227,14 +349,19 @@ def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_
         assert not list((SECOND.directory / "sshd" / "sshd_config.d").iterdir()), "a script ran on h2"
         assert not Path(SECOND_STATE).exists()
         report.append("a wrong bastion host_key: " + str(refused.value).splitlines()[0] + " (proxy: host key refused)")
+        phase("hosts and jump host")
 
         config = config_of(server["host_key"], jump["host_key"])
         commands = host_commands(run_program(config, stack=CLUSTER, secrets=secrets))
         assert all(c.connection["proxy"]["host"] == JUMP.address for c in commands if c.connection)
+        on_h2 = {c.name for c in commands if c.connection}
+        assert {f"{CLUSTER}-slurm-accounting-slurmdbd", f"{CLUSTER}-slurm-accounting-lxc"} <= on_h2
         state = State()
         started = time.monotonic()
         first, _ = up(state, commands)
         bring_up = first.finished(f"{CLUSTER}-health")
+        phase("bring-up (2 hosts, 4 nodes, database on h2)")
+        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 60))
         mounts(report)
 
         # A job script written once in the shared directory, run on the nodes of both hosts.
@@ -258,17 +385,113 @@ def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_
         )
         assert read.startswith("c002 reads: written by c000") and on_h2.startswith("written by c000")
         assert served.stat().st_uid == 65534, "root of a node was not squashed"
+        phase("shared filesystem")
 
-        # h2 reboots: its boot unit mounts the export again before its nodes start.
+        # The database's container is on h2, not here; slurmctld (c000, h1) registered with it.
+        assert not Path(f"/var/lib/lxc/{CLUSTER}-db").exists()
+        assert (
+            on_second("lxc-info", "-P", SECOND_DIRS["lxc_dir"], "-n", f"{CLUSTER}-db", "-s").stdout.split()[-1]
+            == "RUNNING"
+        )
+        clusters = slurm("sacctmgr", "-nP", "show", "cluster", "format=cluster,controlhost")
+        report.append("$ sacctmgr show cluster format=cluster,controlhost   (slurmdbd on h2)\n" + clusters)
+        assert clusters.strip() == f"{CLUSTER}|10.53.3.2", clusters
+
+        # Jobs on the nodes of both hosts, by two people of two accounts.
+        as_user("dana", "srun", "-J", "mh-h1", "-w", "c000", "--gres=gpu:1", "true")
+        as_user("dana", "srun", "-J", "mh-h2", "-w", "c002", "--gres=gpu:1", "true")
+        as_user("erin", "srun", "-J", "mh-both", "-N2", "-w", "c001,c003", "--gres=gpu:1", "true")
+        names = {"mh-h1", "mh-h2", "mh-both"}
+        wait_for("the jobs' records in sacct", lambda: recorded(start, names, SLURM), 60)
+        rows = {r["JobName"]: r for r in sacct_rows(start, SLURM)}
+        assert [rows[n]["NodeList"] for n in ("mh-h1", "mh-h2", "mh-both")] == ["c000", "c002", "c[001,003]"]
+        assert [(rows[n]["User"], rows[n]["Account"]) for n in ("mh-h1", "mh-h2", "mh-both")] == [
+            ("dana", "physics"), ("dana", "physics"), ("erin", "chem"),
+        ]  # fmt: skip
+        assert [gpus_of(rows[n]["AllocTRES"]) for n in ("mh-h1", "mh-h2", "mh-both")] == [1, 1, 2]
+        listing = slurm(
+            "sacct", "-a", "-X", "-S", start, "--format=JobID,JobName,User,Account,NodeList,AllocTRES%40,State"
+        )
+        report.append(
+            "$ sacct -a -X --format=JobID,JobName,User,Account,NodeList,AllocTRES,State   (on h1)\n" + listing
+        )
+        # h2's own Slurm client reads the same records.
+        wait_for("the records from h2's client", lambda: recorded(start, names, SECOND_SLURM), 30)
+        from_h2 = on_second(
+            "sacct", "-a", "-X", "-S", start, "--format=JobID,JobName,NodeList,AllocTRES%40", env=SECOND_SLURM
+        )
+        report.append(f"$ SLURM_CONF={SECOND_SLURM['SLURM_CONF']} sacct -a -X ...   (on h2)\n" + from_h2.stdout)
+
+        # The limit holds across hosts: physics may hold one GPU; dana's job on h1 runs, her
+        # job asking for a GPU on h2 waits for the account's GRES limit.
+        running = submit("dana", "-J", "mh-runs-h1", "-w", "c000", "--gres=gpu:1", "--wrap", "sleep 120")
+        wait_for("dana's job on h1 to run", lambda: job_state(running)[0] == "RUNNING", 60)
+        held = submit("dana", "-J", "mh-held-h2", "-w", "c002", "--gres=gpu:1", "--wrap", "true")
+        wait_for("dana's job on h2 to be held", lambda: job_state(held) == ("PENDING", "AssocGrpGRES"), 60)
+        report.append(
+            "$ squeue -o '%i %j %u %a %N %b %T %r'\n" + slurm("squeue", "-o", "%.5i %.11j %.5u %.8a %.5N %.10b %.8T %r")
+        )
+        slurm("scancel", running)
+        wait_for(
+            "the held job to run once the GPU is free", lambda: job_state(held)[0] in ("RUNNING", "COMPLETING", ""), 60
+        )
+        phase("accounting and the account limit")
+
+        # A node of h2 whose GPU device disappears drains itself; it returns with the device.
+        device = in_node_of_second("c002", "sh", "-c", "ls /dev/nvidia[0-9]*").stdout.split()[0]
+        numbers = in_node_of_second("c002", "stat", "-c", "%t %T", device).stdout.split()
+        in_node_of_second("c002", "sh", "-c", f"umount {device} && rm -f {device}")
+        drained = wait_for(
+            "c002 to drain",
+            lambda: node_state("c002")[0].startswith("drain") and node_state("c002")[1].startswith("gpu-health:"),
+            3 * HEALTH_INTERVAL_S + 30,
+        )
+        assert node_state("c002")[1] == f"gpu-health: {device} missing"
+        report.append(
+            f"$ sinfo -R -o '%35E %9u %19H %N'   (stand-in {device} removed inside {CLUSTER}-c002, a node of h2)\n"
+            + slurm("sinfo", "-R", "-o", "%35E %9u %19H %N")
+        )
+        refused = as_user("erin", "srun", "-w", "c002", "--immediate=5", "true", check=False)
+        assert refused.returncode != 0, "a job ran on the drained node"
+        major, minor = (str(int(n, 16)) for n in numbers)
+        in_node_of_second("c002", "mknod", "-m", "0666", device, "c", major, minor)
+        resumed = wait_for("c002 to return", lambda: node_state("c002")[0] == "idle", 3 * HEALTH_INTERVAL_S + 30)
+        report.append("$ sinfo -N   (device back)\n" + slurm("sinfo", "-N"))
+        phase(
+            f"GPU health (HealthCheckInterval={HEALTH_INTERVAL_S}s: c002 drained {drained:.1f} s after its "
+            f"device went, idle {resumed:.1f} s after it returned)"
+        )
+
+        # h2 reboots: its boot unit mounts the export again before its nodes start, and starts
+        # the database's container before them; slurmctld on h1 reconnects to slurmdbd.
         reboot_second_host(report)
         mounts(report)
         wait_idle(["c002", "c003"])
         again = srun("-w", "c003", "cat", note)
         report.append(f"$ srun -w c003 cat {note}   (after h2's reboot)\n{again}")
         assert again.startswith("written by c000")
+        as_user("erin", "srun", "-J", "after-reboot", "-w", "c002", "--gres=gpu:1", "true")
+        wait_for("the job after the reboot in sacct", lambda: recorded(start, {"after-reboot"}, SLURM), 90)
+        report.append(
+            "$ sacct -a -X -S ... --name=after-reboot   (on h1, after h2's reboot)\n"
+            + slurm(
+                "sacct",
+                "-a",
+                "-X",
+                "-S",
+                start,
+                "--name=after-reboot",
+                "--format=JobID,JobName%12,User,Account,NodeList,AllocTRES%40,State",
+            )
+        )
+        code, drifted = verify_second()
+        report.append("$ ./verify.sh e2en h2   (on h2, after its boot unit)\n" + drifted.strip().splitlines()[-1])
+        assert code == 0, drifted
+        phase("h2's reboot and its return")
 
         removal = destroy_state(state)
         total = time.monotonic() - started
+        phase("destroy")
         # The files stay where they were served from; nothing else of the cluster does.
         kept = sorted(p.name for p in Path(EXPORT_DIR).iterdir())
         report.append(f"after destroy: {EXPORT_DIR} holds {kept}; mounts on h1: "
@@ -277,6 +500,7 @@ def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_
         assert sh("findmnt", SHARED_DIR, check=False).returncode != 0
         assert on_second("findmnt", SHARED_DIR, check=False).returncode != 0
         assert stand_in_clients() == [] and "ganesha" not in sh("ps", "-eo", "comm=").stdout
+        assert not any(person_exists(user["name"]) for user in USERS)
         found = [line for line in leftovers(CLUSTER) if not line.startswith(f"path /srv/gpucluster/{CLUSTER} ")]
         assert found == []
         sh("rm", "-rf", EXPORT_DIR)  # as docs/hosts.md tells an operator who wants the data gone
@@ -285,14 +509,18 @@ def test_shared_filesystem_across_hosts_through_a_jump_host(capsys, kept_images_
             for log in DIAGNOSTIC_LOGS:
                 if Path(log).exists():
                     print(f"--- {log} (end)\n" + "\n".join(Path(log).read_text().splitlines()[-30:]))
+            print("--- the report so far\n" + "\n".join(report) + "\n" + "; ".join(phases))
         raise
     finally:
         teardown_stack()
 
     assert leftovers(CLUSTER) == []
-    after = host_snapshot()
+    assert not any(person_exists(user["name"]) for user in USERS)
+    after = snapshot()
     assert after == before, {key: (before[key], after[key]) for key in before if before[key] != after[key]}
     with capsys.disabled():
-        print("\n== two hosts, one shared filesystem (served by h1), h2 only through a jump host ==")
+        print("\n== one cluster on two hosts: shared filesystem served by h1, accounting database on h2, "
+              "h2 only through a jump host ==")  # fmt: skip
         print("\n".join(report))
-        print(f"bring-up {bring_up:.0f} s; destroy {removal.wall_seconds:.1f} s; whole test {total:.0f} s")
+        print(f"bring-up {bring_up:.0f} s; destroy {removal.wall_seconds:.1f} s; cluster up to destroyed {total:.0f} s")
+        print("phases: " + "; ".join(phases))

@@ -5,7 +5,8 @@ their stand-in SSH hosts, of its rename variant (cluster e2r) and its metrics va
 outside namespace and the stand-in GPUs.
 
 Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
-`python tests/harness/e2e_teardown.py`, which also purges the node image destroy kept.
+`python tests/harness/e2e_teardown.py`, which also removes what the two-host cluster of
+tests/test_e2e_shared_fs.py left and purges the node image destroy kept.
 """
 
 import copy
@@ -326,7 +327,7 @@ def metrics_config() -> dict:
 
 
 # Every cluster the end-to-end tests bring up: what destroy kept of them goes too.
-TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "mha", "e2en", "bst")
+TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "e2en", "bst")
 
 
 KEEP_DIR = Path("/var/cache/gpucluster")
@@ -384,8 +385,8 @@ def teardown(images: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    teardown(images=True)
-    from tests.harness import multihost_accounting
+    from tests.test_e2e_shared_fs import teardown_stack as teardown_two_hosts_through_a_jump_host
 
-    multihost_accounting.teardown()
-    subprocess.run([str(Path(__file__).resolve().parents[2] / "purge-kept.sh"), STACK], check=False)
+    # The two-host stack first: its destroy keeps its node images, which the teardown purges.
+    teardown_two_hosts_through_a_jump_host()
+    teardown(images=True)

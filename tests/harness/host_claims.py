@@ -18,8 +18,8 @@ from tests.harness.e2e_teardown import TEST_CLUSTERS
 # Host ports forwarded: the e2e web app's, its moved port (test_e2e_changes), a second cluster's (test_e2e_lifecycle).
 PORTS = (7000, 7001, 7011)
 # Every subnet a bridge, namespace link or route of the tests lies in.
-# 10.49: the rename test's; 10.52: the shared filesystem's (its hosts and jump host); 10.53-10.55:
-# the burst test's cluster, burst VPC and VPN link; 10.56-10.58: the two-host accounting test's.
+# 10.49: the rename test's; 10.52: the two hosts through a jump host (its hosts and jump host),
+# whose bridges are in 10.53-10.54; 10.53-10.55: the burst test's cluster, burst VPC and VPN link.
 SUBNETS = tuple(
     ipaddress.ip_network(n)
     for n in (
@@ -32,8 +32,6 @@ SUBNETS = tuple(
         "10.53.0.0/16",
         "10.54.0.0/16",
         "10.55.0.0/16",
-        "10.56.0.0/15",
-        "10.58.0.0/16",
     )
 )
 # Links of the tests' own (a cut-short run may leave them without an alias): the bridges of
