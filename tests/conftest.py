@@ -17,6 +17,8 @@ def kept_images_purged():
     kept files are purged (./purge-kept.sh), and the host is as it was."""
     clusters: set[str] = set()
     yield clusters
+    if not _ran_e2e:  # a session of fast tests (one a test starts, too) leaves them alone
+        return
     from tests.harness.e2e_teardown import KEEP_DIR, TEST_CLUSTERS
 
     for cluster in sorted(clusters | set(TEST_CLUSTERS)):
@@ -35,15 +37,17 @@ def pytest_configure(config):
 
 
 _host_conflicts: list[str] | None = None
+_ran_e2e = False
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """An end-to-end test stops before any of its fixtures change anything when a cluster someone
     brought up on this host (or another program) holds a port, bridge or subnet the tests use."""
-    global _host_conflicts
+    global _host_conflicts, _ran_e2e
     if item.get_closest_marker("e2e") is None:
         return
+    _ran_e2e = True
     from tests.harness.host_claims import conflicts, host_facts, refusal
 
     if _host_conflicts is None:
