@@ -12,7 +12,6 @@ and a new cluster restores it. Everything is removed in `finally`.
 
 import copy
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.harness.e2e_teardown import (
     teardown,
 )
 from tests.harness.program_harness import run_program
+from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
 from tests.test_e2e import leftovers, require_host, sh, slurm_env
 from tests.test_e2e_lifecycle import run_verify, simulate_reboot
 
@@ -55,52 +55,18 @@ def changed(actions: dict[str, str]) -> dict[str, str]:
     return {name: action for name, action in actions.items() if action != "same"}
 
 
-def as_user(user: str, *argv: str, check: bool = True, timeout: int = 180) -> subprocess.CompletedProcess:
-    """A Slurm command run by one of the cluster's people, from the host."""
-    uid = UIDS[user]
-    return subprocess.run(
-        argv,
-        user=uid,
-        group=uid,
-        extra_groups=[],
-        cwd="/tmp",
-        env={"PATH": "/usr/bin:/bin", "SLURM_CONF": SLURM["SLURM_CONF"], "LC_ALL": "C"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=check,
-    )
-
-
-def slurm(*argv: str, check: bool = True, timeout: int = 120) -> str:
-    return sh(*argv, env=SLURM, check=check, timeout=timeout).stdout
-
-
-def wait_for(what: str, condition, seconds: float) -> float:
-    """Poll `condition` until it is true; the seconds it took."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < seconds, f"timed out after {seconds}s waiting for {what}"
-        time.sleep(0.5)
-    return time.monotonic() - started
+CLIENT = SlurmClient(SLURM, UIDS)  # Slurm commands, as root or as the cluster's people
 
 
 def sacct_rows(start: str) -> list[dict]:
-    out = sh("sacct", "-a", "-X", "-nP", "-S", start, f"--format={SACCT_FORMAT}", env=SLURM, check=False)
-    if out.returncode != 0:
-        return []
-    keys = SACCT_FORMAT.split(",")
-    return [dict(zip(keys, line.split("|"), strict=True)) for line in out.stdout.splitlines() if line]
-
-
-def gpus_of(tres: str) -> int:
-    found = re.search(r"gres/gpu=(\d+)", tres)
-    return int(found.group(1)) if found else 0
+    return CLIENT.sacct_rows(start, SACCT_FORMAT)
 
 
 def associations() -> set[tuple[str, str, str, str, str]]:
     """(account, user, GrpTRES, QOS, DefaultQOS) of every association of the cluster."""
-    out = slurm("sacctmgr", "-nP", "show", "assoc", f"cluster={CLUSTER}", "format=account,user,grptres,qos,defaultqos")
+    out = CLIENT.run(
+        "sacctmgr", "-nP", "show", "assoc", f"cluster={CLUSTER}", "format=account,user,grptres,qos,defaultqos"
+    )
     rows = set()
     for line in out.splitlines():
         account, user, tres, qos, default = line.split("|")
@@ -122,26 +88,12 @@ def expected_associations(config: dict) -> set[tuple[str, str, str, str, str]]:
 
 
 def default_accounts() -> dict[str, str]:
-    out = slurm("sacctmgr", "-nP", "show", "user", "format=user,defaultaccount")
+    out = CLIENT.run("sacctmgr", "-nP", "show", "user", "format=user,defaultaccount")
     return dict(line.split("|") for line in out.splitlines() if line)
 
 
 def transactions() -> int:
-    return len(slurm("sacctmgr", "-nP", "list", "transactions").splitlines())
-
-
-def job_state(job: str) -> tuple[str, str]:
-    out = slurm("squeue", "-h", "-j", job, "-o", "%T|%r", check=False).strip()
-    return tuple(out.split("|")) if out else ("", "")
-
-
-def node_state(node: str) -> tuple[str, str]:
-    state, reason = slurm("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E").strip().split("|", 1)
-    return state, reason
-
-
-def submit(user: str, *options: str) -> str:
-    return as_user(user, "sbatch", "--parsable", "--chdir=/tmp", *options).stdout.strip()
+    return len(CLIENT.run("sacctmgr", "-nP", "list", "transactions").splitlines())
 
 
 def run_again(state: State, name: str) -> None:
@@ -205,9 +157,9 @@ def test_accounting_limits_health_and_restore(capsys):
         assert default_accounts()["alice"] == "physics" and default_accounts()["bob"] == "chem"
 
         # Jobs of several people and accounts.
-        as_user("alice", "srun", "-J", "acct-alice-physics", "--gres=gpu:1", "sleep", "2")
-        as_user("bob", "srun", "-J", "acct-bob-chem", "--gres=gpu:1", "sleep", "3")
-        as_user("alice", "srun", "-A", "chem", "-J", "acct-alice-chem-2gpu", "-N2", "--gres=gpu:1", "sleep", "2")
+        CLIENT.as_user("alice", "srun", "-J", "acct-alice-physics", "--gres=gpu:1", "sleep", "2")
+        CLIENT.as_user("bob", "srun", "-J", "acct-bob-chem", "--gres=gpu:1", "sleep", "3")
+        CLIENT.as_user("alice", "srun", "-A", "chem", "-J", "acct-alice-chem-2gpu", "-N2", "--gres=gpu:1", "sleep", "2")
         names = {"acct-alice-physics", "acct-bob-chem", "acct-alice-chem-2gpu"}
 
         def finished(wanted: set[str]) -> bool:
@@ -215,7 +167,7 @@ def test_accounting_limits_health_and_restore(capsys):
             return len(rows) == len(wanted) and all(r["State"] in {"COMPLETED", "CANCELLED by 0"} for r in rows)
 
         wait_for("the jobs' records in sacct", lambda: finished(names), 60)
-        listing = slurm(
+        listing = CLIENT.run(
             "sacct", "-a", "-X", "-S", start, "--format=JobID,JobName%22,User,Account,Elapsed,AllocTRES%45,State"
         )
         report.append("$ sacct -a -X --format=JobID,JobName,User,Account,Elapsed,AllocTRES,State\n" + listing)
@@ -238,17 +190,17 @@ def test_accounting_limits_health_and_restore(capsys):
 
         # The limit: physics may hold 1 GPU; alice asking for 2 at once is held with the
         # association's GRES limit as the reason, while bob's chem job runs.
-        running = submit(
+        running = CLIENT.submit(
             "bob", "-J", "acct-bob-runs", "-A", "chem", "-w", "c001", "--gres=gpu:1", "--wrap", "sleep 120"
         )
-        wait_for("bob's job to run", lambda: job_state(running)[0] == "RUNNING", 60)
-        held = submit("alice", "-J", "acct-alice-2gpu", "-A", "physics", "-N2", "--gres=gpu:1", "--wrap", "true")
-        wait_for("alice's job to be held", lambda: job_state(held) == ("PENDING", "AssocGrpGRES"), 60)
-        assert job_state(running)[0] == "RUNNING"
+        wait_for("bob's job to run", lambda: CLIENT.job_state(running)[0] == "RUNNING", 60)
+        held = CLIENT.submit("alice", "-J", "acct-alice-2gpu", "-A", "physics", "-N2", "--gres=gpu:1", "--wrap", "true")
+        wait_for("alice's job to be held", lambda: CLIENT.job_state(held) == ("PENDING", "AssocGrpGRES"), 60)
+        assert CLIENT.job_state(running)[0] == "RUNNING"
         report.append(
-            "$ squeue -o '%i %j %u %a %b %T %r'\n" + slurm("squeue", "-o", "%.6i %.16j %.6u %.8a %.14b %.8T %r")
+            "$ squeue -o '%i %j %u %a %b %T %r'\n" + CLIENT.run("squeue", "-o", "%.6i %.16j %.6u %.8a %.14b %.8T %r")
         )
-        slurm("scancel", held)
+        CLIENT.run("scancel", held)
 
         # slurmdbd killed while bob's job runs: jobs keep running and starting; their records
         # arrive once slurmdbd is back (slurmctld keeps them meanwhile).
@@ -258,15 +210,15 @@ def test_accounting_limits_health_and_restore(capsys):
             lambda: sh("lxc-attach", "-n", DB, "--", "pidof", "slurmdbd", check=False).returncode != 0,
             30,
         )
-        as_user("alice", "srun", "-J", "acct-while-dbd-down", "-w", "c000", "--gres=gpu:1", "true")
-        assert job_state(running)[0] == "RUNNING", "bob's job died with slurmdbd"
+        CLIENT.as_user("alice", "srun", "-J", "acct-while-dbd-down", "-w", "c000", "--gres=gpu:1", "true")
+        assert CLIENT.job_state(running)[0] == "RUNNING", "bob's job died with slurmdbd"
         code, drift = run_verify(config)
         assert code == 1 and f"WRONG    slurmdbd active in {DB}" in drift, drift
         assert sh("sacct", "-a", "-X", "-n", "-S", start, env=SLURM, check=False).returncode != 0, (
             "sacct answered without slurmdbd"
         )
-        slurm("scancel", running)
-        wait_for("bob's job to end", lambda: job_state(running)[0] == "", 60)
+        CLIENT.run("scancel", running)
+        wait_for("bob's job to end", lambda: CLIENT.job_state(running)[0] == "", 60)
         sh("lxc-attach", "-n", DB, "--", "systemctl", "start", "slurmdbd")
         back = wait_for(
             "the records kept while slurmdbd was down",
@@ -287,18 +239,21 @@ def test_accounting_limits_health_and_restore(capsys):
         sh("lxc-attach", "-n", f"{CLUSTER}-c001", "--", "sh", "-c", "umount /dev/nvidia1 && rm -f /dev/nvidia1")
         drained = wait_for(
             "c001 to drain",
-            lambda: node_state("c001")[0].startswith("drain") and node_state("c001")[1].startswith("gpu-health:"),
+            lambda: (
+                CLIENT.node_state("c001")[0].startswith("drain")
+                and CLIENT.node_state("c001")[1].startswith("gpu-health:")
+            ),
             3 * HEALTH_INTERVAL_S + 30,
         )
-        assert node_state("c001")[1] == "gpu-health: /dev/nvidia1 missing"
-        report.append("$ sinfo -R   (stand-in /dev/nvidia1 removed in e2e-c001)\n" + slurm("sinfo", "-R"))
-        refused = as_user(
+        assert CLIENT.node_state("c001")[1] == "gpu-health: /dev/nvidia1 missing"
+        report.append("$ sinfo -R   (stand-in /dev/nvidia1 removed in e2e-c001)\n" + CLIENT.run("sinfo", "-R"))
+        refused = CLIENT.as_user(
             "alice", "srun", "-w", "c001", "--immediate=5", "--gres=gpu:1", "true", check=False, timeout=60
         )
         assert refused.returncode != 0, "a job ran on the drained node"
         sh("lxc-attach", "-n", f"{CLUSTER}-c001", "--", "mknod", "-m", "0666", "/dev/nvidia1", "c", "195", "1")
-        resumed = wait_for("c001 to return", lambda: node_state("c001")[0] == "idle", 3 * HEALTH_INTERVAL_S + 30)
-        report.append("$ sinfo -N   (device back)\n" + slurm("sinfo", "-N"))
+        resumed = wait_for("c001 to return", lambda: CLIENT.node_state("c001")[0] == "idle", 3 * HEALTH_INTERVAL_S + 30)
+        report.append("$ sinfo -N   (device back)\n" + CLIENT.run("sinfo", "-N"))
         timings.append(
             f"HealthCheckInterval={HEALTH_INTERVAL_S}s: drained {drained:.1f} s after the device went, "
             f"back to idle {resumed:.1f} s after it returned"
@@ -307,7 +262,7 @@ def test_accounting_limits_health_and_restore(capsys):
         # A reboot: the boot unit's ExecStart brings back the database's container first;
         # slurmdbd, slurmctld and slurmd are units in the containers; records keep arriving.
         def after_boot(_config, _outputs, boot_report):
-            as_user("bob", "srun", "-J", "acct-after-boot", "--gres=gpu:1", "true")
+            CLIENT.as_user("bob", "srun", "-J", "acct-after-boot", "--gres=gpu:1", "true")
             wait_for("the job after the reboot in sacct", lambda: finished({"acct-after-boot"}), 60)
             boot_report.append("sacct after the reboot: " + ", ".join(r["JobName"] for r in sacct_rows(start)))
 
@@ -322,26 +277,26 @@ def test_accounting_limits_health_and_restore(capsys):
         assert changed(actions) == {f"{CLUSTER}-accounts-apply": "update"}, changed(actions)
         assert associations() == expected_associations(changed_config)
         assert default_accounts()["bob"] == "bio" and default_accounts()["carol"] == "bio"
-        qos = slurm("sacctmgr", "-nP", "show", "qos", "short", "format=name,priority,maxtrespu,maxwall").strip()
+        qos = CLIENT.run("sacctmgr", "-nP", "show", "qos", "short", "format=name,priority,maxtrespu,maxwall").strip()
         assert qos == "short|20|gres/gpu=1|1-00:00:00", qos
         before = transactions()
         run_again(state, f"{CLUSTER}-accounts-apply")
         assert transactions() == before, "applying the same accounts again changed the database"
         report.append(
             "$ sacctmgr show assoc format=account,user,grptres,qos,defaultqos   (after the change)\n"
-            + slurm("sacctmgr", "show", "assoc", "format=account,user,grptres,qos%20,defaultqos")
+            + CLIENT.run("sacctmgr", "show", "assoc", "format=account,user,grptres,qos%20,defaultqos")
         )
 
         # An account removed from the config while it has a job stays, and the apply says why.
-        job = submit("alice", "-J", "acct-alice-keeps", "-A", "physics", "--wrap", "sleep 300")
-        wait_for("alice's job to run", lambda: job_state(job)[0] == "RUNNING", 60)
+        job = CLIENT.submit("alice", "-J", "acct-alice-keeps", "-A", "physics", "--wrap", "sleep 300")
+        wait_for("alice's job to run", lambda: CLIENT.job_state(job)[0] == "RUNNING", 60)
         without_physics = copy.deepcopy(changed_config)
         accounts = without_physics["cluster"]["accounting"]["accounts"]
         accounts[:] = [account for account in accounts if account["name"] != "physics"]
         with pytest.raises(CommandFailedError, match=r"with jobs, so not removed: account physics \(jobs "):
             up(State(dict(state.resources)), commands(without_physics))
         assert associations() == expected_associations(changed_config), "a busy account was touched"
-        slurm("scancel", job)
+        CLIENT.run("scancel", job)
 
         # Destroy keeps a dump of the database and says where.
         job_names = {r["JobName"] for r in sacct_rows(start)}
@@ -363,14 +318,14 @@ def test_accounting_limits_health_and_restore(capsys):
         assert job_names <= again, job_names - again
         # New jobs are numbered after the restored ones: none hides an old record.
         last = max(int(r["JobID"]) for r in sacct_rows(start) if r["JobName"] in job_names)
-        as_user("carol", "srun", "-J", "acct-carol-restored", "--gres=gpu:1", "true")
+        CLIENT.as_user("carol", "srun", "-J", "acct-carol-restored", "--gres=gpu:1", "true")
         wait_for("carol's job in sacct", lambda: finished({"acct-carol-restored"}), 60)
         rows = {r["JobName"]: r for r in sacct_rows(start)}
         assert int(rows["acct-carol-restored"]["JobID"]) > last and job_names <= set(rows)
         assert associations() == expected_associations(restored)
         report.append(
             "$ sacct -a -X   (a new cluster, restored from the kept dump)\n"
-            + slurm("sacct", "-a", "-X", "-S", start, "--format=JobID,JobName%22,User,Account,Elapsed,State")
+            + CLIENT.run("sacct", "-a", "-X", "-S", start, "--format=JobID,JobName%22,User,Account,Elapsed,State")
         )
     finally:
         for leftover in (restored_state, state):

@@ -14,7 +14,6 @@ removed in `finally` blocks, and the host is compared with its state before the 
 """
 
 import copy
-import re
 import shlex
 import subprocess
 import tempfile
@@ -31,6 +30,7 @@ from tests.harness import ssh_hosts
 from tests.harness.command_executor import CommandFailedError, State, destroy, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import PLACEHOLDER_KEY, run_here, two_host_config
 from tests.harness.program_harness import run_program
+from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
 from tests.harness.ssh_hosts import SshHost
 from tests.test_e2e import host_snapshot, leftovers, require_host, sh, slurm_env
 
@@ -109,64 +109,13 @@ def in_node_of_second(node: str, *argv: str) -> subprocess.CompletedProcess:
     return on_second("lxc-attach", "-P", SECOND_DIRS["lxc_dir"], "-n", f"{CLUSTER}-{node}", "--", *argv)
 
 
-def as_user(user: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    """A Slurm command run by one of the cluster's people, from h1."""
-    uid = UIDS[user]
-    return subprocess.run(
-        argv,
-        user=uid,
-        group=uid,
-        extra_groups=[],
-        cwd="/tmp",
-        env={"PATH": "/usr/bin:/bin", "SLURM_CONF": SLURM["SLURM_CONF"], "LC_ALL": "C"},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=check,
-    )
-
-
-def slurm(*argv: str, check: bool = True) -> str:
-    return sh(*argv, env=SLURM, check=check).stdout
-
-
-def wait_for(what: str, condition, seconds: float) -> float:
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < seconds, f"timed out after {seconds}s waiting for {what}"
-        time.sleep(0.5)
-    return time.monotonic() - started
-
-
-def sacct_rows(start: str, env: dict) -> list[dict]:
-    out = sh("sacct", "-a", "-X", "-nP", "-S", start, f"--format={SACCT_FORMAT}", env=env, check=False)
-    keys = SACCT_FORMAT.split(",")
-    return [dict(zip(keys, line.split("|"), strict=True)) for line in out.stdout.splitlines() if line]
+CLIENT = SlurmClient(SLURM, UIDS)  # Slurm commands, as root or as the cluster's people
 
 
 def recorded(start: str, names: set[str], env: dict) -> bool:
     """Whether sacct (through `env`'s slurm.conf) has every job named, completed."""
-    rows = [r for r in sacct_rows(start, env) if r["JobName"] in names]
+    rows = [r for r in SlurmClient(env).sacct_rows(start, SACCT_FORMAT) if r["JobName"] in names]
     return len(rows) == len(names) and all(r["State"] == "COMPLETED" for r in rows)
-
-
-def gpus_of(tres: str) -> int:
-    found = re.search(r"gres/gpu=(\d+)", tres)
-    return int(found.group(1)) if found else 0
-
-
-def job_state(job: str) -> tuple[str, str]:
-    out = slurm("squeue", "-h", "-j", job, "-o", "%T|%r", check=False).strip()
-    return tuple(out.split("|")) if out else ("", "")
-
-
-def node_state(node: str) -> tuple[str, str]:
-    state, reason = slurm("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E").strip().split("|", 1)
-    return state, reason
-
-
-def submit(user: str, *options: str) -> str:
-    return as_user(user, "sbatch", "--parsable", "--chdir=/tmp", *options).stdout.strip()
 
 
 def person_exists(name: str) -> bool:
@@ -393,23 +342,23 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged
             on_second("lxc-info", "-P", SECOND_DIRS["lxc_dir"], "-n", f"{CLUSTER}-db", "-s").stdout.split()[-1]
             == "RUNNING"
         )
-        clusters = slurm("sacctmgr", "-nP", "show", "cluster", "format=cluster,controlhost")
+        clusters = CLIENT.run("sacctmgr", "-nP", "show", "cluster", "format=cluster,controlhost")
         report.append("$ sacctmgr show cluster format=cluster,controlhost   (slurmdbd on h2)\n" + clusters)
         assert clusters.strip() == f"{CLUSTER}|10.53.3.2", clusters
 
         # Jobs on the nodes of both hosts, by two people of two accounts.
-        as_user("dana", "srun", "-J", "mh-h1", "-w", "c000", "--gres=gpu:1", "true")
-        as_user("dana", "srun", "-J", "mh-h2", "-w", "c002", "--gres=gpu:1", "true")
-        as_user("erin", "srun", "-J", "mh-both", "-N2", "-w", "c001,c003", "--gres=gpu:1", "true")
+        CLIENT.as_user("dana", "srun", "-J", "mh-h1", "-w", "c000", "--gres=gpu:1", "true")
+        CLIENT.as_user("dana", "srun", "-J", "mh-h2", "-w", "c002", "--gres=gpu:1", "true")
+        CLIENT.as_user("erin", "srun", "-J", "mh-both", "-N2", "-w", "c001,c003", "--gres=gpu:1", "true")
         names = {"mh-h1", "mh-h2", "mh-both"}
         wait_for("the jobs' records in sacct", lambda: recorded(start, names, SLURM), 60)
-        rows = {r["JobName"]: r for r in sacct_rows(start, SLURM)}
+        rows = {r["JobName"]: r for r in CLIENT.sacct_rows(start, SACCT_FORMAT)}
         assert [rows[n]["NodeList"] for n in ("mh-h1", "mh-h2", "mh-both")] == ["c000", "c002", "c[001,003]"]
         assert [(rows[n]["User"], rows[n]["Account"]) for n in ("mh-h1", "mh-h2", "mh-both")] == [
             ("dana", "physics"), ("dana", "physics"), ("erin", "chem"),
         ]  # fmt: skip
         assert [gpus_of(rows[n]["AllocTRES"]) for n in ("mh-h1", "mh-h2", "mh-both")] == [1, 1, 2]
-        listing = slurm(
+        listing = CLIENT.run(
             "sacct", "-a", "-X", "-S", start, "--format=JobID,JobName,User,Account,NodeList,AllocTRES%40,State"
         )
         report.append(
@@ -424,16 +373,19 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged
 
         # The limit holds across hosts: physics may hold one GPU; dana's job on h1 runs, her
         # job asking for a GPU on h2 waits for the account's GRES limit.
-        running = submit("dana", "-J", "mh-runs-h1", "-w", "c000", "--gres=gpu:1", "--wrap", "sleep 120")
-        wait_for("dana's job on h1 to run", lambda: job_state(running)[0] == "RUNNING", 60)
-        held = submit("dana", "-J", "mh-held-h2", "-w", "c002", "--gres=gpu:1", "--wrap", "true")
-        wait_for("dana's job on h2 to be held", lambda: job_state(held) == ("PENDING", "AssocGrpGRES"), 60)
+        running = CLIENT.submit("dana", "-J", "mh-runs-h1", "-w", "c000", "--gres=gpu:1", "--wrap", "sleep 120")
+        wait_for("dana's job on h1 to run", lambda: CLIENT.job_state(running)[0] == "RUNNING", 60)
+        held = CLIENT.submit("dana", "-J", "mh-held-h2", "-w", "c002", "--gres=gpu:1", "--wrap", "true")
+        wait_for("dana's job on h2 to be held", lambda: CLIENT.job_state(held) == ("PENDING", "AssocGrpGRES"), 60)
         report.append(
-            "$ squeue -o '%i %j %u %a %N %b %T %r'\n" + slurm("squeue", "-o", "%.5i %.11j %.5u %.8a %.5N %.10b %.8T %r")
+            "$ squeue -o '%i %j %u %a %N %b %T %r'\n"
+            + CLIENT.run("squeue", "-o", "%.5i %.11j %.5u %.8a %.5N %.10b %.8T %r")
         )
-        slurm("scancel", running)
+        CLIENT.run("scancel", running)
         wait_for(
-            "the held job to run once the GPU is free", lambda: job_state(held)[0] in ("RUNNING", "COMPLETING", ""), 60
+            "the held job to run once the GPU is free",
+            lambda: CLIENT.job_state(held)[0] in ("RUNNING", "COMPLETING", ""),
+            60,
         )
         phase("accounting and the account limit")
 
@@ -443,20 +395,23 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged
         in_node_of_second("c002", "sh", "-c", f"umount {device} && rm -f {device}")
         drained = wait_for(
             "c002 to drain",
-            lambda: node_state("c002")[0].startswith("drain") and node_state("c002")[1].startswith("gpu-health:"),
+            lambda: (
+                CLIENT.node_state("c002")[0].startswith("drain")
+                and CLIENT.node_state("c002")[1].startswith("gpu-health:")
+            ),
             3 * HEALTH_INTERVAL_S + 30,
         )
-        assert node_state("c002")[1] == f"gpu-health: {device} missing"
+        assert CLIENT.node_state("c002")[1] == f"gpu-health: {device} missing"
         report.append(
             f"$ sinfo -R -o '%35E %9u %19H %N'   (stand-in {device} removed inside {CLUSTER}-c002, a node of h2)\n"
-            + slurm("sinfo", "-R", "-o", "%35E %9u %19H %N")
+            + CLIENT.run("sinfo", "-R", "-o", "%35E %9u %19H %N")
         )
-        refused = as_user("erin", "srun", "-w", "c002", "--immediate=5", "true", check=False)
+        refused = CLIENT.as_user("erin", "srun", "-w", "c002", "--immediate=5", "true", check=False)
         assert refused.returncode != 0, "a job ran on the drained node"
         major, minor = (str(int(n, 16)) for n in numbers)
         in_node_of_second("c002", "mknod", "-m", "0666", device, "c", major, minor)
-        resumed = wait_for("c002 to return", lambda: node_state("c002")[0] == "idle", 3 * HEALTH_INTERVAL_S + 30)
-        report.append("$ sinfo -N   (device back)\n" + slurm("sinfo", "-N"))
+        resumed = wait_for("c002 to return", lambda: CLIENT.node_state("c002")[0] == "idle", 3 * HEALTH_INTERVAL_S + 30)
+        report.append("$ sinfo -N   (device back)\n" + CLIENT.run("sinfo", "-N"))
         phase(
             f"GPU health (HealthCheckInterval={HEALTH_INTERVAL_S}s: c002 drained {drained:.1f} s after its "
             f"device went, idle {resumed:.1f} s after it returned)"
@@ -470,11 +425,11 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged
         again = srun("-w", "c003", "cat", note)
         report.append(f"$ srun -w c003 cat {note}   (after h2's reboot)\n{again}")
         assert again.startswith("written by c000")
-        as_user("erin", "srun", "-J", "after-reboot", "-w", "c002", "--gres=gpu:1", "true")
+        CLIENT.as_user("erin", "srun", "-J", "after-reboot", "-w", "c002", "--gres=gpu:1", "true")
         wait_for("the job after the reboot in sacct", lambda: recorded(start, {"after-reboot"}, SLURM), 90)
         report.append(
             "$ sacct -a -X -S ... --name=after-reboot   (on h1, after h2's reboot)\n"
-            + slurm(
+            + CLIENT.run(
                 "sacct",
                 "-a",
                 "-X",

@@ -1,0 +1,81 @@
+"""Slurm as an end-to-end test reads it: commands run with a cluster's slurm.conf, by root or
+by one of the cluster's people, and the waits on their answers."""
+
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SlurmClient:
+    env: dict[str, str]  # SLURM_CONF: whose cluster, through which host's slurm.conf
+    uids: dict[str, int] = field(default_factory=dict)  # the cluster's people, by name
+
+    def run(self, *argv: str, check: bool = True, timeout: int = 120) -> str:
+        """A Slurm command run by root; its output."""
+        return subprocess.run(
+            argv, capture_output=True, text=True, check=check, timeout=timeout, env={**os.environ, **self.env}
+        ).stdout
+
+    def as_user(self, user: str, *argv: str, check: bool = True, timeout: int = 180) -> subprocess.CompletedProcess:
+        """A Slurm command run by one of the cluster's people, from this host."""
+        uid = self.uids[user]
+        return subprocess.run(
+            argv,
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            cwd="/tmp",
+            env={"PATH": "/usr/bin:/bin", "SLURM_CONF": self.env["SLURM_CONF"], "LC_ALL": "C"},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
+
+    def sacct_rows(self, start: str, fields: str) -> list[dict]:
+        """Every job since `start` (allocations only), one dict of `fields` each; none while
+        slurmdbd does not answer."""
+        done = subprocess.run(
+            ["sacct", "-a", "-X", "-nP", "-S", start, f"--format={fields}"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+            env={**os.environ, **self.env},
+        )
+        if done.returncode != 0:
+            return []
+        keys = fields.split(",")
+        return [dict(zip(keys, line.split("|"), strict=True)) for line in done.stdout.splitlines() if line]
+
+    def job_state(self, job: str) -> tuple[str, str]:
+        """(state, reason) of a job squeue still shows; ("", "") once it is gone."""
+        out = self.run("squeue", "-h", "-j", job, "-o", "%T|%r", check=False).strip()
+        return tuple(out.split("|")) if out else ("", "")
+
+    def node_state(self, node: str) -> tuple[str, str]:
+        """(state, reason) of a node."""
+        state, reason = self.run("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E").strip().split("|", 1)
+        return state, reason
+
+    def submit(self, user: str, *options: str) -> str:
+        """sbatch by one of the cluster's people; the job's id."""
+        return self.as_user(user, "sbatch", "--parsable", "--chdir=/tmp", *options).stdout.strip()
+
+
+def wait_for(what: str, condition, seconds: float) -> float:
+    """Poll `condition` until it is true; the seconds it took."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < seconds, f"timed out after {seconds}s waiting for {what}"
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def gpus_of(tres: str) -> int:
+    """The GPUs in a TRES string (`gres/gpu=N`)."""
+    found = re.search(r"gres/gpu=(\d+)", tres)
+    return int(found.group(1)) if found else 0
