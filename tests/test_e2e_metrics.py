@@ -18,8 +18,8 @@ from tests.harness.browser import Browser
 from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import METRICS, STACK, metrics_config, teardown
 from tests.harness.program_harness import run_program
+from tests.harness.slurm_client import wait_for
 from tests.test_e2e import leftovers, require_host, sh, slurm_env
-from tests.test_e2e_accounting import wait_for
 
 pytestmark = pytest.mark.e2e
 

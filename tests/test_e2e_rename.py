@@ -17,7 +17,6 @@ import pytest
 
 from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import RENAME_CLUSTER, STACK, rename_config, teardown_rename
-from tests.harness.kept_image import lent_image
 from tests.harness.program_harness import run_program
 from tests.test_e2e import host_snapshot, leftovers, require_host, sh, slurm_env
 
@@ -109,56 +108,55 @@ def test_a_node_renamed_with_its_addresses_never_shares_them(capsys, kept_images
     before = host_snapshot()
     state = State()
     report: list[str] = []
-    with lent_image("e2e", before_commands) as lent:
-        try:
+    try:
+        started = time.monotonic()
+        up(state, before_commands)
+        report.append(f"bring-up (2 nodes, the node image another test cluster kept copied, or built): "
+                      f"{time.monotonic() - started:.1f} s")  # fmt: skip
+        wait_for('[ "$(sinfo -h -o %T | sort -u)" = idle ]')
+        assert sh("srun", "--chdir=/tmp", "-w", "c001", "hostname", env=SLURM).stdout.strip() == "c001"
+        assert running_containers() == [f"{CLUSTER}-c000", OLD]
+
+        with Sampler() as sampler:
             started = time.monotonic()
-            up(state, before_commands)
-            report.append(f"bring-up (2 nodes, kept image {'lent' if lent else 'not there: built'}): "
-                          f"{time.monotonic() - started:.1f} s")  # fmt: skip
-            wait_for('[ "$(sinfo -h -o %T | sort -u)" = idle ]')
-            assert sh("srun", "--chdir=/tmp", "-w", "c001", "hostname", env=SLURM).stdout.strip() == "c001"
-            assert running_containers() == [f"{CLUSTER}-c000", OLD]
+            timeline, actions = up(state, after_commands)
+        report.append(f"rename c001 -> c009: {time.monotonic() - started:.1f} s, {len(sampler.samples)} samples")
+        changed = {name: action for name, action in actions.items() if action not in {"same"}}
+        report.append("changed: " + ", ".join(f"{n} ({a})" for n, a in sorted(changed.items())))
+        assert changed[f"{NEW}-lxc"] == "create" and changed[f"{NEW}-slurm-slurmd"] == "create", changed
+        assert changed[f"{OLD}-lxc"] == "delete" and changed[f"{OLD}-slurm-slurmd"] == "delete", changed
+        # The engine's order: the old container is deleted only after the new one was made.
+        order = [(step.name, step.phase) for step in sorted(timeline.steps, key=lambda s: s.started)]
+        assert order.index((f"{OLD}-lxc", "delete")) > order.index((f"{NEW}-lxc", "create")), order
 
-            with Sampler() as sampler:
-                started = time.monotonic()
-                timeline, actions = up(state, after_commands)
-            report.append(f"rename c001 -> c009: {time.monotonic() - started:.1f} s, {len(sampler.samples)} samples")
-            changed = {name: action for name, action in actions.items() if action not in {"same"}}
-            report.append("changed: " + ", ".join(f"{n} ({a})" for n, a in sorted(changed.items())))
-            assert changed[f"{NEW}-lxc"] == "create" and changed[f"{NEW}-slurm-slurmd"] == "create", changed
-            assert changed[f"{OLD}-lxc"] == "delete" and changed[f"{OLD}-slurm-slurmd"] == "delete", changed
-            # The engine's order: the old container is deleted only after the new one was made.
-            order = [(step.name, step.phase) for step in sorted(timeline.steps, key=lambda s: s.started)]
-            assert order.index((f"{OLD}-lxc", "delete")) > order.index((f"{NEW}-lxc", "create")), order
+        # Never two running containers on one address; the old one stopped before the new one ran.
+        assert sampler.shared() == [], sampler.shared()
+        old_ran = sampler.first_running(OLD)
+        assert old_ran is not None and old_ran[ADDRESSES[0]] == [OLD], "the sampler never saw the old container"
+        new_ran = sampler.first_running(NEW)
+        assert new_ran is not None and OLD not in running_in(new_ran), new_ran
+        create_log = state.resources[urn_of(after_commands, f"{NEW}-lxc")].stderr
+        stopping = f"{OLD} holds an address of {NEW} (a renamed node): stopping it"
+        assert stopping in create_log, create_log
+        report.append(f"{NEW}'s create: {stopping}")
 
-            # Never two running containers on one address; the old one stopped before the new one ran.
-            assert sampler.shared() == [], sampler.shared()
-            old_ran = sampler.first_running(OLD)
-            assert old_ran is not None and old_ran[ADDRESSES[0]] == [OLD], "the sampler never saw the old container"
-            new_ran = sampler.first_running(NEW)
-            assert new_ran is not None and OLD not in running_in(new_ran), new_ran
-            create_log = state.resources[urn_of(after_commands, f"{NEW}-lxc")].stderr
-            stopping = f"{OLD} holds an address of {NEW} (a renamed node): stopping it"
-            assert stopping in create_log, create_log
-            report.append(f"{NEW}'s create: {stopping}")
-
-            # The end: one container with those addresses, under the new name; the old one gone.
-            assert not Path(f"/var/lib/lxc/{OLD}").exists()
-            assert running_containers() == [f"{CLUSTER}-c000", NEW]
-            for address in ADDRESSES:
-                holders = [name for name in running_containers() if address in configured_addresses(name)]
-                assert holders == [NEW], (address, holders)
-            live = sh("lxc-info", "-n", NEW, "-iH").stdout.split()
-            assert set(ADDRESSES) <= set(live), live
-            wait_for('[ "$(sinfo -h -n c009 -o %T)" = idle ]')
-            assert node_states() == {"c000": "idle", "c009": "idle"}, node_states()
-            ran = sh("srun", "--chdir=/tmp", "-w", "c009", "hostname", env=SLURM).stdout.strip()
-            assert ran == "c009", ran
-            report.append(f"sinfo: {node_states()}; srun -w c009 hostname: {ran}")
-        finally:
-            with contextlib.suppress(CommandFailedError):
-                destroy_state(state)
-            teardown_rename()
+        # The end: one container with those addresses, under the new name; the old one gone.
+        assert not Path(f"/var/lib/lxc/{OLD}").exists()
+        assert running_containers() == [f"{CLUSTER}-c000", NEW]
+        for address in ADDRESSES:
+            holders = [name for name in running_containers() if address in configured_addresses(name)]
+            assert holders == [NEW], (address, holders)
+        live = sh("lxc-info", "-n", NEW, "-iH").stdout.split()
+        assert set(ADDRESSES) <= set(live), live
+        wait_for('[ "$(sinfo -h -n c009 -o %T)" = idle ]')
+        assert node_states() == {"c000": "idle", "c009": "idle"}, node_states()
+        ran = sh("srun", "--chdir=/tmp", "-w", "c009", "hostname", env=SLURM).stdout.strip()
+        assert ran == "c009", ran
+        report.append(f"sinfo: {node_states()}; srun -w c009 hostname: {ran}")
+    finally:
+        with contextlib.suppress(CommandFailedError):
+            destroy_state(state)
+        teardown_rename()
 
     assert leftovers(CLUSTER) == []
     after = host_snapshot()

@@ -30,8 +30,9 @@ from tests.harness.e2e_teardown import (
     teardown,
 )
 from tests.harness.program_harness import run_program
+from tests.harness.slurm_client import wait_for
 from tests.test_e2e import leftovers, require_host
-from tests.test_e2e_accounting import as_user, job_state, sacct_rows, slurm, submit, wait_for
+from tests.test_e2e_accounting import CLIENT, sacct_rows
 
 pytestmark = pytest.mark.e2e
 
@@ -70,23 +71,24 @@ def test_status_shows_jobs_reasons_drain_and_cost(tmp_path, capsys):
 
         # A finished GPU job (alice, physics), a running one (bob, chem) holding c000's GPU,
         # and one waiting for that GPU.
-        as_user("alice", "srun", "-J", "status-done", "-w", "c001", "--gres=gpu:1", "sleep", "3")
-        running = submit("bob", "-J", "status-runs", "-A", "chem", "-w", "c000", "--gres=gpu:1", "--wrap", "sleep 300")
-        wait_for("the GPU job to run", lambda: job_state(running)[0] == "RUNNING", 60)
-        waiting = submit("bob", "-J", "status-waits", "-A", "chem", "-w", "c000", "--gres=gpu:1", "--wrap", "true")
-        wait_for("the second GPU job to wait", lambda: job_state(waiting) == ("PENDING", "Resources"), 60)
-        slurm("scontrol", "update", "nodename=c001", "state=drain", f"reason={DRAIN_REASON}")
+        CLIENT.as_user("alice", "srun", "-J", "status-done", "-w", "c001", "--gres=gpu:1", "sleep", "3")
+        on_c000 = ("-A", "chem", "-w", "c000", "--gres=gpu:1")
+        running = CLIENT.submit("bob", "-J", "status-runs", *on_c000, "--wrap", "sleep 300")
+        wait_for("the GPU job to run", lambda: CLIENT.job_state(running)[0] == "RUNNING", 60)
+        waiting = CLIENT.submit("bob", "-J", "status-waits", *on_c000, "--wrap", "true")
+        wait_for("the second GPU job to wait", lambda: CLIENT.job_state(waiting) == ("PENDING", "Resources"), 60)
+        CLIENT.run("scontrol", "update", "nodename=c001", "state=drain", f"reason={DRAIN_REASON}")
         wait_for(
             "the finished job in sacct",
             lambda: any(r["JobName"] == "status-done" and r["State"] == "COMPLETED" for r in sacct_rows(start)),
             60,
         )
         done = next(r for r in sacct_rows(start) if r["JobName"] == "status-done")
-        report.append("$ scontrol -o show node\n" + slurm("scontrol", "-o", "show", "node"))
-        report.append("$ scontrol -o show job\n" + slurm("scontrol", "-o", "show", "job"))
+        report.append("$ scontrol -o show node\n" + CLIENT.run("scontrol", "-o", "show", "node"))
+        report.append("$ scontrol -o show job\n" + CLIENT.run("scontrol", "-o", "show", "job"))
         report.append(
             "$ sacct -a -X -nP --format=JobID,User,Account,State,ElapsedRaw,AllocTRES,NodeList\n"
-            + slurm(
+            + CLIENT.run(
                 "sacct",
                 "-a",
                 "-X",
@@ -126,7 +128,7 @@ def test_status_shows_jobs_reasons_drain_and_cost(tmp_path, capsys):
         assert text.returncode == 0, text.stdout + text.stderr
         assert DRAIN_REASON in text.stdout and "1 pending (Resources: 1)" in text.stdout
         assert "GPUs: 1 of 2 allocated, 1 on drained nodes" in text.stdout
-        slurm("scancel", running, waiting)
+        CLIENT.run("scancel", running, waiting)
     finally:
         try:
             destroy_state(state)
