@@ -1,29 +1,21 @@
 """Fixtures shared by the end-to-end tests."""
 
 import signal
-import subprocess
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def kept_images_purged():
-    """The names of the clusters an end-to-end test made: destroy keeps their node image, so
-    the tests after it restore it (or, another test cluster, copy it) instead of building it;
-    the tests' own teardowns leave the images. At the end of the session every test cluster's
-    kept files are purged (./purge-kept.sh), and the host is as it was."""
-    clusters: set[str] = set()
-    yield clusters
-    if not _ran_e2e:  # a session of fast tests (one a test starts, too) leaves them alone
-        return
-    from tests.harness.e2e_teardown import KEEP_DIR, TEST_CLUSTERS
+    """Destroy keeps a cluster's node image, so the end-to-end tests after it restore it (or,
+    another test cluster, copy it) instead of building it; the tests' own teardowns leave the
+    images. At the end of a session that ran end-to-end tests, every test cluster's kept files
+    are purged (./purge-kept.sh), and the host is as it was."""
+    yield
+    if _ran_e2e:  # a session of fast tests (one a test starts, too) leaves them alone
+        from tests.harness.e2e_teardown import purge_kept
 
-    for cluster in sorted(clusters | set(TEST_CLUSTERS)):
-        if (KEEP_DIR / cluster).exists():
-            subprocess.run([str(ROOT / "purge-kept.sh"), cluster], capture_output=True, check=False)
+        purge_kept()
 
 
 def _interrupted(signum, frame):

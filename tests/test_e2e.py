@@ -268,11 +268,10 @@ def kept_image(commands) -> Path:
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
-def test_cluster_up_check_reapply_destroy(placement, capsys, kept_images_purged):
+def test_cluster_up_check_reapply_destroy(placement, capsys):
     require_host()
     config = e2e_config(placement)
     cluster = config["cluster"]["name"]
-    kept_images_purged.add(cluster)
     run = run_program(config, stack=STACK)
     commands = host_commands(run)
     report: list[str] = []

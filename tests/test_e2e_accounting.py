@@ -239,10 +239,7 @@ def test_accounting_limits_health_and_restore(capsys):
         sh("lxc-attach", "-n", f"{CLUSTER}-c001", "--", "sh", "-c", "umount /dev/nvidia1 && rm -f /dev/nvidia1")
         drained = wait_for(
             "c001 to drain",
-            lambda: (
-                CLIENT.node_state("c001")[0].startswith("drain")
-                and CLIENT.node_state("c001")[1].startswith("gpu-health:")
-            ),
+            lambda: CLIENT.drained_by_health_check("c001"),
             3 * HEALTH_INTERVAL_S + 30,
         )
         assert CLIENT.node_state("c001")[1] == "gpu-health: /dev/nvidia1 missing"

@@ -113,9 +113,8 @@ def base_config() -> dict:
     return e2e_config("container")
 
 
-def test_every_change_table_row_on_a_running_cluster(capsys, kept_images_purged):
+def test_every_change_table_row_on_a_running_cluster(capsys):
     require_host()
-    kept_images_purged.update({CLUSTER, "e2f"})
     teardown()
     before = host_snapshot()
     replay = Replay()

@@ -130,9 +130,8 @@ def routes_survive_a_lost_route(config: dict, report: list[str]) -> None:
     ]  # fmt: skip
 
 
-def test_one_host_over_ssh_up_check_reapply_destroy(capsys, kept_images_purged):
+def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
     require_host()
-    kept_images_purged.add(CLUSTER)
     teardown()
     before = host_snapshot()
     report: list[str] = []
@@ -181,9 +180,8 @@ def test_one_host_over_ssh_up_check_reapply_destroy(capsys, kept_images_purged):
         print(f"whole test {total:.0f} s")
 
 
-def test_two_hosts_one_slurm(capsys, kept_images_purged):
+def test_two_hosts_one_slurm(capsys):
     require_host()
-    kept_images_purged.add(CLUSTER)
     teardown()
     before = host_snapshot()
     report: list[str] = []
@@ -303,13 +301,12 @@ def test_two_hosts_one_slurm(capsys, kept_images_purged):
         print(f"whole test {total:.0f} s")
 
 
-def test_a_host_that_died_is_retired_without_dialing_it(capsys, kept_images_purged):
+def test_a_host_that_died_is_retired_without_dialing_it(capsys):
     """The second host's machine dies (its link down, its sshd gone). `retired: true` alone runs
     nothing anywhere; removing the host then drops its commands from the state without
     dialing it, while the first host converges (Slurm forgets the dead nodes, the route to
     them goes, the health gate passes). The dead machine is cleaned by hand (the teardown)."""
     require_host()
-    kept_images_purged.add(CLUSTER)
     teardown()
     before = host_snapshot()
     report: list[str] = []
@@ -363,14 +360,13 @@ def test_a_host_that_died_is_retired_without_dialing_it(capsys, kept_images_purg
         print("\n== a dead host retired ==\n" + "\n".join(report))
 
 
-def test_moves_between_two_ssh_hosts_leave_one_of_each_on_the_new_host(capsys, kept_images_purged):
+def test_moves_between_two_ssh_hosts_leave_one_of_each_on_the_new_host(capsys):
     """Both hosts over SSH (h1: this machine through the test's sshd; h2: its namespace), so a
     move keeps the command's type: slurmctld moves from c000 (h1) to c002 (h2) and node c003
     from h2 to h1 in one update. Afterwards: one slurmctld, in c002; c003's container only on
     h1; every node idle, seen from both hosts' own Slurm clients; nothing of either left on the
     old host."""
     require_host()
-    kept_images_purged.add(CLUSTER)
     teardown()
     before = host_snapshot()
     report: list[str] = []

@@ -183,9 +183,8 @@ def packages() -> str:
 
 
 @pytest.mark.e2e
-def test_destroy_beside_a_second_cluster(capsys, kept_images_purged):
+def test_destroy_beside_a_second_cluster(capsys):
     require_host()
-    kept_images_purged.update({"sidea", "sideb"})
     first, second = small_cluster("sidea", 45, None), small_cluster("sideb", 46, 7011)
     runs = {c["cluster"]["name"]: host_commands(run_program(c, stack="e2e")) for c in (first, second)}
     report: list[str] = []

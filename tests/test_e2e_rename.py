@@ -98,9 +98,8 @@ def wait_for(condition: str, seconds: int = 90) -> None:
     sh("bash", "-c", loop, env=SLURM, timeout=seconds + 30)
 
 
-def test_a_node_renamed_with_its_addresses_never_shares_them(capsys, kept_images_purged):
+def test_a_node_renamed_with_its_addresses_never_shares_them(capsys):
     require_host()
-    kept_images_purged.add(CLUSTER)
     before_config, after_config = rename_config(), rename_config(renamed=True)
     before_commands = host_commands(run_program(before_config, stack=STACK))
     after_commands = host_commands(run_program(after_config, stack=STACK))

@@ -250,9 +250,8 @@ def wait_idle(nodes: list[str], seconds: int = 120) -> None:
         time.sleep(2)
 
 
-def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged):
+def test_one_cluster_on_two_hosts_through_a_jump_host(capsys):
     require_host()
-    kept_images_purged.add(CLUSTER)
     teardown_stack()
     assert not any(person_exists(user["name"]) for user in USERS), "people of the test exist already"
     before = snapshot()
@@ -395,10 +394,7 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys, kept_images_purged
         in_node_of_second("c002", "sh", "-c", f"umount {device} && rm -f {device}")
         drained = wait_for(
             "c002 to drain",
-            lambda: (
-                CLIENT.node_state("c002")[0].startswith("drain")
-                and CLIENT.node_state("c002")[1].startswith("gpu-health:")
-            ),
+            lambda: CLIENT.drained_by_health_check("c002"),
             3 * HEALTH_INTERVAL_S + 30,
         )
         assert CLIENT.node_state("c002")[1] == f"gpu-health: {device} missing"

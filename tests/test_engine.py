@@ -55,12 +55,11 @@ def harness_deletes_first(old_config: dict, new_config: dict) -> set[str]:
     return {names[urn] for urn in first}
 
 
-def fresh_engine(tmp_path: Path, kept_images_purged: set[str], revision: str | None = None) -> Engine:
+def fresh_engine(tmp_path: Path, revision: str | None = None) -> Engine:
     """An engine with a new stack of its own, on a host without what a previous run left."""
     missing = ready()
     assert missing is None, f"the real engine cannot run here: {missing}"
     require_host()
-    kept_images_purged.add(STACK)
     teardown()
     engine = Engine(tmp_path, STACK, revision)
     engine.init()
@@ -71,8 +70,8 @@ def changed(actions: dict[str, str]) -> dict[str, str]:
     return {name: action for name, action in sorted(actions.items()) if action != "same"}
 
 
-def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged):
-    engine = fresh_engine(tmp_path, kept_images_purged)
+def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys):
+    engine = fresh_engine(tmp_path)
     before = host_snapshot()
     rows: list[tuple[str, dict, dict]] = []
     report: list[str] = []
@@ -142,9 +141,7 @@ def test_the_real_engine_runs_the_e2e_stack(tmp_path, capsys, kept_images_purged
                 print(f"- {what}: engine {ran or 'nothing'}; harness {'same' if ran == planned else planned}")
 
 
-def test_the_real_engine_runs_two_hosts_over_ssh_and_keeps_secrets_out_of_the_state(
-    tmp_path, capsys, kept_images_purged
-):
+def test_the_real_engine_runs_two_hosts_over_ssh_and_keeps_secrets_out_of_the_state(tmp_path, capsys):
     """The second host is a network namespace with its own sshd (tests/harness/ssh_hosts.py):
     pulumi-command's own SSH client, host key check and environment handling. The private key
     is set the way the README tells a user; the exported state holds none of the secrets."""
@@ -152,7 +149,7 @@ def test_the_real_engine_runs_two_hosts_over_ssh_and_keeps_secrets_out_of_the_st
     from tests.harness.e2e_teardown import SECOND_HOST, SECRET, SHARED_DIR, teardown_ssh_stacks, two_host_config
     from tests.test_e2e_hosts import second_host_leftovers
 
-    engine = fresh_engine(tmp_path, kept_images_purged)
+    engine = fresh_engine(tmp_path)
     before = host_snapshot()
     report: list[str] = []
     try:
@@ -210,10 +207,8 @@ REPLACE_OPS = ("replace", "create-replacement", "delete-replaced")
 PREVIOUS_RELEASE = "fb772c7"
 
 
-def test_a_state_written_by_the_previous_release_upgrades_without_replace_or_delete(
-    tmp_path, capsys, kept_images_purged
-):
-    engine = fresh_engine(tmp_path, kept_images_purged, revision=PREVIOUS_RELEASE)
+def test_a_state_written_by_the_previous_release_upgrades_without_replace_or_delete(tmp_path, capsys):
+    engine = fresh_engine(tmp_path, revision=PREVIOUS_RELEASE)
     config = e2e_config("container")
     try:
         make_outside_namespace()

@@ -262,9 +262,8 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(kept_images_purged):
+def world():
     require_host()
-    kept_images_purged.add(CLUSTER)
     for key, value in {**KEYS, "AWS_CLI": str(Path(sys.executable).with_name("aws"))}.items():
         os.environ.setdefault(key, value)  # the destroy hook's aws CLI, as a user runs pulumi
     remove_burst_host_parts()

@@ -61,6 +61,11 @@ class SlurmClient:
         state, reason = self.run("sinfo", "-h", "-N", "-n", node, "-o", "%T|%E").strip().split("|", 1)
         return state, reason
 
+    def drained_by_health_check(self, node: str) -> bool:
+        """The node is drained with the GPU health program's reason."""
+        state, reason = self.node_state(node)
+        return state.startswith("drain") and reason.startswith("gpu-health:")
+
     def submit(self, user: str, *options: str) -> str:
         """sbatch by one of the cluster's people; the job's id."""
         return self.as_user(user, "sbatch", "--parsable", "--chdir=/tmp", *options).stdout.strip()

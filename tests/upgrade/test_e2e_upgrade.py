@@ -81,9 +81,8 @@ def controller_log(jobs: dict[str, str]) -> str:
     return found.stdout[-8000:] or found.stderr
 
 
-def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys, kept_images_purged):
+def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
     require_host()
-    kept_images_purged.add(STACK)
     commit = json.loads((SNAPSHOTS / f"{STACK}.json").read_text())["commit"]
     release = host_commands(release_run(commit, STACK))
     config = release_stack_config(commit, STACK)

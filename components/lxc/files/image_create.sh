@@ -14,7 +14,8 @@ lxc_pending_begin "$CLUSTER_DIR" "$IMAGE"
 kept="$KEPT_DIR/node-image-$IMAGE_DIGEST"
 # A kept image past its age is built again: its packages would miss months of updates.
 max_age=${KEPT_MAX_AGE_DAYS:-30}
-if [ -f "$kept/gpucluster-image-ready" ] && [ -n "$(find "$kept/gpucluster-image-ready" -mmin +$((max_age * 1440)))" ]; then
+too_old() { [ -n "$(find "$1/gpucluster-image-ready" -mmin +$((max_age * 1440)))" ]; }
+if [ -f "$kept/gpucluster-image-ready" ] && too_old "$kept"; then
   log "the node image kept in $kept was built over $max_age days ago (image.kept_max_age_days): building it again"
   rm -rf "$kept"
 fi
@@ -43,7 +44,7 @@ if [ "$KEEP_IMAGE" = true ]; then
     "$(dirname "$dir")"/*-image; do
     [ "$source" != "$dir" ] && [ -f "$source/gpucluster-image-ready" ] || continue
     [ "$(cat "$source/gpucluster-image-digest" 2>/dev/null)" = "$IMAGE_DIGEST" ] || continue
-    [ -z "$(find "$source/gpucluster-image-ready" -mmin +$((max_age * 1440)))" ] || continue
+    ! too_old "$source" || continue
     started=$SECONDS
     if copy_image "$source"; then
       printf '%s\n' "$IMAGE_DIGEST" > "$dir/gpucluster-image-digest"
