@@ -14,6 +14,11 @@ cli_dir=$("$root/tools/pulumi-cli.sh")
 export PATH="$cli_dir:$PATH"
 export PULUMI_BACKEND_URL="file://$state"
 export PULUMI_SKIP_UPDATE_CHECK=true
+# The file backend needs its folder, whatever supplies the passphrase (0700: it holds the
+# stacks' state, secrets encrypted).
+if [ ! -d "$state" ]; then
+  (umask 077 && mkdir -p "$state")
+fi
 
 if [ -n "${PULUMI_CONFIG_PASSPHRASE+set}" ]; then
   [ -n "$PULUMI_CONFIG_PASSPHRASE" ] || {
@@ -37,8 +42,8 @@ else
     echo "note: the passphrase sits inside the state it protects ($inside_state): a copy of the" \
       "state carries its key. Move it: mkdir -p -m 0700 $keys && mv $inside_state $generated" >&2
   elif [ ! -s "$passphrase_file" ]; then
-    mkdir -p "$state" "$keys"
-    chmod 0700 "$state" "$keys"
+    mkdir -p "$keys"
+    chmod 0700 "$keys"
     (umask 077 && head -c 32 /dev/urandom | base64 > "$passphrase_file.new" && mv "$passphrase_file.new" "$passphrase_file")
     echo "generated the passphrase protecting the stacks' secrets: $passphrase_file (mode 0600)." \
       "Keep a copy; without it the state's secrets cannot be decrypted." \
@@ -48,4 +53,33 @@ else
 fi
 
 cd "$root"
-exec pulumi "$@"
+# A stack file's encryptionsalt records the passphrase it was made under; under another one the
+# CLI says only "incorrect passphrase". The wrapper names the stack file and what to do.
+errors=$(mktemp)
+trap 'rm -f "$errors"' EXIT
+status=0
+pulumi "$@" 2> >(tee "$errors" >&2) || status=$?
+wait # for tee: the error text is complete before it is read
+if [ "$status" != 0 ] && grep -q "incorrect passphrase" "$errors"; then
+  stack=
+  args=("$@")
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    case ${args[i]} in
+      --stack | -s) stack=${args[i + 1]:-} ;;
+      --stack=*) stack=${args[i]#--stack=} ;;
+    esac
+  done
+  [ -n "$stack" ] || stack=$(pulumi stack --show-name 2>/dev/null || true)
+  file="stacks/Pulumi.${stack:-STACK}.yaml"
+  cat >&2 <<MSG
+error: the passphrase in use does not open $file: its encryptionsalt (and any secure: value in
+it) was written under another passphrase, e.g. by another clone or machine. Either
+  - use that passphrase: PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (the
+    generated one of a clone at another path is ~/.config/gpucluster/passphrase-<hash> there), or
+  - if $file holds no secret you need, delete its encryptionsalt line and every secure: value,
+    then set the secrets again (./pulumi.sh config set --secret KEY --stack ${stack:-STACK});
+    a stack with state in .pulumi-state/ also needs its old passphrase to decrypt that state.
+See docs/pulumi-cli.md.
+MSG
+fi
+exit "$status"

@@ -242,14 +242,13 @@ with open({record!r}, "a") as out:
     if sys.argv[1:3] == ["mod", "tidy"]:
         out.write(open("go.mod").read())
 args = sys.argv[1:]
-if args[:2] == ["mod", "download"]:
-    sys.exit(1)  # the module proxy does not serve the language host
 if args[0] == "build":
     target = args[args.index("-o") + 1]
     with open(target, "w") as out:
         out.write(open({pulumi!r}).read())
     os.chmod(target, 0o755)
 """
+COMMAND_PLUGIN = re.search(r"^pulumi-command==(\S+)", (ROOT / "requirements.txt").read_text(), re.M).group(1)
 
 
 def with_stand_in_go(project: Project, tmp_path: Path) -> Path:
@@ -261,29 +260,81 @@ def with_stand_in_go(project: Project, tmp_path: Path) -> Path:
     return record
 
 
-def test_offline_the_cli_is_built_from_its_go_modules_once_into_the_kept_cache(tmp_path):
+def plugin_sources(tmp_path: Path) -> Path:
+    """A sources folder shaped as ../shared/third_party: the language host and the provider."""
+    sources = tmp_path / "third_party"
+    host = sources / f"pulumi-v{PINNED}" / "sdk" / "python" / "cmd"
+    (host / "pulumi-language-python").mkdir(parents=True)
+    (host / "pulumi-language-python" / "main.go").write_text("package main\n")
+    (host / "pulumi-language-python" / "go.mod").write_text(
+        "module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3\n"
+    )
+    (host / "pulumi-language-python-exec").write_text("#!/usr/bin/env python3\n")
+    provider = sources / f"pulumi-command-v{COMMAND_PLUGIN}" / "provider"
+    provider.mkdir(parents=True)
+    (provider / "go.mod").write_text("module github.com/pulumi/pulumi-command/provider\n")
+    return sources
+
+
+def test_offline_the_engine_is_built_from_go_modules_and_sources_once_into_the_kept_cache(tmp_path):
     project = Project(tmp_path, stand_in_on_path=False)
     go_calls = with_stand_in_go(project, tmp_path)
     cache = tmp_path / "cli-cache"
-    done = project.run("./pulumi.sh stack ls", PULUMI_CLI_URL=UNREACHABLE, PULUMI_CLI_CACHE=str(cache))
+    env = {
+        "PULUMI_CLI_URL": UNREACHABLE,
+        "PULUMI_CLI_CACHE": str(cache),
+        "PULUMI_PLUGIN_SOURCES": str(plugin_sources(tmp_path)),
+    }
+    done = project.run("./pulumi.sh stack ls", **env)
     assert done.returncode == 0, done.stderr
     assert "the download is impossible from here: building the same version from its Go modules" in done.stderr
-    assert "the CLI is built without the Python language host" in done.stderr
-    [call] = project.calls()
-    assert call["executable"] == str(cache / f"v{PINNED}" / "pulumi")
+    built = cache / f"v{PINNED}"
+    assert "building the Python language host" in done.stderr and "building the pulumi-command provider" in done.stderr
+    install, call = project.calls()
+    # The provider goes where the CLI looks for plugins, by the CLI's own `plugin install`.
+    plugin = built / "plugins" / f"resource-command-v{COMMAND_PLUGIN}" / "pulumi-resource-command"
+    assert install["argv"] == ["plugin", "install", "resource", "command", COMMAND_PLUGIN, "--file", str(plugin)]
+    assert call["executable"] == str(built / "pulumi") and call["argv"] == ["stack", "ls"]
+    for name in ("pulumi-language-python", "pulumi-language-python-exec"):
+        assert os.access(built / name, os.X_OK), name
     calls = go_calls.read_text().splitlines()
     assert any(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{PINNED}" in c for c in calls)
+    assert any(f"-X github.com/pulumi/pulumi-command/provider/pkg/version.Version={COMMAND_PLUGIN}" in c for c in calls)
     # The throwaway module requires the pinned CLI and repeats its non-local replace line.
     assert f"require github.com/pulumi/pulumi/pkg/v3 v{PINNED}" in calls
     assert any(c.startswith("replace github.com/atotto/clipboard => github.com/tgummerer/clipboard") for c in calls)
-    assert not list(cache.glob("*.new")) and sorted(p.name for p in cache.iterdir()) == [f"v{PINNED}"]
+    # The language host's copy takes the SDK and pkg from the proxy at the pinned version.
+    edit = next(c for c in calls if " mod edit " in c)
+    assert "-dropreplace=github.com/pulumi/pulumi/sdk/v3" in edit
+    assert f"-require=github.com/pulumi/pulumi/sdk/v3@v{PINNED}" in edit
+    assert not list(cache.rglob("*.new")) and sorted(p.name for p in cache.iterdir()) == [f"v{PINNED}"]
     # Kept: the next call builds nothing.
     go_calls.unlink()
-    assert project.run("./pulumi.sh stack ls", PULUMI_CLI_URL=UNREACHABLE, PULUMI_CLI_CACHE=str(cache)).returncode == 0
+    assert project.run("./pulumi.sh stack ls", **env).returncode == 0
     assert not go_calls.exists()
     (project.dir / "purge-kept.sh").write_text((ROOT / "purge-kept.sh").read_text())
     purged = project.run("bash ./purge-kept.sh --cli", PULUMI_CLI_CACHE=str(cache))
     assert purged.returncode == 0 and not cache.exists(), purged.stderr
+
+
+def test_a_missing_source_folder_offline_says_what_is_missing_and_how_to_supply_it(tmp_path):
+    project = Project(tmp_path, stand_in_on_path=False)
+    with_stand_in_go(project, tmp_path)
+    nowhere = tmp_path / "no-sources"
+    done = project.run(
+        "tools/pulumi-cli.sh build",
+        PULUMI_CLI_CACHE=str(tmp_path / "cli-cache"),
+        PULUMI_PLUGIN_SOURCES=str(nowhere),
+    )
+    assert done.returncode == 1
+    assert (
+        f"error: cannot build the Python language host: its source folder {nowhere}/pulumi-v{PINNED}/sdk/python/cmd"
+        " does not exist." in done.stderr
+    )
+    assert "named by PULUMI_PLUGIN_SOURCES" in done.stderr
+    assert f"github.com/pulumi/pulumi at tag v{PINNED}" in done.stderr
+    assert f"pulumi plugin install resource command {COMMAND_PLUGIN}" in done.stderr
+    assert not (tmp_path / "cli-cache" / f"v{PINNED}" / "pulumi-language-python").exists()
 
 
 def test_offline_build_can_be_refused(tmp_path):
@@ -358,6 +409,47 @@ def test_an_empty_or_missing_passphrase_is_refused(tmp_path, env, message):
     done = project.run("./up.sh local", **env)
     assert done.returncode == 1 and message in done.stderr
     assert project.calls() == []
+
+
+def real_cli_project(tmp_path: Path) -> tuple[Project, dict[str, str]]:
+    """A copy of the project whose ./pulumi.sh runs the real CLI from the kept cache."""
+    from tests.harness.engine import cli_dir
+
+    folder = cli_dir()
+    assert folder is not None, "no Pulumi CLI of the pinned version: tools/pulumi-cli.sh build"
+    project = Project(tmp_path, stand_in_on_path=False)
+    return project, {"PULUMI_CLI_CACHE": str(folder.parent), "PULUMI_CLI_BUILD": "no", "PULUMI_CLI_URL": UNREACHABLE}
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("given", ["environment", "file of an earlier clone"])
+def test_a_clone_without_a_state_folder_works_whatever_gives_the_passphrase(tmp_path, given):
+    project, env = real_cli_project(tmp_path)
+    if given == "environment":
+        env["PULUMI_CONFIG_PASSPHRASE"] = "correct horse"
+    else:  # an earlier clone at the same path left its generated passphrase
+        project.generated_passphrase.parent.mkdir(parents=True)
+        project.generated_passphrase.write_text("left by an earlier clone\n")
+    assert not project.state.exists()
+    done = project.run("./pulumi.sh stack init demo", **env)
+    assert done.returncode == 0, done.stderr
+    assert project.state.is_dir() and oct(project.state.stat().st_mode & 0o777) == "0o700"
+    assert "demo" in project.run("./pulumi.sh stack ls", **env).stdout
+
+
+@pytest.mark.engine
+def test_a_stack_file_salted_under_another_passphrase_is_named_with_what_to_do(tmp_path):
+    project, env = real_cli_project(tmp_path)
+    made = project.run("./pulumi.sh stack init demo", **env, PULUMI_CONFIG_PASSPHRASE="the first one")
+    assert made.returncode == 0, made.stderr
+    assert "encryptionsalt" in (project.dir / "stacks" / "Pulumi.demo.yaml").read_text()
+    done = project.run(
+        "./pulumi.sh config set --secret token abc --stack demo", **env, PULUMI_CONFIG_PASSPHRASE="another one"
+    )
+    assert done.returncode != 0
+    assert "incorrect passphrase" in done.stderr  # the CLI's own words stay
+    assert "error: the passphrase in use does not open stacks/Pulumi.demo.yaml" in done.stderr
+    assert "delete its encryptionsalt line" in done.stderr and "PULUMI_CONFIG_PASSPHRASE" in done.stderr
 
 
 def test_down_needs_a_stack(tmp_path):

@@ -12,9 +12,13 @@
 #   tools/pulumi-cli.sh build
 #       build the same version from its Go modules (needs `go` and a Go module proxy, no other
 #       network) into a kept cache, once per machine
-#       (~/.cache/gpucluster/pulumi-cli/vVERSION, or $PULUMI_CLI_CACHE/vVERSION); print that directory.
-#       Also done by the plain call when the download fails and `go` is on PATH, unless
-#       PULUMI_CLI_BUILD=no.
+#       (~/.cache/gpucluster/pulumi-cli/vVERSION, or $PULUMI_CLI_CACHE/vVERSION); print that
+#       directory. With the CLI: its Python language host and the pulumi-command provider, which
+#       the proxy does not serve, from their unmodified sources in $PULUMI_PLUGIN_SOURCES
+#       (default ../shared/third_party beside the project); the provider is then installed
+#       where the CLI finds plugins (`pulumi plugin install --file`, into $PULUMI_HOME/plugins).
+#       Also done by the plain call when the download fails, or the kept CLI lacks a piece,
+#       and `go` is on PATH, unless PULUMI_CLI_BUILD=no.
 #   tools/pulumi-cli.sh purge
 #       remove the kept cache of built CLIs (./purge-kept.sh --cli does the same).
 set -euo pipefail
@@ -32,13 +36,10 @@ local_dir=$root/.pulumi-cli/v$VERSION
 # Built CLIs outlive clones of the project (a build takes minutes): one folder per version.
 cache_root=${PULUMI_CLI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpucluster/pulumi-cli}
 cache_dir=$cache_root/v$VERSION
-# The modules of this version. The CLI's go.mod replaces the SDK with a local folder, and
-# `go install pkg@version` refuses modules with replace lines: a throwaway module requires
-# it and repeats its non-local replace line. The Python language host
-# (sdk/python/cmd/pulumi-language-python/v3) is tried the same way; the module proxy may not
-# serve it, and then the build says what is missing.
+# The CLI's module. Its go.mod replaces the SDK with a local folder, and `go install pkg@version`
+# refuses modules with replace lines: a throwaway module requires it and repeats its non-local
+# replace line.
 CLI_MODULE=github.com/pulumi/pulumi/pkg/v3
-LANGUAGE_MODULE=github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3
 VERSION_FLAG="-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$VERSION"
 
 # install SOURCE SHA256 DEST: exit 2 when SOURCE cannot be read, 3 when it is not the expected
@@ -79,14 +80,46 @@ The file must have SHA-256 $SHA256.
 MSG
 }
 
-# build: the CLI from its module into $cache_dir (atomically: the folder appears complete).
-build() (
-  command -v go >/dev/null || { echo "error: building the Pulumi CLI needs Go (go: not found)" >&2; exit 1; }
-  if [ -x "$cache_dir/pulumi" ]; then printf '%s\n' "$cache_dir"; exit 0; fi
-  echo "building the Pulumi CLI v$VERSION from its Go modules into $cache_dir (once per machine; minutes)" >&2
-  tmp=$(mktemp -d) || exit 1
-  trap 'rm -rf "$tmp"' EXIT
-  mkdir -p "$tmp/cli" "$tmp/out"
+# The pieces the module proxy does not serve, built from their unmodified sources: a folder
+# holding pulumi-vVERSION/ (the Python language host) and pulumi-command-vCOMMAND_VERSION/
+# (the provider), as ../shared/third_party/ does beside a checkout of this project.
+COMMAND_VERSION=1.2.1 # the pulumi-command package's plugin (requirements.txt)
+sources=${PULUMI_PLUGIN_SOURCES:-}
+if [ -z "$sources" ] && [ -d "$root/../shared/third_party" ]; then
+  sources=$(cd "$root/../shared/third_party" && pwd)
+fi
+language_source=$sources/pulumi-v$VERSION/sdk/python/cmd
+command_source=$sources/pulumi-command-v$COMMAND_VERSION/provider
+# Where the CLI looks for resource plugins: `pulumi plugin install` puts them there.
+plugin_dir=${PULUMI_HOME:-$HOME/.pulumi}/plugins/resource-command-v$COMMAND_VERSION
+
+missing_sources() {
+  local what=$1 path=$2
+  cat >&2 <<MSG
+error: cannot build $what: its source folder $path does not exist.
+The Go module proxy does not serve it; the build takes its unmodified source from a folder
+named by PULUMI_PLUGIN_SOURCES (default: ../shared/third_party beside this project, found: ${sources:-none}),
+holding pulumi-v$VERSION/sdk/python/cmd/ (from github.com/pulumi/pulumi at tag v$VERSION) and
+pulumi-command-v$COMMAND_VERSION/provider/ (from github.com/pulumi/pulumi-command at tag v$COMMAND_VERSION).
+With internet, the release tarball has the language host and
+  pulumi plugin install resource command $COMMAND_VERSION
+fetches the provider (docs/pulumi-cli.md).
+MSG
+  exit 1
+}
+
+# go_build WHAT DIR LDFLAGS OUT PACKAGE: one Go build, its failure named.
+go_build() {
+  local what=$1 dir=$2 ldflags=$3 out=$4 package=$5
+  (cd "$dir" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$out" "$package" >&2) || {
+    echo "error: the Go build of $what failed (above); nothing was installed" >&2
+    exit 1
+  }
+}
+
+build_cli() {
+  local tmp=$1
+  mkdir -p "$tmp/cli"
   cat > "$tmp/cli/go.mod" <<MOD
 module gpucluster.local/pulumi-cli
 
@@ -97,36 +130,104 @@ require $CLI_MODULE v$VERSION
 replace github.com/atotto/clipboard => github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e
 MOD
   printf '//go:build tools\n\npackage tools\n\nimport _ "%s/cmd/pulumi"\n' "$CLI_MODULE" > "$tmp/cli/tools.go"
-  started=$(date +%s)
-  (cd "$tmp/cli" && GOFLAGS=-mod=mod go mod tidy >&2 &&
-    go build -trimpath -ldflags "$VERSION_FLAG" -o "$tmp/out/pulumi" "$CLI_MODULE/cmd/pulumi" >&2) || {
-    echo "error: the Go build of $CLI_MODULE@v$VERSION failed (above); nothing was installed" >&2
+  (cd "$tmp/cli" && GOFLAGS=-mod=mod go mod tidy >&2) || {
+    echo "error: the modules of $CLI_MODULE@v$VERSION could not be resolved (above); nothing was installed" >&2
     exit 1
   }
+  go_build "$CLI_MODULE@v$VERSION" "$tmp/cli" "$VERSION_FLAG" "$tmp/out/pulumi" "$CLI_MODULE/cmd/pulumi"
   "$tmp/out/pulumi" version | grep -qx "v$VERSION" || { echo "error: the built CLI is not v$VERSION" >&2; exit 1; }
-  echo "built the CLI in $(($(date +%s) - started)) s" >&2
-  if (cd "$tmp/cli" && go mod download "$LANGUAGE_MODULE@v$VERSION" >/dev/null 2>&1); then
-    (cd "$tmp/cli" && GOFLAGS=-mod=mod go get "$LANGUAGE_MODULE@v$VERSION" >&2 &&
-      go build -trimpath -ldflags "$VERSION_FLAG" -o "$tmp/out/pulumi-language-python" "$LANGUAGE_MODULE" >&2) ||
-      echo "warning: the Python language host did not build (above)" >&2
-  else
-    echo "note: the Go module proxy does not serve $LANGUAGE_MODULE@v$VERSION: the CLI is built" \
-      "without the Python language host (pulumi-language-python and pulumi-language-python-exec," \
-      "from the release tarball, go next to it in $cache_dir)" >&2
+}
+
+# The language host's go.mod replaces the SDK and pkg with folders of the whole repository:
+# a copy requires them at this version from the proxy instead (its other replace line stays).
+build_language_host() {
+  local tmp=$1
+  [ -f "$language_source/pulumi-language-python/main.go" ] || missing_sources "the Python language host" "$language_source"
+  cp -r "$language_source/pulumi-language-python" "$tmp/language"
+  (cd "$tmp/language" &&
+    go mod edit -dropreplace=github.com/pulumi/pulumi/pkg/v3 -dropreplace=github.com/pulumi/pulumi/sdk/v3 \
+      -require=github.com/pulumi/pulumi/pkg/v3@v$VERSION -require=github.com/pulumi/pulumi/sdk/v3@v$VERSION &&
+    GOFLAGS=-mod=mod go mod tidy >&2) || {
+    echo "error: the modules of the Python language host v$VERSION could not be resolved (above)" >&2
+    exit 1
+  }
+  go_build "the Python language host v$VERSION" "$tmp/language" "$VERSION_FLAG" "$tmp/out/pulumi-language-python" .
+  cp "$language_source/pulumi-language-python-exec" "$tmp/out/pulumi-language-python-exec" &&
+    chmod 0755 "$tmp/out/pulumi-language-python-exec"
+}
+
+build_command_plugin() {
+  local tmp=$1
+  [ -f "$command_source/go.mod" ] || missing_sources "the pulumi-command provider v$COMMAND_VERSION" "$command_source"
+  cp -r "$command_source" "$tmp/command"
+  go_build "the pulumi-command provider v$COMMAND_VERSION" "$tmp/command" \
+    "-X github.com/pulumi/pulumi-command/provider/pkg/version.Version=$COMMAND_VERSION" \
+    "$tmp/out/pulumi-resource-command" ./cmd/pulumi-resource-command
+}
+
+# build: whatever of the three pieces the kept cache lacks, each built in a temporary folder
+# and moved in whole; then the provider is installed where the CLI finds plugins.
+build() (
+  command -v go >/dev/null || { echo "error: building the Pulumi CLI needs Go (go: not found)" >&2; exit 1; }
+  tmp=$(mktemp -d) || exit 1
+  trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp/out" "$cache_dir"
+  if [ ! -x "$cache_dir/pulumi" ]; then
+    echo "building the Pulumi CLI v$VERSION from its Go modules into $cache_dir (once per machine; minutes)" >&2
+    started=$(date +%s)
+    build_cli "$tmp"
+    mv "$tmp/out/pulumi" "$cache_dir/pulumi.new" && mv "$cache_dir/pulumi.new" "$cache_dir/pulumi"
+    echo "built the CLI in $(($(date +%s) - started)) s" >&2
   fi
-  mkdir -p "$cache_root" && rm -rf "$cache_dir.new" && mv "$tmp/out" "$cache_dir.new" &&
-    rm -rf "$cache_dir" && mv "$cache_dir.new" "$cache_dir" || exit 1
+  if [ ! -x "$cache_dir/pulumi-language-python" ] || [ ! -x "$cache_dir/pulumi-language-python-exec" ]; then
+    echo "building the Python language host v$VERSION from $language_source" >&2
+    started=$(date +%s)
+    build_language_host "$tmp"
+    mv "$tmp/out/pulumi-language-python-exec" "$cache_dir/" &&
+      mv "$tmp/out/pulumi-language-python" "$cache_dir/pulumi-language-python.new" &&
+      mv "$cache_dir/pulumi-language-python.new" "$cache_dir/pulumi-language-python"
+    echo "built the language host in $(($(date +%s) - started)) s" >&2
+  fi
+  plugin=$cache_dir/plugins/resource-command-v$COMMAND_VERSION/pulumi-resource-command
+  if [ ! -x "$plugin" ]; then
+    echo "building the pulumi-command provider v$COMMAND_VERSION from $command_source" >&2
+    started=$(date +%s)
+    build_command_plugin "$tmp"
+    mkdir -p "$(dirname "$plugin")" && mv "$tmp/out/pulumi-resource-command" "$plugin.new" && mv "$plugin.new" "$plugin"
+    echo "built the provider in $(($(date +%s) - started)) s" >&2
+  fi
+  install_command_plugin
   printf '%s\n' "$cache_dir"
 )
 
+# The built provider, where every `pulumi` of this user looks for plugins ($PULUMI_HOME/plugins).
+install_command_plugin() {
+  local plugin=$cache_dir/plugins/resource-command-v$COMMAND_VERSION/pulumi-resource-command
+  [ -x "$plugin" ] || return 0
+  if [ -x "$plugin_dir/pulumi-resource-command" ] && [ ! -e "$plugin_dir.partial" ]; then return 0; fi
+  PULUMI_SKIP_UPDATE_CHECK=true "$cache_dir/pulumi" plugin install resource command "$COMMAND_VERSION" --file "$plugin" >&2
+}
+
+# complete: whether the kept CLI has its language host and the provider is installed.
+complete() {
+  [ -x "$cache_dir/pulumi-language-python" ] && [ -x "$cache_dir/pulumi-language-python-exec" ] &&
+    [ -x "$plugin_dir/pulumi-resource-command" ] && [ ! -e "$plugin_dir.partial" ]
+}
+
 ensure() {
-  local dir
-  for dir in "$local_dir" "$cache_dir"; do
-    if [ -x "$dir/pulumi" ]; then
-      printf '%s\n' "$dir"
+  if [ -x "$local_dir/pulumi" ]; then
+    printf '%s\n' "$local_dir"
+    return
+  fi
+  if [ -x "$cache_dir/pulumi" ]; then
+    # A CLI built before its language host and provider were: complete it where Go can.
+    if ! complete && [ "${PULUMI_CLI_BUILD:-auto}" != no ] && command -v go >/dev/null; then
+      build
       return
     fi
-  done
+    printf '%s\n' "$cache_dir"
+    return
+  fi
   if [ -n "${PULUMI_TARBALL:-}" ]; then
     local status=0
     install "$PULUMI_TARBALL" "$SHA256" "$local_dir" || status=$?
