@@ -10,6 +10,7 @@ that graph, the end-to-end test executes its commands, and the offline render
 """
 
 import base64
+import copy
 import hashlib
 import json
 import re
@@ -62,6 +63,10 @@ class ProgramRun:
 
     resources: list[Registration] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    # What the run was given: the real engine applies the same (tests/harness/engine_cluster.py).
+    stack: str = "unit"
+    config: dict[str, Any] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)
 
     def by_name(self, name: str) -> Registration:
         found = [r for r in self.resources if r.name == name]
@@ -243,7 +248,7 @@ def run_program(
 ) -> ProgramRun:
     """Run __main__.py (or the program file `main`) for a stack whose `gpu-cluster:*` config is
     `config`, plus secret config values (`pulumi config set --secret KEY`) in `secrets`."""
-    run = ProgramRun()
+    run = ProgramRun(stack=stack, config=copy.deepcopy(config), secrets=dict(secrets or {}))
     set_root_resource(None)
     monitor = _RecordingMonitor(run, stack)
     pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)

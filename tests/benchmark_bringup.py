@@ -52,7 +52,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root, when run as a script
 
 from components.lxc.node_image import IMAGE_PACKAGES  # noqa: E402
-from tests.harness import ssh_hosts  # noqa: E402
+from tests.harness import engine_cluster, ssh_hosts  # noqa: E402
 from tests.harness.command_executor import (  # noqa: E402
     HostCommand,
     State,
@@ -337,6 +337,49 @@ def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
         "image_log": image_log,
         "steps": steps_of(timeline),
     }
+
+
+def engine_bring_up(nodes: int) -> dict:
+    """The same cluster (node image kept) through the real engine: `pulumi up`, then `pulumi
+    destroy`, as a user's ./up.sh and ./down.sh run them. The engine's share: its wall time
+    beside the span of the commands' steps in its event log (whole seconds) and beside the
+    harness's bring-up of the same commands just before."""
+    program = engine_cluster.host_commands(run_program(bench_config(nodes), stack=STACK))
+    state = engine_cluster.State()
+    started = time.monotonic()
+    try:
+        timeline, _ = engine_cluster.up(state, program)
+        wall = time.monotonic() - started
+    finally:
+        started = time.monotonic()
+        engine_cluster.destroy_state(state)
+        destroyed = time.monotonic() - started
+    return {
+        "nodes": nodes,
+        "pulumi_up": round(wall, 2),
+        "commands_span": round(timeline.wall_seconds, 2),
+        "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
+        "pulumi_destroy": round(destroyed, 2),
+    }
+
+
+def engine_report(runs: list[dict], harness: list[dict]) -> str:
+    kept = {run["nodes"]: run for run in harness if run["kind"] == "re-up"}
+    lines = ["through the real engine (pulumi up / pulumi destroy, node image kept):"]
+    for run in runs:
+        line = (
+            f"  {run['nodes']:>3} nodes: pulumi up {run['pulumi_up']:.1f} s (its commands span "
+            f"{run['commands_span']:.0f} s, ready at {run['ready']:.0f} s of them); "
+            f"pulumi destroy {run['pulumi_destroy']:.1f} s"
+        )
+        if run["nodes"] in kept:
+            same = kept[run["nodes"]]
+            line += (
+                f"; the harness's bring-up of the same commands: ready {same['ready']:.1f} s, total "
+                f"{same['total']:.1f} s: the engine adds {run['pulumi_up'] - same['total']:.1f} s"
+            )
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def baseline(nodes: int) -> dict:
@@ -654,6 +697,11 @@ def main() -> None:
         help="first, the smallest size with an empty LXC download cache (the benchmark's own): once with an "
         "empty package cache, once with the one that run filled",
     )
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="after each size's kept-image bring-up, the same through the real engine (pulumi up / destroy)",
+    )
     parser.add_argument("--keep-image", action="store_true", help="leave the kept node image in place at the end")
     parser.add_argument(
         "--out",
@@ -710,6 +758,9 @@ def main() -> None:
             figures["runs"].append(
                 {"kind": "re-up", "label": f"{n} nodes, image kept", **bring_up(n, commands[n], counted)}
             )
+            if args.engine:
+                print(f"bring-up, {n} nodes, the node image kept, through the real engine ...")
+                figures.setdefault("engine", []).append(engine_bring_up(n))
         if args.hosts_nodes:
             figures["runs"] += compare_hosts(args.hosts_nodes, counted)
         if baseline_nodes:
@@ -731,6 +782,8 @@ def main() -> None:
 
     (args.out / "bringup.json").write_text(json.dumps(figures, indent=1) + "\n")
     print(report(figures))
+    if figures.get("engine"):
+        print(engine_report(figures["engine"], figures["runs"]))
     plot(figures, args.out / "bringup.png")
     print(f"wrote {args.out / 'bringup.json'} and {args.out / 'bringup.png'}")
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from tests.app.e2e_web_page import check_web_page
-from tests.harness.command_executor import apply, destroy, host_commands, update
 from tests.harness.e2e_teardown import (
     OUTSIDE_LINK,
     OUTSIDE_NS,
@@ -28,6 +27,7 @@ from tests.harness.e2e_teardown import (
     remove_outside_namespace,
     teardown,
 )
+from tests.harness.engine_cluster import apply, destroy, host_commands, update
 from tests.harness.program_harness import run_program
 
 REQUIRED_TOOLS = [

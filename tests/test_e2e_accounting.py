@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import (
     ACCOUNTING_USERS,
     HEALTH_INTERVAL_S,
@@ -27,6 +26,7 @@ from tests.harness.e2e_teardown import (
     remove_kept_accounting,
     teardown,
 )
+from tests.harness.engine_cluster import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
 from tests.test_e2e import leftovers, require_host, sh, slurm_env

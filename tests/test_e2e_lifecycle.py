@@ -12,8 +12,8 @@ import pytest
 
 from components.host.verify import verify
 from components.stack_config import parse_stack_config
-from tests.harness.command_executor import apply, destroy, host_commands
 from tests.harness.e2e_teardown import remove_stand_in_gpus
+from tests.harness.engine_cluster import apply, destroy, host_commands
 from tests.harness.program_harness import run_program, stack_config
 from tests.test_e2e import check_cluster, leftovers, require_host, sh, slurm_env, stand_in_gpus
 

@@ -15,8 +15,8 @@ import pytest
 
 from tests.app.e2e_web_page import ARTIFACTS
 from tests.harness.browser import Browser
-from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import METRICS, STACK, metrics_config, teardown
+from tests.harness.engine_cluster import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import wait_for
 from tests.test_e2e import leftovers, require_host, sh, slurm_env

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import RENAME_CLUSTER, STACK, rename_config, teardown_rename
+from tests.harness.engine_cluster import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
 from tests.test_e2e import host_snapshot, leftovers, require_host, sh, slurm_env
 

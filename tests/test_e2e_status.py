@@ -19,7 +19,6 @@ from components.stack_config import parse_stack_config
 from ops import status
 from ops.cost import job_cost
 from tests.harness import ssh_hosts
-from tests.harness.command_executor import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import (
     SECRET,
     SSH_HOST,
@@ -29,6 +28,7 @@ from tests.harness.e2e_teardown import (
     remove_kept_accounting,
     teardown,
 )
+from tests.harness.engine_cluster import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import wait_for
 from tests.test_e2e import leftovers, require_host

@@ -190,15 +190,35 @@ class Engine:
     def init(self) -> None:
         self.pulumi("stack", "init", self.stack)
 
-    def _with_events(self, verb: str, *args: str, check: bool = True) -> Update:
+    def set_secret(self, key: str, value: str) -> None:
+        """`pulumi config set --secret gpu-cluster:KEY` (the value passed on stdin)."""
+        done = subprocess.run(
+            ["pulumi", "config", "set", "--secret", f"gpu-cluster:{key}", "--stack", self.stack],
+            cwd=self.project,
+            env=self.env,
+            input=value,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"pulumi config set --secret {key} failed:\n{done.stderr}"
+
+    def resource_urns(self) -> list[str]:
+        """The URNs of the resources in the stack's state."""
+        deployment = json.loads(self.export()).get("deployment") or {}
+        return [resource["urn"] for resource in deployment.get("resources") or []]
+
+    def _with_events(self, verb: str, *args: str, check: bool = True, timeout: int = 1200) -> Update:
         self.runs += 1
         log = self.logs / f"{self.runs:02d}-{verb}.jsonl"
-        done = self.pulumi(verb, "--stack", self.stack, "--yes", "--event-log", str(log), *args, check=check)
+        done = self.pulumi(
+            verb, "--stack", self.stack, "--yes", "--event-log", str(log), *args, check=check, timeout=timeout
+        )
         events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
         return Update(done.returncode, done.stdout + done.stderr, events)
 
-    def up(self, *args: str, check: bool = True) -> Update:
-        return self._with_events("up", "--skip-preview", *args, check=check)
+    def up(self, *args: str, check: bool = True, timeout: int = 1200) -> Update:
+        return self._with_events("up", "--skip-preview", *args, check=check, timeout=timeout)
 
     def preview(self, *args: str) -> Update:
         self.runs += 1
@@ -210,8 +230,8 @@ class Engine:
     def refresh(self, *args: str) -> Update:
         return self._with_events("refresh", "--skip-preview", *args)
 
-    def destroy(self, check: bool = True) -> Update:
-        return self._with_events("destroy", "--skip-preview", check=check)
+    def destroy(self, check: bool = True, timeout: int = 1200) -> Update:
+        return self._with_events("destroy", "--skip-preview", check=check, timeout=timeout)
 
     def export(self) -> str:
         return self.pulumi("stack", "export", "--stack", self.stack).stdout
