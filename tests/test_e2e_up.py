@@ -1,0 +1,82 @@
+"""The README's main commands as a new user runs them, on a copy of the project: `./up.sh` (no
+stack: this machine has no NVIDIA driver, so `nogpu`) brings the cluster up through the real
+engine, Slurm answers, a second `./up.sh` changes nothing, `./down.sh nogpu --yes` takes it
+down and the host is as before. Its node image is copied from the one the other e2e tests kept
+(or built), and purged at the end.
+"""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.harness.engine import ready
+from tests.harness.program_harness import ROOT
+from tests.test_e2e import host_snapshot, leftovers, require_host, sh
+
+pytestmark = [pytest.mark.e2e, pytest.mark.engine]
+
+CLUSTER = "nogpu"
+COPIED = ["up.sh", "down.sh", "pulumi.sh", "verify.sh", "purge-kept.sh", "tools", "Pulumi.yaml", "__main__.py"]
+COPIED += ["components", "stacks", "requirements.txt", "ops"]
+
+
+def run(project: Path, command: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=project,
+        env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LC_ALL": "C"}
+        | {"PULUMI_CONFIG_PASSPHRASE": "the test's own", "NVIDIA_DRIVER_PROC": "/nonexistent/driver/nvidia"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return done
+
+
+def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it_away(tmp_path, capsys):
+    missing = ready()
+    assert missing is None, f"the real engine cannot run here: {missing}"
+    require_host()
+    taken = [p for p in (Path("/var/lib/gpucluster") / CLUSTER, Path("/var/lib/lxc") / f"{CLUSTER}-c000") if p.exists()]
+    assert not taken, f"a {CLUSTER} cluster is already on this host ({taken}): ./down.sh {CLUSTER} --yes first"
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in COPIED:
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, project / name)
+    (project / "venv").symlink_to(ROOT / "venv")
+    before = host_snapshot()
+    report = []
+    try:
+        up = run(project, "./up.sh --yes")
+        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+        assert "no NVIDIA driver here" in up.stderr and "bringing up the GPU-less stack nogpu" in up.stderr
+        assert "Resources:\n    + 42 created" in up.stdout, up.stdout[-2000:]
+        report.append("$ ./up.sh --yes\n" + "\n".join(up.stdout.splitlines()[-4:]))
+        env = {"SLURM_CONF": f"/var/lib/gpucluster/{CLUSTER}/slurm.conf"}
+        sinfo = sh("sinfo", "-h", "-o", "%P %a %D %t %N", env=env).stdout.strip()
+        assert sinfo == "tutorial* up 4 idle c[000-003]", sinfo
+        report.append(f"$ sinfo\n{sinfo}")
+        gpus = sh(
+            "srun", "-N4", "--gres=gpu:1", "--chdir=/tmp", "sh", "-c", "echo $(hostname) $CUDA_VISIBLE_DEVICES", env=env
+        )
+        assert sorted(gpus.stdout.split("\n")[:-1]) == [f"c00{i} 0" for i in range(4)], gpus.stdout
+        again = run(project, "./up.sh nogpu --yes --expect-no-changes")
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert "42 unchanged" in again.stdout, again.stdout[-2000:]
+        down = run(project, "./down.sh nogpu --yes")
+        assert down.returncode == 0, down.stdout[-3000:] + down.stderr[-3000:]
+        assert "Resources:\n    - 42 deleted" in down.stdout, down.stdout[-2000:]
+        report.append("$ ./down.sh nogpu --yes\n" + "\n".join(down.stdout.splitlines()[-6:-3]))
+    finally:
+        if (project / ".pulumi-state").exists():
+            run(project, "./down.sh nogpu --yes")
+        run(project, f"./purge-kept.sh {CLUSTER}")
+    assert not leftovers(CLUSTER), leftovers(CLUSTER)
+    assert host_snapshot() == before
+    with capsys.disabled():
+        print("\n" + "\n".join(report))
