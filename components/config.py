@@ -1,144 +1,57 @@
-"""Typed config of the local GPU Slurm cluster, read from the stack's `gpu-cluster:cluster` key.
+"""Typed config of the GPU Slurm cluster, read from the stack's `gpu-cluster:cluster` key.
 
-Each area's models live beside its components (components/<area>/config.py); this module
-composes them into a host (ClusterHostConfig) and the cluster (ClusterConfig). Field rules
-(types, ranges, patterns) live on the fields; rules that relate several fields are small
-named functions in CLUSTER_RULES, all run together so one `pulumi up` reports every problem
-at once, each naming the field and what it accepts.
+The composition: each area's models live beside its components (components/<area>/config.py)
+and its cross-field rules beside them (components/<area>/rules.py); this module composes the
+models into a host (ClusterHostConfig) and the cluster (ClusterConfig), and registers the
+rules in CLUSTER_RULES, all run together so one `pulumi up` reports every problem at once,
+each naming the field and what it accepts. Only the host layout rule, which every other rule
+relies on, lives here. The areas never import this module: components/cluster.py hands each
+component the slice it models.
 """
 
 import functools
-import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
 from pydantic import Field, model_validator
 
 from components.app.config import WebAppConfig
+from components.app.rules import rule_web_app_gpus
 from components.aws.config import AwsConfig, Ec2Connection
-from components.aws.prices import PRICES_DATE, hourly_price
+from components.aws.rules import rule_aws
 from components.burst.config import BurstConfig
+from components.burst.rules import rule_burst
 from components.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
-from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
-from components.host.config import (
-    GpuHourPrice,
-    HostConfig,
-    LocalConnection,
-    SshConnection,
-    UserConfig,
-    is_system_account,
-    same_machine_key,
-)
+from components.config_types import Address, ClusterIdentity, Hostname, SafePath, StrictBool, StrictModel, duplicates
+from components.host.config import GpuHourPrice, HostConfig, LocalConnection, SshConnection, UserConfig
+from components.host.rules import rule_driver_files, rule_host_paths, rule_hosts, rule_users
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
+from components.lxc.rules import (
+    rule_device_paths,
+    rule_gpu_devices,
+    rule_gpus_match_devices,
+    rule_stand_in_gpus,
+    rule_unique_node_names,
+)
 from components.metrics.config import MetricsConfig
 from components.network.config import NetworkConfig, PortForwardConfig
+from components.network.rules import (
+    rule_bridges_distinct,
+    rule_cluster_addresses_in_subnet,
+    rule_forward_ports,
+    rule_forwards,
+    rule_nat_addresses_in_subnet,
+    rule_unique_addresses,
+)
 from components.sharedfs.config import SharedFsConfig, rule_shared_fs
-from components.slurm.config import (
-    SACCTMGR_KEYWORDS,
-    SLURM_RESERVED_NODE_NAMES,
-    SLURM_RESERVED_PARTITION_NAMES,
-    AccountingConfig,
-    NodeConfig,
-    SlurmConfig,
-    slurm_hostlist,
+from components.slurm.config import AccountingConfig, NodeConfig, SlurmConfig, slurm_hostlist
+from components.slurm.rules import (
+    rule_accounting,
+    rule_controller_node,
+    rule_names_slurm_and_lxc_can_use,
+    rule_partitions,
 )
-
-# Containers the program names itself (`<cluster>-<name>`): no node or web app may take them.
-INTERNAL_CONTAINER_NAMES = frozenset({"image"})
-
-# Host ports a forward may not take: a DNAT rule on them would hijack the host's SSH, DNS,
-# or Slurm traffic (slurmctld 6817, slurmd 6818, slurmdbd 6819; a host controller listens on
-# the NAT bridge). Every port below 1024 is the host's, so forwards use 1024 and up.
-FIRST_FORWARD_PORT = 1024
-SLURM_PORTS = frozenset({6817, 6818, 6819})
-
-# Host directories the cluster never mounts into a container, keeps state in, or shares:
-# these exact paths...
-SYSTEM_DIRS = frozenset(
-    {
-        "/",
-        "/bin",
-        "/boot",
-        "/dev",
-        "/etc",
-        "/home",
-        "/lib",
-        "/lib32",
-        "/lib64",
-        "/libx32",
-        "/media",
-        "/mnt",
-        "/opt",
-        "/proc",
-        "/root",
-        "/run",
-        "/sbin",
-        "/srv",
-        "/sys",
-        "/tmp",
-        "/usr",
-        "/usr/bin",
-        "/usr/include",
-        "/usr/lib",
-        "/usr/lib32",
-        "/usr/lib64",
-        "/usr/libexec",
-        "/usr/local",
-        "/usr/local/bin",
-        "/usr/local/lib",
-        "/usr/local/sbin",
-        "/usr/sbin",
-        "/usr/share",
-        "/usr/src",
-        "/var",
-        "/var/cache",
-        "/var/lib",
-        "/var/log",
-        "/var/run",
-        "/var/spool",
-        "/var/tmp",
-    }
-)
-# ...and nothing inside these trees: the kernel's, the host's configuration, LXC's containers.
-KERNEL_AND_CONFIG_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/run", "/var/lib/lxc", "/var/cache/lxc")
-# The cluster's state (the munge key) lives only in root-owned, non-world-writable trees.
-STATE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/tmp", "/var/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64")
-# Where anyone may write, or a user owns the place: never the cluster's runtime directory (a
-# socket planted there would answer for munge) nor its containers' (a planted container config
-# would run its hooks as root).
-USER_WRITABLE_TREES = (
-    "/tmp",
-    "/var/tmp",
-    "/dev/shm",
-    "/run/lock",
-    "/run/shm",
-    "/run/user",
-    "/var/lock",
-    "/var/crash",
-    "/home",
-)
-# The runtime and container directories: the system's own (the defaults) or one of the cluster's
-# that passes the state directory's checks; a runtime directory may also be below /run.
-RUN_DIR_FORBIDDEN_TREES = (*(t for t in STATE_FORBIDDEN_TREES if t != "/run"), *USER_WRITABLE_TREES)
-LXC_DIR_FORBIDDEN_TREES = (*STATE_FORBIDDEN_TREES, *USER_WRITABLE_TREES)
-# Driver files are bound read-only into containers: never secrets or per-host state.
-DRIVER_FILE_FORBIDDEN_TREES = (*KERNEL_AND_CONFIG_TREES, "/root", "/home", "/var/lib", "/var/log", "/tmp")
-
-
-def is_within(path: str, tree: str) -> bool:
-    """`path` is `tree` or below it (both normalised absolute paths)."""
-    return path == tree or path.startswith(tree.rstrip("/") + "/")
-
-
-def _related(path: str, other: str) -> bool:
-    """One of the two paths contains the other (or they are equal)."""
-    return is_within(path, other) or is_within(other, path)
-
-
-# What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
-KEEP_DIR = "/var/cache/gpucluster"
 
 # The name of the one host of a stack without `hosts`.
 LOCAL_HOST = "local"
@@ -182,37 +95,6 @@ class ClusterHostConfig(StrictModel):
     @property
     def is_ec2(self) -> bool:
         return isinstance(self.connection, Ec2Connection)
-
-
-@dataclass(frozen=True)
-class ClusterIdentity:
-    """What every component of a cluster derives its names and paths from."""
-
-    name: str
-    cluster_dir: str
-    munge_socket: str
-    host: str | None = None
-    """The host's name in a cluster of several hosts (its kept files have their own folder)."""
-
-    @property
-    def status_dir(self) -> str:
-        """Host directory of the cluster snapshot: written on the host (the boot unit restarts
-        its writer), mounted read-only in the web app."""
-        return f"{self.cluster_dir}/status"
-
-    @property
-    def kept_dir(self) -> str:
-        """What destroy keeps of this cluster on purpose (purge-kept.sh removes it); per host
-        where several hosts may share a filesystem."""
-        return f"{KEEP_DIR}/{self.name}" + (f"/{self.host}" if self.host else "")
-
-    def container_name(self, hostname: str) -> str:
-        """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
-        return f"{self.name}-{hostname}"
-
-    def forward_tag(self, host_port: int) -> str:
-        """The iptables comment on every rule of a forward (delete and verify find them by it)."""
-        return f"gpucluster:{self.name}:fwd:{host_port}"
 
 
 class ClusterConfig(StrictModel):
@@ -373,6 +255,18 @@ class ClusterConfig(StrictModel):
             }
         )
 
+    def each_host(self) -> Iterator[tuple[str, "ClusterHostConfig", list[tuple[int, NodeConfig]]]]:
+        """Each host with the prefix of its fields ('' for a one-host stack) and its nodes (with
+        index): how the rules name a host's fields."""
+        for i, host in enumerate(self.cluster_hosts):
+            prefix = f"hosts[{i}]." if self.multi_host else ""
+            nodes = [(j, n) for j, n in enumerate(self.nodes) if self.node_host(n).name == host.name]
+            yield prefix, host, nodes
+
+    def host_prefixes(self, i: int) -> tuple[str, str]:
+        """How the rules name the i-th host's directories and GPU settings."""
+        return ("host.", "gpu.") if not self.multi_host else (f"hosts[{i}].", f"hosts[{i}].gpu.")
+
     # Derived views used by the renderers and components.
 
     @property
@@ -523,199 +417,7 @@ class ClusterConfig(StrictModel):
         return assignment
 
 
-# ---- cross-field rules: each yields messages naming the field and what it accepts ----
-
-
-def _duplicates(values) -> list:
-    return [value for value, count in Counter(values).items() if count > 1]
-
-
-def rule_unique_node_names(c: ClusterConfig) -> Iterator[str]:
-    names = c.node_names + ([c.web_app.name] if c.web_app else [])
-    for name in _duplicates(names):
-        yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
-    if "image" in names:
-        yield "nodes[].name: 'image' is the node image's container; pick another name"
-    if c.metrics_enabled and c.metrics.name in [*names, *([c.accounting.name] if c.accounting else [])]:
-        yield (
-            f"metrics.name: {c.metrics.name!r} is also a node, web_app or accounting name; the metrics container "
-            "needs a name of its own"
-        )
-    if c.accounting and c.accounting.name in names:
-        yield (
-            f"accounting.name: {c.accounting.name!r} is also a node or web_app name; the database container "
-            "needs a name of its own (node, web_app and accounting names must be unique)"
-        )
-
-
-def _hosts(c: ClusterConfig) -> Iterator[tuple[str, ClusterHostConfig, list[tuple[int, NodeConfig]]]]:
-    """Each host with the prefix of its fields ('' for a one-host stack) and its nodes (with index)."""
-    for i, host in enumerate(c.cluster_hosts):
-        prefix = f"hosts[{i}]." if c.multi_host else ""
-        nodes = [(j, n) for j, n in enumerate(c.nodes) if c.node_host(n).name == host.name]
-        yield prefix, host, nodes
-
-
-def rule_bridges_distinct(c: ClusterConfig) -> Iterator[str]:
-    for prefix, host, _ in _hosts(c):
-        nat, cluster = host.network.nat_bridge, host.network.cluster_bridge
-        if nat.name == cluster.name:
-            yield f"{prefix}network.cluster_bridge.name: {cluster.name!r} is also the nat_bridge name; use two bridges"
-        if nat.subnet.overlaps(cluster.subnet):
-            yield (
-                f"{prefix}network.cluster_bridge.subnet: {cluster.subnet} overlaps the nat_bridge subnet "
-                f"{nat.subnet}; use disjoint subnets"
-            )
-        if nat.address.ip in (nat.subnet.network_address, nat.subnet.broadcast_address):
-            yield (
-                f"{prefix}network.nat_bridge.address: {nat.address} is the network or broadcast address of {nat.subnet}"
-            )
-
-
-def _usable(address: IPv4Address, subnet: IPv4Network) -> bool:
-    return address in subnet and address not in (subnet.network_address, subnet.broadcast_address)
-
-
-def _nat_addresses(c: ClusterConfig) -> list[tuple[str, IPv4Address, ClusterHostConfig]]:
-    pairs = [(f"nodes[{i}].nat_address", n.nat_address, c.node_host(n)) for i, n in enumerate(c.nodes)]
-    if c.web_app:
-        pairs.append(("web_app.nat_address", c.web_app.nat_address, c.node_host(c.web_app)))
-    if c.accounting:
-        pairs.append(("accounting.nat_address", c.accounting.nat_address, c.accounting_host))
-    if c.metrics_enabled:
-        pairs.append(("metrics.nat_address", c.metrics.nat_address, c.controller_host))
-    return pairs
-
-
-def rule_nat_addresses_in_subnet(c: ClusterConfig) -> Iterator[str]:
-    for field, address, host in _nat_addresses(c):
-        bridge = host.network.nat_bridge
-        where = f" of host {host.name!r}" if c.multi_host else ""
-        if not _usable(address, bridge.subnet):
-            yield f"{field}: {address} is not a usable address of the NAT bridge subnet {bridge.subnet}{where}"
-        elif address == bridge.address.ip:
-            yield f"{field}: {address} is the NAT bridge's own address (gateway); pick another"
-
-
-def rule_cluster_addresses_in_subnet(c: ClusterConfig) -> Iterator[str]:
-    for i, node in enumerate(c.nodes):
-        host = c.node_host(node)
-        subnet = host.network.cluster_bridge.subnet
-        where = f" of host {host.name!r}" if c.multi_host else ""
-        if not _usable(node.cluster_address, subnet):
-            yield (
-                f"nodes[{i}].cluster_address: {node.cluster_address} is not a usable address of "
-                f"the cluster bridge subnet {subnet}{where}"
-            )
-
-
-def rule_unique_addresses(c: ClusterConfig) -> Iterator[str]:
-    for address in _duplicates([a for _, a, _ in _nat_addresses(c)]):
-        yield f"nodes[].nat_address: {address} is assigned more than once (nodes, web_app and accounting)"
-    for address in _duplicates([n.cluster_address for n in c.nodes]):
-        yield f"nodes[].cluster_address: {address} is assigned more than once"
-
-
-def rule_gpu_devices(c: ClusterConfig) -> Iterator[str]:
-    for prefix, host, _ in _hosts(c):
-        for path in _duplicates(host.gpu.devices):
-            yield f"{prefix}gpu.devices: {path} is listed more than once"
-        basenames = [path.rsplit("/", 1)[-1] for path in host.gpu.devices + host.gpu.control_devices]
-        for name in _duplicates(basenames):
-            yield f"{prefix}gpu.devices: two devices would both appear as /dev/{name} in the containers"
-
-
-def rule_stand_in_gpus(c: ClusterConfig) -> Iterator[str]:
-    for prefix, host, _ in _hosts(c):
-        gpu = host.gpu
-        if gpu.stand_in is None:
-            continue
-        devices, control_devices = stand_in_devices(c.host_device_dir(host), gpu.stand_in.count)
-        for field, wanted, given in (
-            (f"{prefix}gpu.devices", devices, gpu.devices),
-            (f"{prefix}gpu.control_devices", control_devices, gpu.control_devices),
-        ):
-            if given != wanted:
-                yield (
-                    f"{field}: cannot be set together with {prefix}gpu.stand_in, whose stand-ins are the "
-                    f"devices ({', '.join(wanted)}); remove {field}, or remove {prefix}gpu.stand_in to use real GPUs"
-                )
-
-
-def rule_gpus_match_devices(c: ClusterConfig) -> Iterator[str]:
-    """A node's GPUs come from its own host's gpu.devices (or its stand-ins), less the web app's."""
-    for prefix, host, nodes in _hosts(c):
-        gpu = host.gpu
-        declared = len(c.host_gpu_pool(host))
-        reserved = len(gpu.devices) - declared
-        besides = f" besides the web app's {reserved}" if reserved else ""
-        source = f"{prefix}gpu.stand_in.count" if gpu.stand_in else f"{prefix}gpu.devices"
-        if gpu.share_between_nodes:
-            for i, node in nodes:
-                if node.gpus > declared:
-                    yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}{besides}")
-            continue
-        wanted = sum(node.gpus for _, node in nodes)
-        if wanted > declared:
-            on = f" on host {host.name!r}" if c.multi_host else ""
-            more = f"raise {prefix}gpu.stand_in.count" if gpu.stand_in else "add devices"
-            yield (
-                f"nodes[].gpus: the nodes{on} ask for {wanted} GPUs in all but {source} declares "
-                f"{declared}{besides}; {more}, lower nodes[].gpus, or set {prefix}gpu.share_between_nodes: true "
-                "to share GPUs between nodes"
-            )
-
-
-def rule_web_app_gpus(c: ClusterConfig) -> Iterator[str]:
-    """The app's GPUs are declared devices; unless shared, they are taken out of the nodes' pool."""
-    if not c.web_app:
-        return
-    for path in _duplicates(c.web_app.gpus):
-        yield f"web_app.gpus: {path} is listed more than once"
-    host = c.node_host(c.web_app)
-    prefix = f"hosts[{c.cluster_hosts.index(host)}]." if c.multi_host else ""
-    for i, path in enumerate(c.web_app.gpus):
-        if path not in host.gpu.devices:
-            yield f"web_app.gpus[{i}]: {path} is not one of {prefix}gpu.devices"
-    if c.web_app.share_gpus and not c.web_app.gpus:
-        yield "web_app.share_gpus: true but web_app.gpus lists no device to share"
-
-
-def rule_controller_node(c: ClusterConfig) -> Iterator[str]:
-    controller = c.slurm.controller
-    if controller.node is None:
-        return
-    if controller.placement == "host":
-        yield "slurm.controller.node: only valid with placement 'container' (placement is 'host')"
-    elif controller.node not in c.node_names:
-        yield f"slurm.controller.node: {controller.node!r} is not one of nodes[].name {c.node_names}"
-
-
-def rule_partitions(c: ClusterConfig) -> Iterator[str]:
-    partitions = c.slurm.partitions
-    for name in _duplicates([p.name for p in partitions]):
-        yield f"slurm.partitions[].name: {name!r} is used more than once"
-    defaults = [p.name for p in partitions if p.default]
-    if len(defaults) != 1:
-        yield f"slurm.partitions[].default: exactly one partition must be default, got {defaults}"
-    for i, partition in enumerate(partitions):
-        if partition.nodes == []:
-            yield (
-                f"slurm.partitions[{i}].nodes: empty; list the partition's nodes, or leave nodes out to mean every node"
-            )
-        for name in partition.nodes or []:
-            if name not in c.node_names:
-                yield f"slurm.partitions[{i}].nodes: {name!r} is not one of nodes[].name"
-
-
-def rule_forwards(c: ClusterConfig) -> Iterator[str]:
-    forwards = c.all_forwards
-    for port in _duplicates([f.host_port for f in forwards]):
-        yield f"forwards[].host_port: host port {port} is forwarded more than once (web_app.host_port included)"
-    targets = c.node_names + ([c.web_app.name] if c.web_app else [])
-    for i, forward in enumerate(c.forwards):
-        if forward.target not in targets:
-            yield f"forwards[{i}].target: {forward.target!r} is not a node or the web app ({targets})"
+# ---- the rule every other rule relies on, and the registry of all ----
 
 
 def rule_host_layout(c: ClusterConfig) -> Iterator[str]:
@@ -732,7 +434,7 @@ def rule_host_layout(c: ClusterConfig) -> Iterator[str]:
         if field in c.model_fields_set:
             yield f"{field}: not allowed with `hosts`; set it per host (hosts[].{per_host})"
     names = [h.name for h in c.hosts]
-    for name in _duplicates(names):
+    for name in duplicates(names):
         yield f"hosts[].name: {name!r} is used more than once"
     for field, value in _host_references(c):
         if value not in names:
@@ -755,400 +457,6 @@ def _host_references(c: ClusterConfig) -> Iterator[tuple[str, str]]:
         yield "slurm.controller.host", c.slurm.controller.host
     if c.accounting and c.accounting.host is not None:
         yield "accounting.host", c.accounting.host
-
-
-def rule_hosts(c: ClusterConfig) -> Iterator[str]:
-    """Hosts are told apart by name, subnets and the address the others route through."""
-    hosts = c.cluster_hosts
-    node_names = set(c.node_names) | ({c.web_app.name} if c.web_app else set())
-    for i, host in enumerate(hosts):
-        if host.name in node_names:
-            yield f"hosts[{i}].name: {host.name!r} is also a node or web_app name; names must be unique"
-        if len(hosts) > 1 and host.address is None:
-            yield f"hosts[{i}].address: required with several hosts (the other hosts route its subnets through it)"
-    for (i, a), (j, b) in ((x, y) for x in enumerate(hosts) for y in enumerate(hosts) if x[0] < y[0]):
-        for field_a, net_a in _subnets(a):
-            for field_b, net_b in _subnets(b):
-                if net_a.overlaps(net_b):
-                    yield (
-                        f"hosts[{j}].{field_b}: {net_b} overlaps hosts[{i}].{field_a} {net_a}; "
-                        "the container subnets of different hosts must be disjoint (they are routed between hosts)"
-                    )
-    for address in _duplicates([h.address for h in hosts if h.address]):
-        yield f"hosts[].address: {address} is given to more than one host"
-    yield from _route_addresses(hosts)
-    for (i, a), (j, b) in ((x, y) for x in enumerate(hosts) for y in enumerate(hosts) if x[0] < y[0]):
-        same_machine = not a.is_ssh and not b.is_ssh
-        if same_machine:
-            yield f"hosts[{j}].connection: hosts[{i}] is already the local host; only one host can be local"
-        if not _same_place(a, b):
-            continue
-        for field in ("state_dir", "run_dir", "lxc_dir"):
-            if getattr(a, field) == getattr(b, field):
-                yield (
-                    f"hosts[{j}].{field}: {getattr(b, field)} is also hosts[{i}].{field} on the same machine "
-                    f"({a.name}, {b.name}); give each host its own"
-                )
-        taken = {a.network.nat_bridge.name, a.network.cluster_bridge.name}
-        for field in ("nat_bridge", "cluster_bridge"):
-            name = getattr(b.network, field).name
-            if name in taken:
-                yield (
-                    f"hosts[{j}].network.{field}.name: {name!r} is also a bridge of hosts[{i}] on the same machine "
-                    f"({a.name}, {b.name}); give each host its own bridges"
-                )
-    controller = c.slurm.controller
-    if controller.placement == "host" and controller.node is None and c.controller_host.hostname is None:
-        where = next(i for i, h in enumerate(hosts) if h.name == c.controller_host.name)
-        yield (
-            f"hosts[{where}].hostname: required, slurmctld runs on this host and Slurm compares "
-            "SlurmctldHost with the machine's hostname (`hostname -s`)"
-        )
-    if controller.host is not None and controller.placement != "host":
-        yield "slurm.controller.host: only valid with placement 'host' (the container's host is its node's)"
-    for i, host in enumerate(hosts):
-        if host.retired and not host.is_ssh:
-            yield f"hosts[{i}].retired: only a host reached over SSH can be retired; {host.name!r} is this machine"
-
-
-def _subnets(host: ClusterHostConfig) -> list[tuple[str, IPv4Network]]:
-    return [
-        ("network.nat_bridge.address", host.network.nat_bridge.subnet),
-        ("network.cluster_bridge.subnet", host.network.cluster_bridge.subnet),
-    ]
-
-
-def _route_addresses(hosts: list[ClusterHostConfig]) -> Iterator[str]:
-    """The address the other hosts route a host's containers through is a real one, outside
-    every container subnet (a route via an address inside the subnet it leads to is refused)."""
-    for i, host in enumerate(hosts):
-        address = host.address
-        if address is None:
-            continue
-        if address.is_loopback or address.is_unspecified or address.is_multicast or address.is_reserved:
-            yield (
-                f"hosts[{i}].address: {address} is a loopback, unspecified, multicast or reserved address; "
-                "give the address the other hosts reach this one at"
-            )
-            continue
-        for j, other in enumerate(hosts):
-            for field, net in _subnets(other):
-                if address in net:
-                    yield f"hosts[{i}].address: {address} is inside hosts[{j}].{field} {net}, a container subnet"
-
-
-def _same_place(a: ClusterHostConfig, b: ClusterHostConfig) -> bool:
-    """Two hosts reached at the same SSH address (and a local one) may be one machine: every
-    spelling of this machine (127.0.0.0/8, localhost) is the local host; an EC2 instance is a
-    machine of its own."""
-    if a.is_ec2 or b.is_ec2:
-        return False
-    addr_a = a.connection.address if a.is_ssh else None
-    addr_b = b.connection.address if b.is_ssh else None
-    return same_machine_key(addr_a) == same_machine_key(addr_b)
-
-
-def rule_names_slurm_and_lxc_can_use(c: ClusterConfig) -> Iterator[str]:
-    for i, node in enumerate(c.nodes):
-        if node.name.lower() in SLURM_RESERVED_NODE_NAMES:
-            yield (
-                f"nodes[{i}].name: {node.name!r} is a word Slurm reserves "
-                f"({', '.join(sorted(SLURM_RESERVED_NODE_NAMES))}); pick another name"
-            )
-    for i, partition in enumerate(c.slurm.partitions):
-        if partition.name.lower() in SLURM_RESERVED_PARTITION_NAMES:
-            yield f"slurm.partitions[{i}].name: {partition.name!r} is a word Slurm reserves; pick another name"
-    owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
-    if c.web_app:
-        owners.append(("web_app.name", c.web_app.name))
-    if c.accounting:
-        owners.append(("accounting.name", c.accounting.name))
-    if c.metrics_enabled:
-        owners.append(("metrics.name", c.metrics.name))
-    for field, name in owners:
-        if name in INTERNAL_CONTAINER_NAMES:
-            yield (
-                f"{field}: {name!r} would be the container {c.container_name(name)}, which the program "
-                "uses itself (the node image); pick another name"
-            )
-
-
-def rule_forward_ports(c: ClusterConfig) -> Iterator[str]:
-    ports = [("web_app.host_port", c.web_app.host_port)] if c.web_app else []
-    ports += [(f"forwards[{i}].host_port", f.host_port) for i, f in enumerate(c.forwards)]
-    for field, port in ports:
-        if port < FIRST_FORWARD_PORT:
-            yield f"{field}: {port} is a well-known port of the host; forward a port from {FIRST_FORWARD_PORT} up"
-        elif port in SLURM_PORTS:
-            yield f"{field}: {port} is Slurm's own port ({', '.join(map(str, sorted(SLURM_PORTS)))}); pick another"
-
-
-def _system_dir_problem(field: str, path: str, trees: Iterable[str]) -> str | None:
-    if path in SYSTEM_DIRS:
-        return f"{field}: {path} is a system directory; use a directory of its own (e.g. /srv/gpucluster/...)"
-    for tree in trees:
-        if is_within(path, tree):
-            return f"{field}: {path} is inside {tree}, which the cluster must not use; pick another directory"
-    return None
-
-
-def _host_fields(c: ClusterConfig, i: int) -> tuple[str, str]:
-    """How a host's directories and GPU settings are named in messages."""
-    return ("host.", "gpu.") if not c.multi_host else (f"hosts[{i}].", f"hosts[{i}].gpu.")
-
-
-def rule_host_paths(c: ClusterConfig) -> Iterator[str]:
-    for i, host in enumerate(c.cluster_hosts):
-        at, gpu_at = _host_fields(c, i)
-        state, shared = host.state_dir, host.shared_dir
-        problem = _system_dir_problem(f"{at}state_dir", state, STATE_FORBIDDEN_TREES)
-        if problem:
-            yield problem
-        problem = _system_dir_problem(f"{at}shared_dir", shared, KERNEL_AND_CONFIG_TREES)
-        if problem:
-            yield problem
-        elif _related(shared, state):
-            yield f"{at}shared_dir: {shared} overlaps {at}state_dir {state} (the munge key lives there)"
-        yield from _runtime_dir_problems(at, host)
-        cuda = host.gpu.cuda_path
-        if cuda:
-            problem = _system_dir_problem(f"{gpu_at}cuda_path", cuda, KERNEL_AND_CONFIG_TREES)
-            if problem:
-                yield problem
-            elif _related(cuda, state):
-                yield f"{gpu_at}cuda_path: {cuda} overlaps {at}state_dir {state} (the munge key lives there)"
-
-
-def _runtime_dir_problems(at: str, host: ClusterHostConfig) -> Iterator[str]:
-    """run_dir and lxc_dir: the system's own, or a directory only root can write to, apart
-    from the shared directory."""
-    for field, trees in (("run_dir", RUN_DIR_FORBIDDEN_TREES), ("lxc_dir", LXC_DIR_FORBIDDEN_TREES)):
-        path, default = getattr(host, field), ClusterHostConfig.model_fields[field].default
-        problem = None if path == default else _system_dir_problem(f"{at}{field}", path, trees)
-        if problem:
-            yield problem
-        elif _related(path, host.shared_dir):
-            yield f"{at}{field}: {path} overlaps {at}shared_dir {host.shared_dir}, which the nodes' users can write"
-
-
-def rule_driver_files(c: ClusterConfig) -> Iterator[str]:
-    for h, host in enumerate(c.cluster_hosts):
-        _, gpu_at = _host_fields(c, h)
-        for i, pattern in enumerate(host.gpu.driver_files):
-            directory, _, name = pattern.rpartition("/")
-            field = f"{gpu_at}driver_files[{i}]"
-            trees = [tree for tree in (*DRIVER_FILE_FORBIDDEN_TREES, host.state_dir) if is_within(directory, tree)]
-            if re.search(r"[*?\[\]]", directory):
-                yield f"{field}: {pattern} may only use glob characters in its last part (the file name)"
-            elif not directory or not name.strip("*?[]"):
-                yield f"{field}: {pattern} must name files in a directory below / (e.g. /usr/lib/.../libcuda.so*)"
-            elif trees:
-                yield f"{field}: {pattern} is inside {trees[0]}, whose files never go into a container"
-
-
-# A GPU's device node: nvidia0, nvidia1... (nvidiactl, nvidia-uvm, nvidia-modeset are the driver's).
-GPU_DEVICE_NAME = re.compile(r"^nvidia[0-9]+$")
-
-
-def rule_device_paths(c: ClusterConfig) -> Iterator[str]:
-    for h, host in enumerate(c.cluster_hosts):
-        _, gpu_at = _host_fields(c, h)
-        device_dir = c.host_device_dir(host)
-        devices = [(f"{gpu_at}devices[{i}]", path) for i, path in enumerate(host.gpu.devices)]
-        devices += [(f"{gpu_at}control_devices[{i}]", path) for i, path in enumerate(host.gpu.control_devices)]
-        for field, path in devices:
-            directory, _, name = path.rpartition("/")
-            if not (is_within(directory, "/dev") or is_within(directory, device_dir)):
-                yield (
-                    f"{field}: {path} must be a device node under /dev or the cluster's private device "
-                    f"directory {device_dir}"
-                )
-            elif not name.startswith("nvidia"):
-                yield f"{field}: {path} is not an NVIDIA device node (its name must start with 'nvidia')"
-            elif field.split(".")[-1].startswith("devices[") and not GPU_DEVICE_NAME.match(name):
-                yield (
-                    f"{field}: {path} is not a GPU (a GPU is nvidia<N>; {name} is a driver control device, "
-                    "which goes under control_devices)"
-                )
-
-
-def rule_users(c: ClusterConfig) -> Iterator[str]:
-    for i, user in enumerate(c.users):
-        for field, name in (("name", user.name), ("group", user.group)):
-            if name is not None and is_system_account(name):
-                yield (
-                    f"users[{i}].{field}: {name!r} is a system account or group (Debian's base accounts, the "
-                    "daemons the cluster installs, systemd-*, _*), never a person's; pick another name"
-                )
-    for name in _duplicates([u.name for u in c.users]):
-        yield f"users[].name: {name!r} is listed more than once"
-    for uid in _duplicates([u.uid for u in c.users]):
-        yield f"users[].uid: {uid} is given to more than one user"
-    groups: dict[int, set[str]] = {}
-    for user in c.users:
-        groups.setdefault(user.gid, set()).add(user.group_name)
-    for gid, names in groups.items():
-        if len(names) > 1:
-            yield f"users[].gid: {gid} is the group of {sorted(names)}; one gid, one group name"
-    for name in _duplicates([name for names in groups.values() for name in names]):
-        yield f"users[].group: {name!r} is given more than one gid"
-
-
-def rule_accounting(c: ClusterConfig) -> Iterator[str]:
-    if not c.accounting:
-        return
-    database = c.accounting_host
-    if database.retired:
-        which = "named" if c.accounting.host else "default: the controller's host"
-        yield (
-            f"accounting.host: the database's host {database.name!r} ({which}) is retired; "
-            "the database needs a live host (name one in accounting.host)"
-        )
-    accounting, users = c.accounting, {u.name for u in c.users}
-    qos = [q.name for q in accounting.qos]
-    for name in _duplicates(qos):
-        yield f"accounting.qos[].name: {name!r} is listed more than once"
-    for name in _duplicates([a.name for a in accounting.accounts]):
-        yield f"accounting.accounts[].name: {name!r} is listed more than once"
-    keywords = f"a word sacctmgr reads as a keyword ({', '.join(sorted(SACCTMGR_KEYWORDS))}); pick another name"
-    for i, name in enumerate(qos):
-        if name in SACCTMGR_KEYWORDS:
-            yield f"accounting.qos[{i}].name: {name!r} is {keywords}"
-    for i, account in enumerate(accounting.accounts):
-        if account.name == "root":
-            yield f"accounting.accounts[{i}].name: 'root' is Slurm's own account; pick another name"
-        if account.name in SACCTMGR_KEYWORDS:
-            yield f"accounting.accounts[{i}].name: {account.name!r} is {keywords}"
-        for user in account.users:
-            if user in SACCTMGR_KEYWORDS:
-                yield f"accounting.accounts[{i}].users: {user!r} is {keywords}"
-        for user in account.users:
-            if user not in users:
-                yield f"accounting.accounts[{i}].users: {user!r} is not one of users[].name"
-        for name in _duplicates(account.users):
-            yield f"accounting.accounts[{i}].users: {name!r} is listed more than once"
-        for name in account.qos:
-            if name not in qos and name != "normal":
-                yield f"accounting.accounts[{i}].qos: {name!r} is not one of accounting.qos[].name (or 'normal')"
-        if account.default_qos and account.default_qos not in (account.qos or ["normal"]):
-            yield f"accounting.accounts[{i}].default_qos: {account.default_qos!r} is not one of the account's qos"
-    if "normal" in qos:
-        yield "accounting.qos[].name: 'normal' is Slurm's own QOS; pick another name"
-
-
-def rule_aws(c: ClusterConfig) -> Iterator[str]:
-    """EC2 hosts: an `aws` section, safe admin networks, fixed private addresses in the subnet,
-    container subnets outside the VPC, daemons in containers, a known price."""
-    if c.hosts is None:
-        if c.aws is not None:
-            yield "aws: EC2 hosts are listed under hosts (hosts[].connection.kind: ec2); this stack has no hosts"
-        return
-    hosts = c.cluster_hosts
-    ec2 = [(i, h) for i, h in enumerate(hosts) if h.is_ec2]
-    if c.aws is None:
-        for i, _ in ec2:
-            yield f"hosts[{i}].connection: kind ec2 needs cluster.aws (region, ami, ssh_public_key, admin_cidrs)"
-        return
-    if not ec2:
-        yield "aws: no host has connection.kind ec2; remove aws or add an EC2 host"
-        return
-    aws = c.aws
-    for j, cidr in enumerate(aws.admin_cidrs):
-        if cidr.prefixlen == 0 and not aws.allow_ssh_from_anywhere:
-            yield (
-                f"aws.admin_cidrs[{j}]: {cidr} opens SSH to the whole internet; name your networks, "
-                "or set aws.allow_ssh_from_anywhere: true to mean it"
-            )
-    subnet = aws.vpc.subnet_cidr
-    vpc_cidr = getattr(aws.vpc, "cidr", subnet)
-    if not subnet.subnet_of(vpc_cidr):
-        yield f"aws.vpc.subnet_cidr: {subnet} is not inside aws.vpc.cidr {vpc_cidr}"
-    for i, host in ec2:
-        if host.address is None:
-            yield f"hosts[{i}].address: required for an EC2 host: the instance's fixed private address in {subnet}"
-        elif (
-            host.address not in subnet
-            or int(host.address) - int(subnet.network_address) < 4
-            or (host.address == subnet.broadcast_address)
-        ):
-            yield (
-                f"hosts[{i}].address: {host.address} is not a usable address of aws.vpc.subnet_cidr {subnet} "
-                "(AWS keeps the first four and the last)"
-            )
-        for field, net in _subnets(host):
-            if net.overlaps(vpc_cidr):
-                yield f"hosts[{i}].{field}: {net} overlaps the VPC {vpc_cidr}; container subnets are routed beside it"
-        if host.retired:
-            yield f"hosts[{i}].retired: an EC2 host goes with its instance; remove it from hosts instead"
-        if hourly_price(aws.region, host.connection.instance_type, aws.prices) is None:
-            yield (
-                f"hosts[{i}].connection.instance_type: no price for {host.connection.instance_type} in {aws.region} "
-                f"(table of {PRICES_DATE}); add it under aws.prices (USD per hour)"
-            )
-    controller = c.slurm.controller
-    if controller.placement == "host" and controller.node is None and c.controller_host.is_ec2:
-        yield (
-            f"slurm.controller.placement: 'host' on the EC2 host {c.controller_host.name!r}; on EC2 hosts slurmctld "
-            "runs in a node container (the node image's Slurm version): use placement 'container'"
-        )
-
-
-def burst_price(c: ClusterConfig, instance_type) -> float | None:
-    """USD per hour of a burst type: its own price, else the dated table's."""
-    return instance_type.price or hourly_price(c.burst.region, instance_type.name, {})
-
-
-def rule_burst(c: ClusterConfig) -> Iterator[str]:
-    """Burst partitions: priced types, subnets apart from every other network of the cluster,
-    room for every node, names of their own, and a controller the burst nodes reach without NAT."""
-    burst = c.burst
-    if burst is None:
-        return
-    for i, partition in enumerate(burst.partitions):
-        for j, instance_type in enumerate(partition.instance_types):
-            if burst_price(c, instance_type) is None:
-                yield (
-                    f"burst.partitions[{i}].instance_types[{j}].price: no price for {instance_type.name} in "
-                    f"{burst.region} (table of {PRICES_DATE}); give its USD per hour"
-                )
-    others = [(f"{prefix}{field}", net) for prefix, host, _ in _hosts(c) for field, net in _subnets(host)]
-    if c.aws is not None:
-        others.append(("aws.vpc.cidr", getattr(c.aws.vpc, "cidr", c.aws.vpc.subnet_cidr)))
-    for i, subnet in enumerate(burst.subnets):
-        for field, net in others:
-            if subnet.cidr.overlaps(net):
-                yield f"burst.subnets[{i}].cidr: {subnet.cidr} overlaps {field} {net}; burst subnets are routed apart"
-    router = burst.vpn.router_address
-    if router in burst.vpc_cidr or any(router in net for _, net in others):
-        yield (
-            f"burst.vpn.router_address: {router} is inside the burst VPC or a container subnet; give the "
-            "on-premises address of the VPN router the controller's host reaches directly"
-        )
-    for j, net in enumerate(burst.on_premises_cidrs):
-        if net.overlaps(burst.vpc_cidr):
-            yield f"burst.on_premises_cidrs[{j}]: {net} overlaps burst.vpc_cidr {burst.vpc_cidr}"
-    wanted, room = sum(p.max_nodes for p in burst.partitions), burst.addresses_available
-    if wanted > room:
-        yield (
-            f"burst.partitions[].max_nodes: {wanted} nodes in all, but burst.subnets hold {room} instances "
-            "(AWS keeps 5 addresses of each subnet); lower max_nodes or add subnets"
-        )
-    controller = c.controller_address
-    if not any(controller in net for net in burst.on_premises_cidrs):
-        yield (
-            f"burst.on_premises_cidrs: the controller's address {controller} is in none of them; burst nodes "
-            "would reach slurmctld only through NAT, and slurmctld must connect back to the address it sees "
-            "(cloud_reg_addrs): add the controller's network"
-        )
-    taken = set(c.node_names) | {p.name for p in c.slurm.partitions}
-    for i, partition in enumerate(burst.partitions):
-        if partition.name in {p.name for p in c.slurm.partitions}:
-            yield f"burst.partitions[{i}].name: {partition.name!r} is also a slurm.partitions name"
-        clash = sorted(taken & set(partition.node_names))
-        if clash:
-            yield f"burst.partitions[{i}].name: its node {clash[0]} is also a node or partition name"
-    for name in _duplicates([p.name for p in burst.partitions]):
-        yield f"burst.partitions[].name: {name!r} is listed more than once"
 
 
 CLUSTER_RULES = (
@@ -1175,5 +483,6 @@ CLUSTER_RULES = (
     rule_accounting,
     rule_shared_fs,
 )
+
 
 MULTI_HOST_RULES = (rule_hosts, *CLUSTER_RULES)
