@@ -16,8 +16,9 @@ from components.burst.controller import BurstPrograms
 from components.burst.cost import burst_estimate
 from components.burst.user_data import render_user_data as render_burst_user_data
 from components.config import ClusterConfig, ClusterHostConfig
-from components.host.boot_unit import BootUnit, render_host_state
+from components.host.boot_unit import BootUnit
 from components.host.gpu_host import GpuHost
+from components.host_state import render_host_state
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
