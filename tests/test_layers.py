@@ -1,6 +1,7 @@
 """One way down: the import layers of components/ (docs/layout.md draws them).
 
-    cluster.py, host_state.py, stack_config.py    the graph, the host state, the whole stack
+    cluster.py, cluster_parts.py, host_state.py,  the graph, the host state, the whole stack
+    stack_config.py
     config.py, config_rules_beside_errors.py      the composition: ClusterConfig, its rule registry
     host/ network/ lxc/ slurm/ app/ metrics/      the areas: each imports its own config, the
     sharedfs/ burst/ aws/ kubernetes/             shared building blocks, and another area only
@@ -24,7 +25,7 @@ COMPONENTS = ROOT / "components"
 AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes")
 SHARED = ("config_types", "transport", "options", "rendering")
 COMPOSITION = ("config", "config_rules_beside_errors")
-TOP = ("cluster", "host_state", "stack_config")
+TOP = ("cluster", "cluster_parts", "host_state", "stack_config")
 LEVELS = {"shared": 0, "area": 1, "composition": 2, "top": 3}
 
 # Area -> area imports that are real and one-way, each with its reason (docs/layout.md lists them).
