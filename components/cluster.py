@@ -11,6 +11,7 @@ from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.prices import estimate
 from components.burst.controller import BurstPrograms
 from components.burst.cost import burst_estimate
+from components.cluster_host import ClusterHostConfig
 from components.cluster_parts import (
     burst_cloud,
     ec2_site,
@@ -21,7 +22,7 @@ from components.cluster_parts import (
     routes,
     slurm_client,
 )
-from components.config import ClusterConfig, ClusterHostConfig
+from components.config import ClusterConfig
 from components.host.boot_unit import BootUnit
 from components.host.gpu_host import GpuHost
 from components.host_state import render_host_state

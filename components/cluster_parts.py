@@ -12,7 +12,8 @@ import pulumi
 from components.aws.site import Ec2Site, SiteSpec
 from components.burst.cloud import BurstCloud
 from components.burst.user_data import render_user_data as render_burst_user_data
-from components.config import ClusterConfig, ClusterHostConfig
+from components.cluster_host import ClusterHostConfig
+from components.config import ClusterConfig
 from components.metrics.prometheus import Metrics, MetricsSetup, ScrapedNode
 from components.metrics.render import (
     exporter_address,

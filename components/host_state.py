@@ -6,7 +6,8 @@ the shared filesystem), so it is rendered here, beside the composition, from the
 ClusterConfig; the host area's boot unit receives the rendered text.
 """
 
-from components.config import ClusterConfig, ClusterHostConfig
+from components.cluster_host import ClusterHostConfig
+from components.config import ClusterConfig
 from components.host.boot_unit import boot_paths
 from components.sharedfs.shared_fs import mount_state
 from components.transport import DEFAULT_LXC_PATH

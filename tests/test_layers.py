@@ -2,7 +2,8 @@
 
     cluster.py, cluster_parts.py, host_state.py,  the graph, the host state, the whole stack
     stack_config.py
-    config.py, config_rules_beside_errors.py      the composition: ClusterConfig, its rule registry
+    config.py, cluster_host.py, cluster_views.py, the composition: ClusterConfig, its hosts, its
+    config_rules_beside_errors.py                 derived views, its rule registry
     host/ network/ lxc/ slurm/ app/ metrics/      the areas: each imports its own config, the
     sharedfs/ burst/ aws/ kubernetes/             shared building blocks, and another area only
                                                   where ALLOWED lists the pair with its reason
@@ -24,7 +25,7 @@ from tests.harness.program_harness import ROOT
 COMPONENTS = ROOT / "components"
 AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes")
 SHARED = ("config_types", "transport", "options", "rendering")
-COMPOSITION = ("config", "config_rules_beside_errors")
+COMPOSITION = ("config", "cluster_host", "cluster_views", "config_rules_beside_errors")
 TOP = ("cluster", "cluster_parts", "host_state", "stack_config")
 LEVELS = {"shared": 0, "area": 1, "composition": 2, "top": 3}
 
