@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 source tools/setup.sh
 ensure_venv
-exec venv/bin/python -m components.host.verify "$@"
+exec venv/bin/python -m ops.verify "$@"

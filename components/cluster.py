@@ -1,6 +1,5 @@
 """GpuCluster: the whole GPU Slurm cluster, on one host or several, as one dependency graph."""
 
-import ipaddress
 import socket
 from pathlib import Path
 
@@ -10,24 +9,26 @@ from components.app.web_app import WebApp
 from components.aws.efs import EfsFileSystem
 from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.prices import estimate
-from components.aws.site import Ec2Site, SiteSpec
-from components.burst.cloud import BurstCloud
 from components.burst.controller import BurstPrograms
 from components.burst.cost import burst_estimate
-from components.burst.user_data import render_user_data as render_burst_user_data
-from components.config import ClusterConfig, ClusterHostConfig
-from components.host.boot_unit import BootUnit, render_host_state
+from components.cluster_host import ClusterHostConfig
+from components.cluster_parts import (
+    burst_cloud,
+    ec2_site,
+    host_access,
+    metrics,
+    node_shell,
+    reachable_address,
+    routes,
+    slurm_client,
+)
+from components.config import ClusterConfig
+from components.host.boot_unit import BootUnit
 from components.host.gpu_host import GpuHost
+from components.host_state import render_host_state
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
-from components.metrics.prometheus import Metrics, MetricsSetup, ScrapedNode
-from components.metrics.render import (
-    exporter_address,
-    render_alert_rules,
-    render_exporter_settings,
-    render_prometheus_config,
-)
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
 from components.sharedfs.config import EfsShare, serving_host
@@ -42,13 +43,12 @@ from components.slurm.slurm_conf import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from components.transport import Machine, Transport, connect, env_list, generated_secret, host_command
+from components.transport import Machine, Transport, connect, generated_secret, host_command
 
 # The cluster-wide health check and the other hosts' Slurm clients are Slurm scripts; the
-# munge key's installation is the host's; routes are the network's.
+# munge key's installation is the host's (routes, clients and metrics: components/cluster_parts.py).
 SLURM_FILES = Path(__file__).parent / "slurm" / "files"
 HOST_FILES = Path(__file__).parent / "host" / "files"
-NETWORK_FILES = Path(__file__).parent / "network" / "files"
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -94,7 +94,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.containers: dict[str, CudaContainer] = {}
         self.platforms: dict[str, ContainerPlatform] = {}
         self.host_users: dict[str, list[pulumi.Resource]] = {}
-        self.ec2_site, self.machines = self._ec2_site(name, config), {}
+        self.ec2_site, self.machines = ec2_site(name, config, self), {}
         # On EC2 the shared filesystem may be EFS: made before the hosts that mount it.
         self.efs = None
         if isinstance(config.shared_fs, EfsShare):
@@ -104,7 +104,7 @@ class GpuCluster(pulumi.ComponentResource):
         if self.ec2_site is not None:
             types = [host.connection.instance_type for host in config.cluster_hosts if host.is_ec2]
             self.cost = pulumi.Output.from_input(estimate(config.aws.region, types, config.aws.prices))
-        self.burst = self._burst(name, config)
+        self.burst, self.burst_user_data = burst_cloud(name, config, self)
         if self.burst is not None:
             cost = self.cost if self.cost is not None else pulumi.Output.from_input({})
             self.cost = cost.apply(lambda c: {**c, "burst": burst_estimate(config.burst)})
@@ -205,7 +205,7 @@ class GpuCluster(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[bridges, image]),
                     transport=transport,
                 )
-        self.routes = self._routes(name, config) if multi or config.burst else {}
+        self.routes = routes(name, config, self) if multi or config.burst else {}
         # The first host's parts, for the one-host outputs.
         first = config.cluster_hosts[0].name
         self.host, self.bridges, self.image = self.hosts[first], self.bridges_of[first], self.images[first]
@@ -225,7 +225,7 @@ class GpuCluster(pulumi.ComponentResource):
         # clients (sinfo, srun there; a slurmd's create waits there for its node to register),
         # the controller's host included, so a client never moves with the controller.
         clients = {
-            host.name: self._client(name, config, host, controller_hostname)
+            host.name: slurm_client(name, config, host, controller_hostname, self)
             for host in (config.cluster_hosts if multi else [])
         }
         accounting = None
@@ -339,7 +339,7 @@ class GpuCluster(pulumi.ComponentResource):
                 if config.metrics_enabled
                 else "",
             )
-        self.metrics = self._metrics(name, config) if config.metrics_enabled else None
+        self.metrics = metrics(name, config, self) if config.metrics_enabled else None
         self.forwards = []
         for forward in config.all_forwards:
             host = self._target_host(config, forward.target)
@@ -386,16 +386,20 @@ class GpuCluster(pulumi.ComponentResource):
         )
         self.node_list = pulumi.Output.from_input(config.hostlist)
         # Where a user reaches each host: the web app's forwarded port answers there, not on a bridge.
-        self.host_addresses = {host.name: self._reachable_address(host) for host in config.cluster_hosts}
+        self.host_addresses = {host.name: reachable_address(host, self.machines) for host in config.cluster_hosts}
         self.web_url = pulumi.Output.from_input(
             pulumi.Output.concat("http://", self.host_addresses[web_host.name], f":{config.web_app.host_port}/")
             if config.web_app
             else ""
         )
-        self.hosts_config = {host.name: self._access(config, host) for host in config.cluster_hosts} if multi else {}
+        self.hosts_config = (
+            {host.name: host_access(host, self.host_addresses[host.name]) for host in config.cluster_hosts}
+            if multi
+            else {}
+        )
         self.hosts_access = pulumi.Output.from_input(self.hosts_config)
         self.slurm_env = pulumi.Output.from_input(f"export SLURM_CONF={config.cluster_dir}/slurm.conf")
-        self.node_shells = pulumi.Output.from_input({node.name: _shell(config, node) for node in config.nodes})
+        self.node_shells = pulumi.Output.from_input({node.name: node_shell(config, node) for node in config.nodes})
         self.host_facts = pulumi.Output.all(
             devices=self.host.devices,
             driver_version=self.host.driver_version,
@@ -432,145 +436,6 @@ class GpuCluster(pulumi.ComponentResource):
         after = [gpu_host.packages, gpu_host.shared_dir, *([self.nfs_server] if self.nfs_server else [])]
         return shared_mount(prefix, config, host, transport, after, self, self.efs.address if self.efs else None)
 
-    def _metrics(self, name: str, config: ClusterConfig) -> Metrics:
-        """Prometheus and the cluster's exporter on the controller's host, a node exporter in
-        every node of every host; after slurmctld, whose Slurm the exporter asks."""
-        host = config.controller_host
-        setup = MetricsSetup(
-            metrics=config.metrics,
-            prometheus_config=render_prometheus_config(config),
-            alert_rules=render_alert_rules(config.metrics),
-            exporter_settings=render_exporter_settings(config),
-            exporter_address=exporter_address(config),
-            slurm_conf=f"{config.host_cluster_dir(host)}/slurm.conf",
-        )
-        nodes = [
-            ScrapedNode(
-                name=node.name,
-                container=self.containers[node.name],
-                container_name=config.container_name(node.name),
-                nat_address=str(node.nat_address),
-                transport=self.transports[config.node_host(node).name],
-            )
-            for node in config.nodes
-        ]
-        return Metrics(
-            f"{name}-metrics",
-            config.host_identity(host),
-            setup,
-            self.platforms[host.name],
-            image=self.images[host.name].rootfs,
-            nodes=nodes,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[self.bridges_of[host.name], self.images[host.name], self.controller, *self.routes.values()],
-            ),
-            transport=self.transports[host.name],
-        )
-
-    def _reachable_address(self, host: ClusterHostConfig) -> pulumi.Input[str]:
-        """The address a user reaches a host at: an EC2 instance's SSH address (public with
-        ssh_via: public), an SSH host's, the configured one, else this machine's own."""
-        if host.name in self.machines:
-            return self.machines[host.name].ssh_address
-        if host.connection.kind == "ssh" and not _is_loopback(host.connection.address):
-            return host.connection.address
-        # A host reached over loopback is this machine: users reach it at its own address.
-        return str(host.address) if host.address else this_machine_address()
-
-    def _access(self, config: ClusterConfig, host: ClusterHostConfig) -> dict:
-        """Per host of a multi-host stack: its address, how to log in, and the drift check as it
-        runs there (in a checkout of this project)."""
-        address = self.host_addresses[host.name]
-        access = {"address": address, "verify": f"./verify.sh {pulumi.get_stack()} {host.name}"}
-        if host.connection.kind in ("ssh", "ec2"):
-            port = getattr(host.connection, "port", 22)
-            user = host.connection.user
-            access["ssh"] = pulumi.Output.concat("ssh ", f"-p {port} " if port != 22 else "", f"{user}@", address)
-        return access
-
-    def _ec2_site(self, name: str, config: ClusterConfig) -> Ec2Site | None:
-        """What the EC2 hosts share (network, security group, key pair), if there are any."""
-        ec2_hosts = [host for host in config.cluster_hosts if host.is_ec2]
-        if not ec2_hosts:
-            return None
-        spec = SiteSpec(
-            cluster=config.name,
-            routed_subnets=tuple(host.network.nat_bridge.subnet for host in ec2_hosts),
-            web_ports=tuple(sorted({f.host_port for host in ec2_hosts for f in config.for_host(host).all_forwards})),
-        )
-        return Ec2Site(f"{name}-aws", config.aws, spec, opts=pulumi.ResourceOptions(parent=self))
-
-    def _burst(self, name: str, config: ClusterConfig) -> BurstCloud | None:
-        """The AWS side of the burst partitions, if there are any (Slurm starts the instances)."""
-        if config.burst is None:
-            return None
-        burst = config.burst
-        self.burst_user_data = render_burst_user_data(
-            config.controller_address,
-            burst.region,
-            f"gpucluster/{config.name}/munge-key",
-            burst.api_endpoint,
-            config.munge_socket,
-        )
-        return BurstCloud(
-            f"{name}-burst", config.name, burst, self.burst_user_data, opts=pulumi.ResourceOptions(parent=self)
-        )
-
-    def _routes(self, name: str, config: ClusterConfig) -> dict[str, pulumi.Resource]:
-        """Per host: routes to every other host's NAT subnet via that host, and the forwarding
-        they need. The controller waits for them, so Slurm traffic crosses hosts."""
-        routes = {}
-        for host in config.cluster_hosts:
-            wanted = config.routes_of(host)
-            if not wanted:
-                continue
-            routes[host.name] = host_command(
-                f"{name}-{host.name}-routes",
-                transport=self.transports[host.name],
-                create=NETWORK_FILES / "routes_create.sh",
-                delete=NETWORK_FILES / "routes_delete.sh",
-                environment={
-                    "CLUSTER": config.name,
-                    "CLUSTER_DIR": config.host_cluster_dir(host),
-                    "NAT_BRIDGE": host.network.nat_bridge.name,
-                    "NAT_SUBNET": str(host.network.nat_bridge.subnet),
-                    "ROUTES": env_list(f"{subnet},{via}" for subnet, via in wanted),
-                },
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bridges_of[host.name]]),
-            )
-        return routes
-
-    def _client(
-        self, name: str, config: ClusterConfig, host: ClusterHostConfig, controller_hostname: str
-    ) -> pulumi.Resource:
-        """The cluster's munged and a slurm.conf copy on a host; the copy names that host's own
-        munge socket. The controller's host had its client under the controller before: an
-        alias keeps that one (same paths) instead of making a second and deleting the first."""
-        host_dir = config.host_cluster_dir(host)
-        socket_path = config.host_munge_socket(host)
-        aliases = []
-        if host.name == config.controller_host.name:
-            controller_urn = self.urn.apply(
-                lambda urn: f"{urn.rsplit('::', 1)[0]}$gpu-cluster:slurm:SlurmController::{name}-slurm"
-            )
-            aliases = [pulumi.Alias(name=f"{name}-slurm-client", parent=controller_urn)]
-        return host_command(
-            f"{name}-{host.name}-slurm-client",
-            transport=self.transports[host.name],
-            create=SLURM_FILES / "client_create.sh",
-            delete=SLURM_FILES / "client_delete.sh",
-            environment={
-                "CLUSTER": config.name,
-                "CLUSTER_DIR": host_dir,
-                "MUNGE_KEY_FILE": f"{host_dir}/munge.key",
-                "MUNGE_SOCKET": socket_path,
-                "SLURM_CONF_PATH": f"{host_dir}/slurm.conf",
-                "SLURM_CONF_TEXT": render_slurm_conf(config, controller_hostname, munge_socket=socket_path),
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.munge_keys[host.name]], aliases=aliases),
-        )
-
     @staticmethod
     def _target_host(config: ClusterConfig, target: str) -> ClusterHostConfig:
         if config.web_app and target == config.web_app.name:
@@ -589,30 +454,3 @@ def serving_first(config: ClusterConfig) -> list[ClusterHostConfig]:
     serving = serving_host(config)
     hosts = config.cluster_hosts
     return sorted(hosts, key=lambda host: host.name != serving.name) if serving else hosts
-
-
-def this_machine_address() -> str:
-    """This machine's address toward the outside (its default route's source; no packet is
-    sent), or its host name when it has no route."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("198.51.100.1", 9))
-            return probe.getsockname()[0]
-        except OSError:
-            return socket.gethostname()
-
-
-def _shell(config: ClusterConfig, node) -> str:
-    """How to get a shell in a node, on its host."""
-    host = config.node_host(node)
-    path = f"-P {host.lxc_dir} " if host.lxc_dir != "/var/lib/lxc" else ""
-    command = f"lxc-attach {path}-n {config.container_name(node.name)}"
-    return f"{command}  (on host {host.name})" if config.multi_host else command
-
-
-def _is_loopback(address: str) -> bool:
-    """127.0.0.0/8 or localhost: an SSH connection to this very machine."""
-    try:
-        return ipaddress.IPv4Address(address).is_loopback
-    except ValueError:
-        return address == "localhost" or address.endswith(".localhost")

@@ -8,6 +8,9 @@ newline, a space or a shell metacharacter into them.
 
 import re
 import socket
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Annotated
 
@@ -153,3 +156,53 @@ def check_host_address(value: str) -> str:
             "(letters, digits and '-' in dot-separated labels, the last one not all digits)"
         )
     return value
+
+
+def duplicates(values: Iterable) -> list:
+    """The values listed more than once (for the rules on unique names and addresses)."""
+    return [value for value, count in Counter(values).items() if count > 1]
+
+
+def is_within(path: str, tree: str) -> bool:
+    """`path` is `tree` or below it (both normalised absolute paths)."""
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def related(path: str, other: str) -> bool:
+    """One of the two paths contains the other (or they are equal)."""
+    return is_within(path, other) or is_within(other, path)
+
+
+# What destroy deliberately keeps lives here, one directory per cluster; purge-kept.sh removes it.
+KEEP_DIR = "/var/cache/gpucluster"
+
+
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """What every component of a cluster derives its names and paths from."""
+
+    name: str
+    cluster_dir: str
+    munge_socket: str
+    host: str | None = None
+    """The host's name in a cluster of several hosts (its kept files have their own folder)."""
+
+    @property
+    def status_dir(self) -> str:
+        """Host directory of the cluster snapshot: written on the host (the boot unit restarts
+        its writer), mounted read-only in the web app."""
+        return f"{self.cluster_dir}/status"
+
+    @property
+    def kept_dir(self) -> str:
+        """What destroy keeps of this cluster on purpose (purge-kept.sh removes it); per host
+        where several hosts may share a filesystem."""
+        return f"{KEEP_DIR}/{self.name}" + (f"/{self.host}" if self.host else "")
+
+    def container_name(self, hostname: str) -> str:
+        """LXC name: prefixed, so two clusters (or a site's own containers) never collide."""
+        return f"{self.name}-{hostname}"
+
+    def forward_tag(self, host_port: int) -> str:
+        """The iptables comment on every rule of a forward (delete and verify find them by it)."""
+        return f"gpucluster:{self.name}:fwd:{host_port}"

@@ -15,11 +15,24 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import pulumi
 from pulumi_command import local, remote
 
-from components.config import ClusterHostConfig
+
+class TransportHost(Protocol):
+    """What the transport reads of a host (the composition's ClusterHostConfig): its name, how it
+    is reached (`connection`: an SSH endpoint where `is_ssh`), its LXC path, whether it is retired."""
+
+    name: str
+    connection: Any
+    lxc_dir: str
+    retired: bool
+
+    @property
+    def is_ssh(self) -> bool: ...
+
 
 FILES = Path(__file__).parent / "files"
 # The shared helpers, one file per concern. A script's text is preceded by core.sh and by the
@@ -111,7 +124,7 @@ class Transport:
     (an SSH host's sshd drop-in and wait-for-SSH commands). `deleted_with`: the resource that
     is the host itself where the program creates it (an instance): deleting it deletes them."""
 
-    host: ClusterHostConfig
+    host: TransportHost
     connection: remote.ConnectionArgs | None = None
     ready: list[pulumi.Resource] = field(default_factory=list)
     deleted_with: pulumi.Resource | None = None
@@ -179,7 +192,7 @@ class Machine:
 def connect(
     name: str,
     cluster: str,
-    host: ClusterHostConfig,
+    host: TransportHost,
     opts: pulumi.ResourceOptions,
     private_key: pulumi.Input[str] | None = None,
     deleted_with: pulumi.Resource | None = None,
@@ -227,7 +240,7 @@ def connect(
     return transport
 
 
-def host_trigger(host: ClusterHostConfig) -> str:
+def host_trigger(host: TransportHost) -> str:
     """The trigger naming the SSH host a placed command runs on."""
     return f"host:{host.name}"
 

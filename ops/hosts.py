@@ -8,9 +8,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.config import ClusterConfig, ClusterHostConfig
-from components.host.boot_unit import FILES, render_host_state
+from components.cluster_host import ClusterHostConfig
+from components.config import ClusterConfig
+from components.host.boot_unit import FILES
 from components.host.config import SshEndpoint
+from components.host_state import render_host_state
 from components.transport import script
 
 CONNECT_TIMEOUT_S = 5

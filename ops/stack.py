@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 from components.config import ClusterConfig
-from components.host.verify import stack_file_cluster
 from components.stack_config import NAMESPACE, ConfigError
+from ops.verify import stack_file_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 PULUMI = ROOT / "pulumi.sh"

@@ -34,6 +34,8 @@ FILE_NAMES = {
     "GRES_CONF_TEXT": "gres.conf",
     "LXC_CONFIG": "config",
     "APP_SOURCE": "app.py",
+    "APP_HANDLERS_SOURCE": "web_handlers.py",
+    "APP_PAGE_SOURCE": "web_page.py",
     "USER_DATA": "cloud-init.yaml",
     "UNIT_TEXT": "unit.service",
     "HOST_STATE_TEXT": "host-state.env",

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from components.host.boot_unit import FILES as HOST_FILES
-from components.host.boot_unit import render_host_state
+from components.host_state import render_host_state
 from components.stack_config import parse_stack_config
 from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts

@@ -377,7 +377,7 @@ def test_single_host_stack_has_no_remote_command_nor_generated_key():
 
 
 def test_each_host_brings_back_its_own_part_with_its_routes(run):
-    from components.host.boot_unit import host_state
+    from components.host_state import host_state
 
     config = parse_stack_config(stack_config("twohost")).cluster
     config = config.model_copy(
@@ -397,7 +397,7 @@ def test_each_host_brings_back_its_own_part_with_its_routes(run):
 
 
 def test_a_one_host_description_has_no_routes_nor_lxc_path():
-    from components.host.boot_unit import host_state
+    from components.host_state import host_state
 
     state = host_state(parse_stack_config(stack_config("e2e")).cluster)
     assert "ROUTES" not in state and "LXC_PATH" not in state

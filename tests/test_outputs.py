@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from components.cluster import this_machine_address
-from components.host import verify
+from components.cluster_parts import this_machine_address
+from ops import verify
 from tests.harness.program_harness import ROOT, run_program, stack_config
 
 SECRETS = {"gpu2SshKey": "placeholder", "awsSshKey": "placeholder"}

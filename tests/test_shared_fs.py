@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from components.host.boot_unit import host_state
+from components.host_state import host_state
 from components.sharedfs.shared_fs import export_clients, render_ganesha_conf
 from components.stack_config import ConfigError, parse_stack_config
 from tests.harness.command_executor import State, StateEntry, host_commands, plan

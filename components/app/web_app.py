@@ -6,7 +6,7 @@ from pathlib import Path
 import pulumi
 
 from components.app.config import WebAppConfig
-from components.config import ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
 from components.options import child_options
@@ -15,6 +15,9 @@ from components.transport import Transport, host_command
 FILES = Path(__file__).parent / "files"
 
 APP_SOURCE = FILES / "gpu_web_app.py"
+# The app's other files, shipped beside it (its HTTP front imports the handlers, they the page).
+APP_HANDLERS_SOURCE = FILES / "web_handlers.py"
+APP_PAGE_SOURCE = FILES / "web_page.py"
 STATUS_WRITER_SOURCE = FILES / "cluster_status.py"
 # Where the app's container sees the snapshot directory (read-only). Not under /run: systemd
 # mounts a fresh tmpfs there at boot, which would hide the bind mount.
@@ -114,6 +117,8 @@ class WebApp(pulumi.ComponentResource):
             environment={
                 "CONTAINER": cluster.container_name(app.name),
                 "APP_SOURCE": APP_SOURCE.read_text(),
+                "APP_HANDLERS_SOURCE": APP_HANDLERS_SOURCE.read_text(),
+                "APP_PAGE_SOURCE": APP_PAGE_SOURCE.read_text(),
                 "APP_SETTINGS": render_app_settings(app, prometheus_url),
                 "APP_PORT": str(app.port),
                 "APP_ADDRESS": str(app.nat_address),

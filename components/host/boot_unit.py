@@ -3,18 +3,18 @@
 Bridges, their addresses, ip_forward, iptables rules and the host daemons are runtime state:
 a reboot drops them. One systemd unit per cluster runs an idempotent bring-up at boot, with
 the same shell functions the create scripts use; the containers' own daemons are systemd
-units inside them. What the bring-up needs is rendered here, by pure functions of the config;
-`verify.sh` checks the host against the same description.
+units inside them. What the bring-up needs (the host state) is rendered by pure functions of
+the cluster's config in components/host_state.py; `verify.sh` checks the host against the same
+description.
 """
 
 from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterConfig, ClusterHostConfig, ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.options import child_options
-from components.sharedfs.shared_fs import mount_state
-from components.transport import DEFAULT_LXC_PATH, Transport, host_command, script
+from components.transport import Transport, host_command, script
 
 FILES = Path(__file__).parent / "files"
 
@@ -32,78 +32,6 @@ def boot_paths(config: ClusterIdentity) -> dict[str, str]:
         "state": f"{config.cluster_dir}/host-state.env",
         "unit": f"{UNIT_DIR}/{unit_name(config)}",
     }
-
-
-def host_state(
-    config: ClusterConfig, host: ClusterHostConfig | None = None, efs_address: str | None = None
-) -> dict[str, str]:
-    """Everything the cluster owns on one of its hosts (default: its only one), as the
-    bring-up and verify read it.
-
-    Lists are space-separated: no item can hold a space (the config types forbid it).
-    """
-    host = host or config.cluster_hosts[0]
-    view = config.for_host(host)
-    cluster = config.host_identity(host)
-    net = host.network
-    here = config.controller_host.name == host.name
-    node = config.controller_node if here else None
-    # The accounting database's container, started before the nodes; listed only on its host,
-    # so clusters without accounting keep their description.
-    database_here = config.accounting and config.accounting_host.name == host.name
-    accounting = {"DB_CONTAINER": config.container_name(config.accounting.name)} if database_here else {}
-    state = {
-        "CLUSTER": config.name,
-        "CLUSTER_DIR": cluster.cluster_dir,
-        "NAT_BRIDGE": net.nat_bridge.name,
-        "NAT_ADDRESS": str(net.nat_bridge.address),
-        "NAT_SUBNET": str(net.nat_bridge.subnet),
-        "CLUSTER_BRIDGE": net.cluster_bridge.name,
-        # tag,host_port,address,port[,sources] per forward (sources '+'-separated, when limited)
-        "FORWARDS": " ".join(
-            f"{config.forward_tag(f.host_port)},{f.host_port},{view.target_address(f.target)},{f.port}"
-            + (f",{f.source_list}" if f.allowed_sources else "")
-            for f in view.all_forwards
-        ),
-        "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
-        "MUNGE_SOCKET": config.host_munge_socket(host),
-        "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
-        # slurmctld on this host (its own conf), or in a node container here
-        "CONTROLLER_CONF": f"{cluster.cluster_dir}/controller/slurm.conf" if here and not node else "",
-        "CONTROLLER_CONTAINER": config.container_name(node.name) if node else "",
-        "IMAGE": config.container_name("image"),
-        "NODE_CONTAINERS": " ".join(config.container_name(n) for n in view.node_names),
-        "WEB_CONTAINER": config.container_name(view.web_app.name) if view.web_app else "",
-        "BOOT_UNIT": boot_paths(cluster)["unit"],
-        **accounting,
-    }
-    # Only where they apply, so a one-host stack's description stays as it was.
-    if view.gpu.stand_in:
-        # device directory,count: the stand-in GPUs live under the run directory, a tmpfs
-        state["STAND_IN_GPUS"] = f"{config.host_device_dir(host)},{view.gpu.stand_in.count}"
-    if view.web_app:
-        # snapshot directory,interval: the cluster-status writer, a plain daemon on this host
-        state["STATUS_WRITER"] = f"{cluster.status_dir},{view.web_app.status_interval_s}"
-    if config.metrics_enabled and here:
-        # Prometheus's container, and the directory of the cluster exporter, a plain daemon here
-        state["METRICS_CONTAINER"] = config.container_name(config.metrics.name)
-        state["METRICS_EXPORTER"] = f"{cluster.cluster_dir}/metrics"
-    if host.lxc_dir != DEFAULT_LXC_PATH:
-        state["LXC_PATH"] = host.lxc_dir
-    if config.multi_host:
-        # subnet,via per other host: routes to its containers (components/network/files/routes_*)
-        state["ROUTES"] = " ".join(f"{subnet},{via}" for subnet, via in config.routes_of(host))
-    # The shared filesystem (with shared_fs): its server on the serving host, the mount on each.
-    state.update(mount_state(config, host, efs_address))
-    return state
-
-
-def render_host_state(
-    config: ClusterConfig, host: ClusterHostConfig | None = None, efs_address: str | None = None
-) -> str:
-    lines = [f"# What gpu-cluster {config.name} owns on this host (rendered; read by boot.sh and verify.sh)\n"]
-    lines += [f"{key}={value}\n" for key, value in host_state(config, host, efs_address).items()]
-    return "".join(lines)
 
 
 def render_boot_unit(config: ClusterIdentity) -> str:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import KEEP_DIR, ClusterIdentity
+from components.config_types import KEEP_DIR, ClusterIdentity
 from components.host.config import HostConfig, UserConfig
 from components.network.config import NetworkConfig
 from components.options import child_options

@@ -8,7 +8,7 @@ diff and a test checks them without a cluster.
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes.config import GpuOperatorConfig
+from components.kubernetes.operator_config import GpuOperatorConfig
 from components.options import child_options
 
 CHART = "gpu-operator"

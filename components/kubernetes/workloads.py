@@ -13,14 +13,9 @@ container only has to ask for `nvidia.com/gpu`.
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes.config import (
-    DeviceQueryDeployment,
-    GpuScheduling,
-    KubernetesConfig,
-    MnistTrainingJob,
-    NotebookPod,
-    NvidiaSmiJob,
-)
+from components.kubernetes.config import KubernetesConfig
+from components.kubernetes.operator_config import GpuScheduling
+from components.kubernetes.workload_config import DeviceQueryDeployment, MnistTrainingJob, NotebookPod, NvidiaSmiJob
 from components.options import child_options
 
 GPU_RESOURCE = "nvidia.com/gpu"

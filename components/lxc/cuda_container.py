@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.host.config import UserConfig
 from components.lxc.config import GpuConfig, ImageConfig
 from components.lxc.lxc_conf import ContainerSpec, container_devices, render_lxc_config

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import KEEP_DIR, ClusterIdentity
+from components.config_types import KEEP_DIR, ClusterIdentity
 from components.lxc.config import ImageConfig
 from components.options import child_options
 from components.transport import Transport, env_list, host_command

@@ -2,12 +2,38 @@
 (the status command and the metrics exporter alike)."""
 
 from decimal import Decimal
+from typing import Any, Protocol
 
+from components.aws.config import AwsConfig
 from components.aws.prices import hourly_price
-from components.config import ClusterConfig, ClusterHostConfig
 
 
-def host_gpu_hour_price(config: ClusterConfig, host: ClusterHostConfig) -> Decimal:
+class PricedHost(Protocol):
+    """What a price needs of a host (the composition's ClusterHostConfig)."""
+
+    name: str
+    gpu_hour_price: float
+    connection: Any
+    gpu: Any
+    """the host's GPUs: `devices`"""
+
+    @property
+    def is_ec2(self) -> bool: ...
+
+
+class PricedCluster(Protocol):
+    """What the prices need of the cluster (the composition's ClusterConfig): its hosts, its
+    nodes and where each runs, the EC2 site's prices."""
+
+    nodes: list[Any]
+    aws: AwsConfig | None
+
+    @property
+    def cluster_hosts(self) -> list[PricedHost]: ...
+    def node_host(self, node: Any) -> PricedHost: ...
+
+
+def host_gpu_hour_price(config: PricedCluster, host: PricedHost) -> Decimal:
     """USD per GPU-hour on a host: its `gpu_hour_price`; on an EC2 host left at 0, the
     instance's hourly price (the stack's aws.prices, else the dated table) shared by its GPUs."""
     if host.gpu_hour_price or not host.is_ec2:
@@ -20,7 +46,7 @@ def host_gpu_hour_price(config: ClusterConfig, host: ClusterHostConfig) -> Decim
     return Decimal(str(price)) / gpus
 
 
-def node_prices(config: ClusterConfig) -> dict[str, Decimal]:
+def node_prices(config: PricedCluster) -> dict[str, Decimal]:
     """USD per GPU-hour of each node, by its host."""
     by_host = {host.name: host_gpu_hour_price(config, host) for host in config.cluster_hosts}
     return {node.name: by_host[config.node_host(node).name] for node in config.nodes}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
 from components.metrics.config import MetricsConfig

@@ -2,24 +2,38 @@
 scrape config and alert rules, its and the node exporters' arguments, the exporter's settings."""
 
 import json
+from typing import Any, Protocol
 
 import yaml
 
-from components.config import ClusterConfig
 from components.metrics.config import MetricsConfig
-from components.metrics.prices import node_prices
+from components.metrics.prices import PricedCluster, node_prices
 
 RULES_PATH = "/etc/prometheus/gpucluster-rules.yml"
 # The node exporter's collectors: a few cheap ones (a node's CPUs are its jobs').
 NODE_COLLECTORS = ("cpu", "loadavg", "meminfo")
 
 
-def exporter_address(config: ClusterConfig) -> str:
+class MetricsCluster(PricedCluster, Protocol):
+    """What the metrics need of the cluster (the composition's ClusterConfig): its name, nodes
+    and their GPUs, the controller's host (where Prometheus and the exporter run), whether
+    accounting is on, and the prices of PricedCluster."""
+
+    name: str
+    metrics: MetricsConfig | None
+    accounting: Any
+
+    @property
+    def controller_host(self) -> Any: ...
+    def gpu_assignment(self) -> dict[str, list[str]]: ...
+
+
+def exporter_address(config: MetricsCluster) -> str:
     """The Slurm and GPU exporter listens on the controller host's address on its NAT bridge."""
     return str(config.controller_host.network.nat_bridge.address.ip)
 
 
-def render_prometheus_config(config: ClusterConfig) -> str:
+def render_prometheus_config(config: MetricsCluster) -> str:
     """prometheus.yml: every node of every host (its node exporter, on the node's NAT address:
     the other hosts' NAT subnets are routed), the exporter, Prometheus itself."""
     metrics = config.metrics
@@ -126,7 +140,7 @@ def node_exporter_args(metrics: MetricsConfig, nat_address) -> str:
     return f"--web.listen-address={nat_address}:{metrics.node_exporter_port} --collector.disable-defaults {collectors}"
 
 
-def render_exporter_settings(config: ClusterConfig) -> str:
+def render_exporter_settings(config: MetricsCluster) -> str:
     """The exporter's settings (JSON): where it listens, each node's price, the controller
     host's GPUs (their presence is checked where they are)."""
     metrics = config.metrics

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.network.config import NetworkConfig
 from components.options import child_options
 from components.transport import Transport, host_command

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.network.config import PortForwardConfig
 from components.options import child_options
 from components.transport import Transport, host_command

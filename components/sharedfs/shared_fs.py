@@ -6,11 +6,11 @@ each host (also written to the host state, so the boot unit mounts it again afte
 """
 
 from pathlib import Path
+from typing import Any, Protocol
 
 import pulumi
 
-from components.config import ClusterConfig, ClusterHostConfig
-from components.sharedfs.config import EfsShare, ServedNfs, serving_host
+from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, serving_host
 from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
@@ -22,7 +22,23 @@ CLIENT_PACKAGES = {"kernel": ("nfs-common",), "stand_in": ("python3-fusepy", "li
 NOBODY = 65534
 
 
-def export_path(config: ClusterConfig) -> str:
+class SharedFsCluster(Protocol):
+    """What the shared filesystem needs of the cluster (the composition's ClusterConfig): its
+    name, the export, its hosts (each one's `name`, `address`, `connection`, `network`,
+    `shared_dir`, `retired`) and the controller's host (the default server)."""
+
+    name: str
+    shared_fs: SharedFsConfig | None
+
+    @property
+    def cluster_hosts(self) -> list[Any]: ...
+    @property
+    def controller_host(self) -> Any: ...
+    def host_named(self, name: str) -> Any: ...
+    def host_cluster_dir(self, host: Any) -> str: ...
+
+
+def export_path(config: SharedFsCluster) -> str:
     """The export's path as clients mount it (a served one: its place in the server's pseudo
     root; EFS: its root)."""
     fs = config.shared_fs
@@ -31,7 +47,7 @@ def export_path(config: ClusterConfig) -> str:
     return f"/gpucluster-{config.name}" if isinstance(fs, ServedNfs) else fs.path
 
 
-def server_address(config: ClusterConfig, efs_address: str | None = None) -> str:
+def server_address(config: SharedFsCluster, efs_address: str | None = None) -> str:
     """Where hosts mount from; an EFS mount target's address is known only once it exists."""
     fs = config.shared_fs
     if isinstance(fs, EfsShare):
@@ -39,12 +55,12 @@ def server_address(config: ClusterConfig, efs_address: str | None = None) -> str
     return str(serving_host(config).address) if isinstance(fs, ServedNfs) else fs.server
 
 
-def server_dir(config: ClusterConfig) -> str:
+def server_dir(config: SharedFsCluster) -> str:
     """The served export's config, pid file, log and recovery directory on the serving host."""
     return f"{config.host_cluster_dir(serving_host(config))}/nfs-server"
 
 
-def export_clients(config: ClusterConfig) -> list[str]:
+def export_clients(config: SharedFsCluster) -> list[str]:
     """Who may mount a served export: the cluster's hosts and their container subnets, no one else."""
     clients = []
     for host in config.cluster_hosts:
@@ -55,7 +71,7 @@ def export_clients(config: ClusterConfig) -> list[str]:
     return list(dict.fromkeys(clients))
 
 
-def render_ganesha_conf(config: ClusterConfig) -> str:
+def render_ganesha_conf(config: SharedFsCluster) -> str:
     """NFS-Ganesha serving only this export, over NFSv4 and TCP, to the cluster's hosts only."""
     fs, host = config.shared_fs, serving_host(config)
     squash = "root_squash" if fs.root_squash else "no_root_squash"
@@ -88,7 +104,7 @@ def render_ganesha_conf(config: ClusterConfig) -> str:
     )
 
 
-def host_packages(config: ClusterConfig, host: ClusterHostConfig) -> list[str]:
+def host_packages(config: SharedFsCluster, host: Any) -> list[str]:
     """What a host needs for the shared filesystem: its client, and the server where it serves."""
     fs = config.shared_fs
     if fs is None:
@@ -97,7 +113,7 @@ def host_packages(config: ClusterConfig, host: ClusterHostConfig) -> list[str]:
     return [*CLIENT_PACKAGES[fs.client], *(SERVER_PACKAGES if serving and serving.name == host.name else ())]
 
 
-def mount_state(config: ClusterConfig, host: ClusterHostConfig, efs_address: str | None = None) -> dict[str, str]:
+def mount_state(config: SharedFsCluster, host: Any, efs_address: str | None = None) -> dict[str, str]:
     """The host-state lines of the shared filesystem (none without one): what boot.sh brings back."""
     fs = config.shared_fs
     if fs is None:
@@ -114,7 +130,7 @@ def mount_state(config: ClusterConfig, host: ClusterHostConfig, efs_address: str
 
 
 def nfs_server(
-    name: str, config: ClusterConfig, transport: Transport, after: list[pulumi.Resource], parent: pulumi.Resource
+    name: str, config: SharedFsCluster, transport: Transport, after: list[pulumi.Resource], parent: pulumi.Resource
 ):
     """`<name>-nfs-server` on the serving host; destroy stops it and keeps the files."""
     fs = config.shared_fs
@@ -136,8 +152,8 @@ def nfs_server(
 
 def shared_mount(
     name: str,
-    config: ClusterConfig,
-    host: ClusterHostConfig,
+    config: SharedFsCluster,
+    host: Any,
     transport: Transport,
     after: list[pulumi.Resource],
     parent: pulumi.Resource,

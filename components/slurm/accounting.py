@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import KEEP_DIR, ClusterIdentity
+from components.config_types import KEEP_DIR, ClusterIdentity
 from components.host.config import UserConfig
 from components.lxc.cuda_container import USERS_RECORD
 from components.lxc.lxc_conf import render_service_lxc_config

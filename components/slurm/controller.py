@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.options import child_options
 from components.slurm.accounting import AccountingDatabase, AccountingSetup
 from components.transport import Transport, host_command

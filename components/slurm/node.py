@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.config import ClusterIdentity
+from components.config_types import ClusterIdentity
 from components.options import child_options
 from components.rendering import container_device_path
 from components.slurm.config import HealthCheckConfig, NodeConfig

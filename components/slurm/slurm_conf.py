@@ -6,13 +6,39 @@ and its gres.conf `File=` lines cannot disagree.
 """
 
 from collections.abc import Iterable, Mapping
+from ipaddress import IPv4Address
+from typing import Protocol
 
+from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
-from components.config import ClusterConfig
 from components.rendering import HEADER, container_device_path
-from components.slurm.config import slurm_hostlist
+from components.slurm.config import AccountingConfig, NodeConfig, SlurmConfig, slurm_hostlist
 
 SLURMCTLD_PORT = 6817
+
+
+class SlurmCluster(Protocol):
+    """What the Slurm files need of the cluster (components/cluster.py passes the composed
+    config, components/config.py's ClusterConfig): its name, nodes and their GPU devices, the
+    Slurm, accounting and burst settings, and where the controller runs."""
+
+    name: str
+    nodes: list[NodeConfig]
+    slurm: SlurmConfig
+    accounting: AccountingConfig | None
+    burst: BurstConfig | None
+
+    @property
+    def node_names(self) -> list[str]: ...
+    @property
+    def controller_node(self) -> NodeConfig | None: ...
+    @property
+    def controller_address(self) -> IPv4Address: ...
+    @property
+    def munge_socket(self) -> str: ...
+    @property
+    def cluster_dir(self) -> str: ...
+    def gpu_assignment(self) -> dict[str, list[str]]: ...
 
 
 def format_line(pairs: Mapping[str, object]) -> str:
@@ -31,7 +57,7 @@ def _lines(items: Iterable[Mapping[str, object]]) -> str:
     return "".join(format_line(item) + "\n" for item in items)
 
 
-def controller_paths(config: ClusterConfig) -> dict[str, str]:
+def controller_paths(config: SlurmCluster) -> dict[str, str]:
     """Where slurmctld keeps its state: Debian's paths in a container, the cluster dir on a host."""
     if config.controller_node:
         return {
@@ -47,7 +73,7 @@ def controller_paths(config: ClusterConfig) -> dict[str, str]:
     }
 
 
-def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_socket: str | None = None) -> str:
+def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_socket: str | None = None) -> str:
     """slurm.conf: served to every slurmd by the controller (configless mode). Another host's
     client copy names that host's own munge socket (`munge_socket`)."""
     gpus = config.gpu_assignment()
@@ -127,7 +153,7 @@ def render_slurm_conf(config: ClusterConfig, controller_hostname: str, munge_soc
     return text
 
 
-def burst_settings(config: ClusterConfig) -> dict[str, object]:
+def burst_settings(config: SlurmCluster) -> dict[str, object]:
     """Slurm 22.05's power saving for cloud nodes (the Cloud Scheduling Guide): slurmctld runs
     the burst programs, records the address a node registers from (cloud_reg_addrs) and marks
     a suspended node idle (idle_on_node_suspend: 22.05 has no PowerDownOnIdle)."""
@@ -154,7 +180,7 @@ def burst_settings(config: ClusterConfig) -> dict[str, object]:
     }
 
 
-def burst_node_lines(config: ClusterConfig) -> str:
+def burst_node_lines(config: SlurmCluster) -> str:
     """The cloud nodes of each burst partition: one line per partition, State=CLOUD."""
     if not config.burst:
         return ""
@@ -176,7 +202,7 @@ HEALTH_CHECK_PROGRAM = "/usr/local/sbin/gpucluster-gpu-health"
 SLURMDBD_PORT = 6819
 
 
-def accounting_settings(config: ClusterConfig, munge_socket: str | None = None) -> dict[str, object]:
+def accounting_settings(config: SlurmCluster, munge_socket: str | None = None) -> dict[str, object]:
     """slurmctld records jobs in slurmdbd, counts GPUs as a TRES and enforces limits. Another
     host's client copy names that host's own munge socket (`munge_socket`)."""
     if not config.accounting:
@@ -197,7 +223,7 @@ def accounting_settings(config: ClusterConfig, munge_socket: str | None = None) 
     }
 
 
-def health_check_settings(config: ClusterConfig) -> dict[str, object]:
+def health_check_settings(config: SlurmCluster) -> dict[str, object]:
     check = config.slurm.health_check
     if not check:
         return {}
@@ -209,7 +235,7 @@ def health_check_settings(config: ClusterConfig) -> dict[str, object]:
     }
 
 
-def render_slurmdbd_conf(config: ClusterConfig) -> str:
+def render_slurmdbd_conf(config: SlurmCluster) -> str:
     """slurmdbd.conf without its StoragePass: the script appends the password from the host's
     file (0400 root), so it never travels as a resource input."""
     accounting = config.accounting
@@ -231,7 +257,7 @@ def render_slurmdbd_conf(config: ClusterConfig) -> str:
     return HEADER + "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
-def render_gres_conf(config: ClusterConfig) -> str:
+def render_gres_conf(config: SlurmCluster) -> str:
     """gres.conf: one line per GPU of each node (Debian's Slurm has no NVML autodetect)."""
     burst = config.burst.partitions if config.burst else []
     return HEADER + _lines(

@@ -6,11 +6,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from components.kubernetes.config import (
-    KubernetesConfig,
-    all_rules,
-    quantity_value,
-)
+from components.kubernetes.config import KubernetesConfig, all_rules
+from components.kubernetes.fields import quantity_value
 from tests.harness.program_harness import fixture_file
 
 STACK_FILE = fixture_file("k8s")

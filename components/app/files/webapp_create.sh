@@ -1,5 +1,5 @@
 # The GPU web app as a systemd unit in its container; waits until /healthz answers.
-require CONTAINER APP_SOURCE APP_SETTINGS APP_PORT APP_ADDRESS
+require CONTAINER APP_SOURCE APP_HANDLERS_SOURCE APP_PAGE_SOURCE APP_SETTINGS APP_PORT APP_ADDRESS
 report_clone "$CONTAINER"
 # The app's container faces the network: no munge, no Slurm client or daemons in it (it is
 # cloned from the node image, which has them). The cluster panel reads a snapshot file instead.
@@ -8,6 +8,9 @@ in_ct "$CONTAINER" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq \
 in_ct "$CONTAINER" rm -rf /etc/munge /etc/slurm /var/lib/munge /var/log/munge
 changed=1
 printf '%s' "$APP_SOURCE" | ct_write_if_changed "$CONTAINER" /opt/gpu-web-app/app.py 0644 root:root && changed=0
+# The app's handlers and page, beside it: app.py imports them from its own directory.
+printf '%s' "$APP_HANDLERS_SOURCE" | ct_write_if_changed "$CONTAINER" /opt/gpu-web-app/web_handlers.py 0644 root:root && changed=0
+printf '%s' "$APP_PAGE_SOURCE" | ct_write_if_changed "$CONTAINER" /opt/gpu-web-app/web_page.py 0644 root:root && changed=0
 printf '%s\n' "$APP_SETTINGS" | ct_write_if_changed "$CONTAINER" /etc/gpu-web-app/config.json 0644 root:root && changed=0
 ct_write_if_changed "$CONTAINER" /etc/systemd/system/gpu-web-app.service 0644 root:root <<'UNIT' && changed=0
 [Unit]

@@ -15,11 +15,12 @@ from pathlib import Path
 import yaml
 
 from components.config import ClusterConfig
-from components.host.boot_unit import FILES, render_host_state
+from components.host.boot_unit import FILES
+from components.host_state import render_host_state
 from components.stack_config import NAMESPACE, ConfigError, parse_stack_config
 from components.transport import INTERPRETER, script
 
-STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+STACKS_DIR = Path(__file__).resolve().parents[1] / "stacks"
 
 
 def stack_file_cluster(path: Path, stack: str) -> ClusterConfig:

@@ -1,0 +1,242 @@
+"""What the composed cluster means for the graph: the derived views ClusterConfig offers the
+renderers, the rules and components/cluster.py (its hosts and where each node, the controller
+and the database run, names and paths, addresses, forwards, the GPUs dealt to each node).
+
+A mixin of ClusterConfig (components/config.py), kept apart from what the stack file says.
+"""
+
+from collections import Counter
+from collections.abc import Iterator
+from ipaddress import IPv4Address, IPv4Network
+from typing import Self
+
+from components.cluster_host import LOCAL_HOST, ClusterHostConfig
+from components.config_types import ClusterIdentity
+from components.host.config import HostConfig
+from components.lxc.config import device_dir_of
+from components.network.config import PortForwardConfig
+from components.slurm.config import NodeConfig, slurm_hostlist
+
+
+class ClusterViews:
+    """The derived views of a ClusterConfig (its fields: components/config.py)."""
+
+    # ---- hosts ----
+
+    @property
+    def multi_host(self) -> bool:
+        """Whether the stack lists `hosts` (resource names then carry the host's name)."""
+        return self.hosts is not None
+
+    @property
+    def cluster_hosts(self) -> list["ClusterHostConfig"]:
+        """Every host; a single-host stack is one local host built from host/network/gpu."""
+        if self.hosts is not None:
+            return list(self.hosts)
+        return [
+            ClusterHostConfig(
+                name=LOCAL_HOST,
+                state_dir=self.host.state_dir,
+                shared_dir=self.host.shared_dir,
+                install_packages=self.host.install_packages,
+                gpu_hour_price=self.host.gpu_hour_price,
+                network=self.network,
+                gpu=self.gpu,
+            )
+        ]
+
+    def host_named(self, name: str) -> "ClusterHostConfig":
+        return next(h for h in self.cluster_hosts if h.name == name)
+
+    def node_host(self, node: "NodeConfig") -> "ClusterHostConfig":
+        """The host a node (or the web app) runs on; one-host stacks need not name it."""
+        return self.host_named(node.host) if node.host else self.cluster_hosts[0]
+
+    def for_host(self, host: "ClusterHostConfig") -> Self:
+        """The cluster as one host sees it: its bridges, GPUs, directories, nodes, app and forwards.
+
+        Per-host components (preflight, bridges, image, containers) take this view, so they
+        are the same code for one host or many. A one-host stack's view is the stack itself.
+        """
+        if not self.multi_host:
+            return self
+        web = self.web_app if self.web_app and self.node_host(self.web_app).name == host.name else None
+        nodes = [n for n in self.nodes if self.node_host(n).name == host.name]
+        on_host = {n.name for n in nodes} | ({web.name} if web else set())
+        return self.model_copy(
+            update={
+                "host": HostConfig(
+                    state_dir=host.state_dir,
+                    shared_dir=host.shared_dir,
+                    install_packages=host.install_packages,
+                    gpu_hour_price=host.gpu_hour_price,
+                ),
+                "network": host.network,
+                "gpu": host.gpu,
+                "hosts": None,
+                "nodes": nodes,
+                "web_app": web,
+                "forwards": [f for f in self.forwards if f.target in on_host],
+            }
+        )
+
+    def each_host(self) -> Iterator[tuple[str, "ClusterHostConfig", list[tuple[int, NodeConfig]]]]:
+        """Each host with the prefix of its fields ('' for a one-host stack) and its nodes (with
+        index): how the rules name a host's fields."""
+        for i, host in enumerate(self.cluster_hosts):
+            prefix = f"hosts[{i}]." if self.multi_host else ""
+            nodes = [(j, n) for j, n in enumerate(self.nodes) if self.node_host(n).name == host.name]
+            yield prefix, host, nodes
+
+    def host_prefixes(self, i: int) -> tuple[str, str]:
+        """How the rules name the i-th host's directories and GPU settings."""
+        return ("host.", "gpu.") if not self.multi_host else (f"hosts[{i}].", f"hosts[{i}].gpu.")
+
+    # Derived views used by the renderers and components.
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics is not None and self.metrics.enabled
+
+    @property
+    def identity(self) -> ClusterIdentity:
+        return ClusterIdentity(name=self.name, cluster_dir=self.cluster_dir, munge_socket=self.munge_socket)
+
+    def container_name(self, hostname: str) -> str:
+        return self.identity.container_name(hostname)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [node.name for node in self.nodes]
+
+    @property
+    def hostlist(self) -> str:
+        """All nodes in Slurm hostlist form, e.g. c[000-003]."""
+        return slurm_hostlist(self.node_names)
+
+    @property
+    def controller_node(self) -> NodeConfig | None:
+        if self.slurm.controller.placement == "host":
+            return None
+        wanted = self.slurm.controller.node or self.nodes[0].name
+        return next(node for node in self.nodes if node.name == wanted)
+
+    @property
+    def controller_host(self) -> "ClusterHostConfig":
+        """Where slurmctld runs: the controller node's host, or `slurm.controller.host`."""
+        node = self.controller_node
+        if node:
+            return self.node_host(node)
+        wanted = self.slurm.controller.host
+        return self.host_named(wanted) if wanted else self.cluster_hosts[0]
+
+    @property
+    def accounting_host(self) -> "ClusterHostConfig":
+        """Where the accounting database's container runs: `accounting.host`, or the controller's host."""
+        wanted = self.accounting.host if self.accounting else None
+        return self.host_named(wanted) if wanted else self.controller_host
+
+    @property
+    def controller_address(self) -> IPv4Address:
+        node = self.controller_node
+        return node.nat_address if node else self.controller_host.network.nat_bridge.address.ip
+
+    @property
+    def munge_socket(self) -> str:
+        """Cluster-private munge socket: the host's own munge (if any) is left alone."""
+        run_dir = self.controller_host.run_dir if self.multi_host else "/run"
+        return f"{run_dir}/gpucluster-{self.name}/munge.socket"
+
+    def host_munge_socket(self, host: "ClusterHostConfig") -> str:
+        """The socket of the cluster's munged on a host (for its Slurm client)."""
+        return f"{host.run_dir}/gpucluster-{self.name}/munge.socket"
+
+    def host_cluster_dir(self, host: "ClusterHostConfig") -> str:
+        return f"{host.state_dir}/{self.name}"
+
+    def host_identity(self, host: "ClusterHostConfig") -> ClusterIdentity:
+        """The cluster as one host's commands name it: that host's cluster directory, and the
+        munge socket of the nodes and the controller (the same path in every container)."""
+        return ClusterIdentity(
+            name=self.name,
+            cluster_dir=self.host_cluster_dir(host),
+            munge_socket=self.munge_socket,
+            host=host.name if self.multi_host else None,
+        )
+
+    def routes_of(self, host: "ClusterHostConfig") -> list[tuple[IPv4Network, IPv4Address]]:
+        """(subnet, via) for each other host's NAT subnet: where a host routes the
+        other hosts' containers; and on the controller's host, the burst VPC via the VPN router
+        (routed, never masqueraded: slurmctld connects back to the address a node registers from)."""
+        routes = [
+            (other.network.nat_bridge.subnet, other.address)
+            for other in self.cluster_hosts
+            if other.name != host.name and other.address is not None
+        ]
+        if self.burst is not None and host.name == self.controller_host.name:
+            routes.append((self.burst.vpc_cidr, self.burst.vpn.router_address))
+        return routes
+
+    @property
+    def cluster_dir(self) -> str:
+        """The cluster's state directory on the controller's host (its own host in a view)."""
+        state_dir = self.host.state_dir if self.host else self.controller_host.state_dir
+        return f"{state_dir}/{self.name}"
+
+    @property
+    def device_dir(self) -> str:
+        """The cluster-private directory where device nodes other than /dev/* may live."""
+        return device_dir_of("/run", self.name)
+
+    def host_device_dir(self, host: "ClusterHostConfig") -> str:
+        """The cluster's device directory on a host (under the host's run directory)."""
+        return device_dir_of(host.run_dir, self.name)
+
+    @property
+    def all_forwards(self) -> list[PortForwardConfig]:
+        web = (
+            [
+                PortForwardConfig(
+                    host_port=self.web_app.host_port,
+                    target=self.web_app.name,
+                    port=self.web_app.port,
+                    allowed_sources=self.web_app.allowed_sources,
+                )
+            ]
+            if self.web_app
+            else []
+        )
+        return web + list(self.forwards)
+
+    def forward_tag(self, host_port: int) -> str:
+        return self.identity.forward_tag(host_port)
+
+    def target_address(self, target: str) -> IPv4Address:
+        """NAT-bridge address of a node or of the web app (a forward's target)."""
+        if self.web_app and target == self.web_app.name:
+            return self.web_app.nat_address
+        return next(node.nat_address for node in self.nodes if node.name == target)
+
+    @property
+    def node_gpu_pool(self) -> list[str]:
+        """The devices dealt to nodes: all but the web app's own (unless it shares them)."""
+        return self.host_gpu_pool(self.cluster_hosts[0])
+
+    def host_gpu_pool(self, host: "ClusterHostConfig") -> list[str]:
+        """The devices of a host dealt to its nodes: all but the web app's own there (unless it
+        shares them)."""
+        web = self.web_app if self.web_app and self.node_host(self.web_app).name == host.name else None
+        reserved = set(web.gpus) if web and not web.share_gpus else set()
+        return [device for device in host.gpu.devices if device not in reserved]
+
+    def gpu_assignment(self) -> dict[str, list[str]]:
+        """GPU device paths of each node, from its own host's devices (less the web app's own):
+        shared means every node starts at the first GPU of its host's pool."""
+        assignment, next_gpu = {}, Counter()
+        for node in self.nodes:
+            host = self.node_host(node)
+            pool = self.host_gpu_pool(host)
+            start = 0 if host.gpu.share_between_nodes else next_gpu[host.name]
+            assignment[node.name] = pool[start : start + node.gpus]
+            next_gpu[host.name] += node.gpus
+        return assignment
