@@ -55,23 +55,27 @@ def _remove_workdirs() -> None:
 
 
 class Program(list):
-    """A mocked run's commands, and the stack, config and secrets the engine applies."""
+    """A mocked run's commands, and what the engine applies: the stack, its config and secrets,
+    and the program's revision (None: the working tree's; a commit: an earlier release's)."""
 
-    def __init__(self, commands: list[HostCommand], run: ProgramRun):
+    def __init__(self, commands: list[HostCommand], run: ProgramRun, revision: str | None = None):
         super().__init__(commands)
         self.stack, self.config, self.secrets = run.stack, run.config, run.secrets
+        self.revision = revision
 
 
-def host_commands(run: ProgramRun) -> Program:
-    return Program(command_executor.host_commands(run), run)
+def host_commands(run: ProgramRun, revision: str | None = None) -> Program:
+    """The commands of `run`, a mocked run of the working tree's program or, with `revision`,
+    of that commit's (tests/upgrade/snapshot.py release_run)."""
+    return Program(command_executor.host_commands(run), run, revision)
 
 
-def _new_engine(stack: str) -> Engine:
+def _new_engine(stack: str, revision: str | None) -> Engine:
     missing = ready()
     assert missing is None, f"the real engine cannot run here: {missing}"
     workdir = Path(tempfile.mkdtemp(prefix=f"gpucluster-engine-{stack}-"))
     _workdirs.append(workdir)
-    engine = Engine(workdir, stack)
+    engine = Engine(workdir, stack, revision)
     engine.init()
     return engine
 
@@ -88,11 +92,15 @@ class State:
         """The command resources in the engine's state (read from `pulumi stack export`)."""
         if self.engine is None:
             return {}
-        return {
-            urn: command_executor.StateEntry(self.known[urn])
-            for urn in self.engine.resource_urns()
-            if urn in self.known
-        }
+        entries = {}
+        for resource in self.engine.resources():
+            if resource["urn"] in self.known:
+                outputs = resource.get("outputs") or {}
+                text = {
+                    key: outputs.get(key) if isinstance(outputs.get(key), str) else "" for key in ("stdout", "stderr")
+                }
+                entries[resource["urn"]] = command_executor.StateEntry(self.known[resource["urn"]], **text)
+        return entries
 
 
 def _timeline(update: Update) -> Timeline:
@@ -122,8 +130,10 @@ def up(state: State, new: Program, timeout: int = 900) -> tuple[Timeline, dict[s
     """`pulumi up` of the program `new` on the state's stack; the action per command name.
     A failed update raises CommandFailedError with the engine's output."""
     if state.engine is None:
-        state.engine = _new_engine(new.stack)
+        state.engine = _new_engine(new.stack, new.revision)
     engine = state.engine
+    if engine.revision != new.revision:  # an upgrade (or a downgrade) of the program
+        engine.use_program(new.revision)
     state.known.update({command.urn: command for command in new})
     engine.write_config(new.config)
     for key, value in new.secrets.items():
