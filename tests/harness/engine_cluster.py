@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 _workdirs: list[Path] = []
-# The engine that last applied each stack name: update() and destroy() act on its state.
-_latest: dict[str, Engine] = {}
+# The engine that last applied each cluster (stack name and cluster name: two test clusters may
+# share a stack name): update() and destroy() act on its state.
+_latest: dict[tuple[str, str], Engine] = {}
 
 
 @atexit.register
@@ -62,6 +63,10 @@ class Program(list):
         super().__init__(commands)
         self.stack, self.config, self.secrets = run.stack, run.config, run.secrets
         self.revision = revision
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.stack, str((self.config.get("cluster") or {}).get("name"))
 
 
 def host_commands(run: ProgramRun, revision: str | None = None) -> Program:
@@ -134,11 +139,12 @@ def up(state: State, new: Program, timeout: int = 900) -> tuple[Timeline, dict[s
     engine = state.engine
     if engine.revision != new.revision:  # an upgrade (or a downgrade) of the program
         engine.use_program(new.revision)
-    state.known.update({command.urn: command for command in new})
+    assert isinstance(new, Program), "the engine applies whole programs: host_commands(run_program(...))"
+    state.known.update({command.name: command for command in new})
     engine.write_config(new.config)
     for key, value in new.secrets.items():
         engine.set_secret(key, value)
-    _latest[new.stack] = engine
+    _latest[new.key] = engine
     update = engine.up(check=False, timeout=timeout)
     if update.returncode != 0:
         raise CommandFailedError(f"pulumi up of stack {new.stack} failed ({update.returncode}):\n{update.output}")
@@ -164,16 +170,16 @@ def apply(commands: Program, timeout: int = 900, state: State | None = None) -> 
 def update(old: Program, new: Program, timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
     """`pulumi up` of `new` on the stack that last applied this stack name (`old` was applied
     there: the engine's state, not `old`, is what the update starts from)."""
-    engine = _latest.get(new.stack)
+    engine = _latest.get(new.key)
     assert engine is not None, f"update of stack {new.stack}: no engine applied it before"
-    state = State(engine, {command.urn: command for command in [*old, *new]})
+    state = State(engine, {command.name: command for command in [*old, *new]})
     return up(state, new, timeout)
 
 
 def destroy(commands: Program, timeout: int = 600) -> Timeline:
     """`pulumi destroy` of the stack that last applied this stack name; without one, each
     command's delete runs (the cleanup of what an interrupted run may have left)."""
-    engine = _latest.pop(getattr(commands, "stack", None), None)
+    engine = _latest.pop(commands.key, None) if isinstance(commands, Program) else None
     if engine is None:
         return command_executor.destroy(commands, timeout)
     return destroy_state(State(engine), timeout)
