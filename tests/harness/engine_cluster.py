@@ -91,20 +91,22 @@ class State:
 
     engine: Engine | None = None
     known: dict[str, HostCommand] = field(default_factory=dict)
+    """The commands of the programs applied, by name (unique in a stack)."""
 
     @property
     def resources(self) -> dict[str, command_executor.StateEntry]:
-        """The command resources in the engine's state (read from `pulumi stack export`)."""
+        """The command resources in the engine's state (`pulumi stack export`), by the URN of
+        the mocked run (the engine's URNs name every parent type; the mocks' only the nearest)."""
         if self.engine is None:
             return {}
         entries = {}
         for resource in self.engine.resources():
-            if resource["urn"] in self.known:
-                outputs = resource.get("outputs") or {}
-                text = {
-                    key: outputs.get(key) if isinstance(outputs.get(key), str) else "" for key in ("stdout", "stderr")
-                }
-                entries[resource["urn"]] = command_executor.StateEntry(self.known[resource["urn"]], **text)
+            command = self.known.get(resource["urn"].rsplit("::", 1)[1])
+            if command is None or not resource.get("type", "").startswith("command:"):
+                continue
+            outputs = resource.get("outputs") or {}
+            text = {key: outputs[key] if isinstance(outputs.get(key), str) else "" for key in ("stdout", "stderr")}
+            entries[command.urn] = command_executor.StateEntry(command, **text)
         return entries
 
 
