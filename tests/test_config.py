@@ -1283,8 +1283,8 @@ def test_huge_values_are_refused_before_any_work_in_proportion_to_them():
 def test_a_missing_stack_secret_stops_the_program_before_any_resource(monkeypatch):
     runs = []
 
-    def recording_run():
-        runs.append(ProgramRun())
+    def recording_run(**fields):
+        runs.append(ProgramRun(**fields))
         return runs[-1]
 
     monkeypatch.setattr(review.program, "ProgramRun", recording_run)

@@ -85,9 +85,11 @@ MSG
 # (the provider), as ../shared/third_party/ does beside a checkout of this project.
 COMMAND_VERSION=1.2.1 # the pulumi-command package's plugin (requirements.txt)
 sources=${PULUMI_PLUGIN_SOURCES:-}
-if [ -z "$sources" ] && [ -d "$root/../shared/third_party" ]; then
-  sources=$(cd "$root/../shared/third_party" && pwd)
-fi
+for candidate in "$root/../shared/third_party" "$root/shared/third_party"; do
+  if [ -z "$sources" ] && [ -d "$candidate" ]; then
+    sources=$(cd "$candidate" && pwd)
+  fi
+done
 language_source=$sources/pulumi-v$VERSION/sdk/python/cmd
 command_source=$sources/pulumi-command-v$COMMAND_VERSION/provider
 # Where the CLI looks for resource plugins: `pulumi plugin install` puts them there.

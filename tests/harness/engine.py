@@ -140,6 +140,7 @@ class Engine:
     def use_program(self, revision: str | None = None) -> None:
         """The program of the working tree, or of a git revision (an earlier release): its files
         replace the project's, the stack files stay as the CLI left them."""
+        self.revision = revision
         stacks = self.project / "stacks"
         kept = {p.name: p.read_text() for p in stacks.glob("Pulumi.*.yaml")} if stacks.exists() else {}
         for name in PROJECT_FILES:
@@ -203,10 +204,10 @@ class Engine:
         )
         assert done.returncode == 0, f"pulumi config set --secret {key} failed:\n{done.stderr}"
 
-    def resource_urns(self) -> list[str]:
-        """The URNs of the resources in the stack's state."""
+    def resources(self) -> list[dict]:
+        """The resources in the stack's state (`pulumi stack export`): urn, outputs, ..."""
         deployment = json.loads(self.export()).get("deployment") or {}
-        return [resource["urn"] for resource in deployment.get("resources") or []]
+        return list(deployment.get("resources") or [])
 
     def _with_events(self, verb: str, *args: str, check: bool = True, timeout: int = 1200) -> Update:
         self.runs += 1

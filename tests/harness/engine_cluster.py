@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 _workdirs: list[Path] = []
-# The engine that last applied each stack name: update() and destroy() act on its state.
-_latest: dict[str, Engine] = {}
+# The engine that last applied each cluster (stack name and cluster name: two test clusters may
+# share a stack name): update() and destroy() act on its state.
+_latest: dict[tuple[str, str], Engine] = {}
 
 
 @atexit.register
@@ -55,23 +56,31 @@ def _remove_workdirs() -> None:
 
 
 class Program(list):
-    """A mocked run's commands, and the stack, config and secrets the engine applies."""
+    """A mocked run's commands, and what the engine applies: the stack, its config and secrets,
+    and the program's revision (None: the working tree's; a commit: an earlier release's)."""
 
-    def __init__(self, commands: list[HostCommand], run: ProgramRun):
+    def __init__(self, commands: list[HostCommand], run: ProgramRun, revision: str | None = None):
         super().__init__(commands)
         self.stack, self.config, self.secrets = run.stack, run.config, run.secrets
+        self.revision = revision
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.stack, str((self.config.get("cluster") or {}).get("name"))
 
 
-def host_commands(run: ProgramRun) -> Program:
-    return Program(command_executor.host_commands(run), run)
+def host_commands(run: ProgramRun, revision: str | None = None) -> Program:
+    """The commands of `run`, a mocked run of the working tree's program or, with `revision`,
+    of that commit's (tests/upgrade/snapshot.py release_run)."""
+    return Program(command_executor.host_commands(run), run, revision)
 
 
-def _new_engine(stack: str) -> Engine:
+def _new_engine(stack: str, revision: str | None) -> Engine:
     missing = ready()
     assert missing is None, f"the real engine cannot run here: {missing}"
     workdir = Path(tempfile.mkdtemp(prefix=f"gpucluster-engine-{stack}-"))
     _workdirs.append(workdir)
-    engine = Engine(workdir, stack)
+    engine = Engine(workdir, stack, revision)
     engine.init()
     return engine
 
@@ -82,17 +91,23 @@ class State:
 
     engine: Engine | None = None
     known: dict[str, HostCommand] = field(default_factory=dict)
+    """The commands of the programs applied, by name (unique in a stack)."""
 
     @property
     def resources(self) -> dict[str, command_executor.StateEntry]:
-        """The command resources in the engine's state (read from `pulumi stack export`)."""
+        """The command resources in the engine's state (`pulumi stack export`), by the URN of
+        the mocked run (the engine's URNs name every parent type; the mocks' only the nearest)."""
         if self.engine is None:
             return {}
-        return {
-            urn: command_executor.StateEntry(self.known[urn])
-            for urn in self.engine.resource_urns()
-            if urn in self.known
-        }
+        entries = {}
+        for resource in self.engine.resources():
+            command = self.known.get(resource["urn"].rsplit("::", 1)[1])
+            if command is None or not resource.get("type", "").startswith("command:"):
+                continue
+            outputs = resource.get("outputs") or {}
+            text = {key: outputs[key] if isinstance(outputs.get(key), str) else "" for key in ("stdout", "stderr")}
+            entries[command.urn] = command_executor.StateEntry(command, **text)
+        return entries
 
 
 def _timeline(update: Update) -> Timeline:
@@ -122,13 +137,16 @@ def up(state: State, new: Program, timeout: int = 900) -> tuple[Timeline, dict[s
     """`pulumi up` of the program `new` on the state's stack; the action per command name.
     A failed update raises CommandFailedError with the engine's output."""
     if state.engine is None:
-        state.engine = _new_engine(new.stack)
+        state.engine = _new_engine(new.stack, new.revision)
     engine = state.engine
-    state.known.update({command.urn: command for command in new})
+    if engine.revision != new.revision:  # an upgrade (or a downgrade) of the program
+        engine.use_program(new.revision)
+    assert isinstance(new, Program), "the engine applies whole programs: host_commands(run_program(...))"
+    state.known.update({command.name: command for command in new})
     engine.write_config(new.config)
     for key, value in new.secrets.items():
         engine.set_secret(key, value)
-    _latest[new.stack] = engine
+    _latest[new.key] = engine
     update = engine.up(check=False, timeout=timeout)
     if update.returncode != 0:
         raise CommandFailedError(f"pulumi up of stack {new.stack} failed ({update.returncode}):\n{update.output}")
@@ -154,16 +172,16 @@ def apply(commands: Program, timeout: int = 900, state: State | None = None) -> 
 def update(old: Program, new: Program, timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
     """`pulumi up` of `new` on the stack that last applied this stack name (`old` was applied
     there: the engine's state, not `old`, is what the update starts from)."""
-    engine = _latest.get(new.stack)
+    engine = _latest.get(new.key)
     assert engine is not None, f"update of stack {new.stack}: no engine applied it before"
-    state = State(engine, {command.urn: command for command in [*old, *new]})
+    state = State(engine, {command.name: command for command in [*old, *new]})
     return up(state, new, timeout)
 
 
 def destroy(commands: Program, timeout: int = 600) -> Timeline:
     """`pulumi destroy` of the stack that last applied this stack name; without one, each
     command's delete runs (the cleanup of what an interrupted run may have left)."""
-    engine = _latest.pop(getattr(commands, "stack", None), None)
+    engine = _latest.pop(commands.key, None) if isinstance(commands, Program) else None
     if engine is None:
         return command_executor.destroy(commands, timeout)
     return destroy_state(State(engine), timeout)

@@ -97,7 +97,7 @@ def release_run(commit: str, stack: str):
             elif "tuple" in str(fields[key]):
                 entry[key] = tuple(value)
         resources.append(Registration(**entry))
-    return ProgramRun(resources=resources)
+    return ProgramRun(resources=resources, stack=stack, config=release_stack_config(commit, stack))
 
 
 def release_stack_config(commit: str, stack: str) -> dict:

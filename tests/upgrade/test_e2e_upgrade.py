@@ -1,8 +1,8 @@
 """End-to-end: an upgrade from the last release's program kills no job.
 
 The `e2e` stack is brought up by the program of the commit the snapshots were recorded from
-(tests/upgrade/snapshot.py runs it under mocks; tests/harness/command_executor.py runs its
-commands for real), with that commit's stack file. A job is started on every node, then the
+through the real engine (tests/harness/engine_cluster.py: `pulumi up` with that commit's program
+files), with that commit's stack file. A job is started on every node, then the
 current program is applied to the same state and the same stack file, as `pulumi up` after
 an upgrade of the program would: every command whose script, helpers or inputs changed runs
 its create again. Every job must still be RUNNING on its node afterwards, never requeued, on
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.command_executor import State, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import STACK, STAND_IN_DIR, remove_stand_in_gpus, teardown
+from tests.harness.engine_cluster import State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
 from tests.test_e2e import require_host, sh, slurm_env
 from tests.upgrade.snapshot import SNAPSHOTS, release_run, release_stack_config
@@ -84,7 +84,7 @@ def controller_log(jobs: dict[str, str]) -> str:
 def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
     require_host()
     commit = json.loads((SNAPSHOTS / f"{STACK}.json").read_text())["commit"]
-    release = host_commands(release_run(commit, STACK))
+    release = host_commands(release_run(commit, STACK), revision=commit)
     config = release_stack_config(commit, STACK)
     current = host_commands(run_program(config, stack=STACK))
     nodes = [node["name"] for node in config["cluster"]["nodes"]]
