@@ -14,6 +14,7 @@ from components.transport import host_command
 
 FILES = Path(__file__).parent / "files"
 ROOT_DEVICE = "/dev/xvda"  # Debian's AMIs
+BURST_TAG = "gpucluster:burst"  # on burst instances only (files/burst_common.py selects by it)
 SLURM_FROM_ON_PREMISES = "slurmctld, srun and the controller's network to the burst nodes"
 
 
@@ -24,8 +25,8 @@ def template_name(cluster: str, partition: str, instance_type: str) -> str:
 
 def controller_policy(cluster: str, region: str, arns: dict) -> str:
     """What the controller's programs may do: launch from the cluster's templates only, into
-    its subnets, instances that carry the cluster's tag; tag what they launch; terminate only
-    instances with the cluster's tag; pass the burst role to EC2; store the munge key in its
+    its subnets, instances that carry the cluster's and the burst tag; tag what they launch;
+    terminate only instances with both tags (the cluster's EC2 hosts carry the cluster's only); pass the burst role to EC2; store the munge key in its
     one secret. Describe calls take no resource scope in EC2."""
     instance = f"arn:aws:ec2:{region}:*:instance/*"
     launched = [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in ("volume", "network-interface", "fleet")]
@@ -52,6 +53,7 @@ def controller_policy(cluster: str, region: str, arns: dict) -> str:
                     "Resource": [instance],
                     "Condition": {
                         "StringEquals": {"aws:RequestTag/gpucluster:cluster": cluster},
+                        "StringLike": {f"aws:RequestTag/{BURST_TAG}": "*"},
                         "ArnLike": {"ec2:LaunchTemplate": arns["templates"]},
                     },
                 },
@@ -63,11 +65,15 @@ def controller_policy(cluster: str, region: str, arns: dict) -> str:
                     "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
                 },
                 {
-                    "Sid": "TerminateTheClusterInstancesOnly",
+                    "Sid": "TerminateTheClusterBurstInstancesOnly",
                     "Effect": "Allow",
                     "Action": ["ec2:TerminateInstances"],
                     "Resource": [instance],
-                    "Condition": {"StringEquals": {"ec2:ResourceTag/gpucluster:cluster": cluster}},
+                    # The cluster's own EC2 hosts carry the cluster tag too: burst ones only.
+                    "Condition": {
+                        "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": cluster},
+                        "StringLike": {f"ec2:ResourceTag/{BURST_TAG}": "*"},
+                    },
                 },
                 {
                     "Sid": "Read",
@@ -120,8 +126,9 @@ class BurstCloud(pulumi.ComponentResource):
     it, a launch template per partition and instance type, and the controller's credentials,
     scoped to those templates and the cluster's tag.
 
-    `terminator` ends every instance tagged with the cluster when it is deleted: everything
-    here is its dependency, so a destroy deletes it (and the instances) first."""
+    `terminator` ends every burst instance of the cluster (never its EC2 hosts) when it is
+    deleted: everything here is its dependency, so a destroy deletes it (and the instances)
+    first."""
 
     def __init__(
         self,
@@ -307,7 +314,7 @@ class BurstCloud(pulumi.ComponentResource):
 
     def _template(self, name, cluster, config, partition: BurstPartition, instance_type, profile, user_data, tagged):
         label = f"{partition.name}-{instance_type.replace('.', '-')}"
-        burst_tags = tagged(f"{label}", **{"gpucluster:burst": partition.name})
+        burst_tags = tagged(f"{label}", **{BURST_TAG: partition.name})
         return aws.ec2.LaunchTemplate(
             f"{name}-{label}",
             name=template_name(cluster, partition.name, instance_type),

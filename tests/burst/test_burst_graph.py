@@ -74,8 +74,9 @@ def test_the_controller_policy_is_scoped_to_the_tag_and_the_templates(run):
     assert sorted(launch["Condition"]["ArnLike"]["ec2:LaunchTemplate"]) == sorted(
         statements["LaunchFromTheClusterTemplates"]["Resource"][:2]
     )
-    terminate = statements["TerminateTheClusterInstancesOnly"]
+    terminate = statements["TerminateTheClusterBurstInstancesOnly"]
     assert terminate["Condition"]["StringEquals"] == {"ec2:ResourceTag/gpucluster:cluster": "gpu"}
+    assert terminate["Condition"]["StringLike"] == {"ec2:ResourceTag/gpucluster:burst": "*"}  # N1: not the hosts
     actions = {a for s in policy["Statement"] for a in s["Action"]}
     assert not any(a.endswith("*") for a in actions) and "ec2:StopInstances" not in actions
     node = json.loads(unwrap(run.by_name("gpu-burst-node-policy").inputs["policy"]))

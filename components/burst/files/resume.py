@@ -129,10 +129,12 @@ def main(argv: list[str], slurm: Slurm | None = None, ec2=None) -> int:
     nodes = slurm.hostnames(argv[1])
     log.info("resume %s (jobs: %s)", ",".join(nodes), jobs.strip()[:500])
     ec2 = ec2 or ec2_client(config)
+    # Recorded before any CreateFleet, under the state's lock: the reconciler (every minute)
+    # sees these nodes as launching from now, not since epoch, while the fleets are on their way.
+    with StateFile(config, "launches.json").locked() as launches:
+        launches.update(dict.fromkeys(nodes, started))
     with ThreadPoolExecutor(max_workers=8) as pool:
-        launched = list(pool.map(lambda n: launch(config, ec2, slurm, n, started, log), nodes))
-    state = StateFile(config, "launches.json")
-    state.write({**state.read(), **{n: started for n, i in zip(nodes, launched, strict=True) if i}})
+        list(pool.map(lambda n: launch(config, ec2, slurm, n, started, log), nodes))
     return 0
 
 
