@@ -32,7 +32,7 @@ from components.host.config import (
     same_machine_key,
 )
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
-from components.metrics.config import MetricsConfig
+from components.metrics.config import MetricsConfig, rule_metrics_ports
 from components.network.config import NetworkConfig, PortForwardConfig
 from components.sharedfs.config import SharedFsConfig, rule_shared_fs
 from components.slurm.config import (
@@ -1174,6 +1174,7 @@ CLUSTER_RULES = (
     rule_users,
     rule_accounting,
     rule_shared_fs,
+    rule_metrics_ports,
 )
 
 MULTI_HOST_RULES = (rule_hosts, *CLUSTER_RULES)

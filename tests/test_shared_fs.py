@@ -78,6 +78,16 @@ def test_bad_shared_fs_names_the_field(change, message):
     assert message in error_of(mutate(change))
 
 
+SYSTEM_PLACES = ["/etc", "/etc/exports.d", "/root", "/root/data", "/home", "/home/alice", "/var/lib", "/usr", "/srv"]
+
+
+@pytest.mark.parametrize("directory", [*SYSTEM_PLACES, "/tmp/share", "/boot"])
+def test_a_system_directory_is_never_served(directory):
+    """N7: the served directory is exported read-write to every host and bound into every node."""
+    message = error_of(mutate(lambda c: c["shared_fs"].update(directory=directory)))
+    assert f"shared_fs.directory: {directory} is" in message
+
+
 def test_a_one_host_stack_is_told_shared_fs_needs_hosts():
     config = copy.deepcopy(stack_config("e2e"))
     config["cluster"]["shared_fs"] = {"kind": "nfs", "server": "nfs.example.org", "path": "/export/e2e"}

@@ -26,8 +26,9 @@ def template_name(cluster: str, partition: str, instance_type: str) -> str:
 def controller_policy(cluster: str, region: str, arns: dict) -> str:
     """What the controller's programs may do: launch from the cluster's templates only, into
     its subnets, instances that carry the cluster's and the burst tag; tag what they launch;
-    terminate only instances with both tags (the cluster's EC2 hosts carry the cluster's only); pass the burst role to EC2; store the munge key in its
-    one secret. Describe calls take no resource scope in EC2."""
+    terminate only instances with both tags (the cluster's EC2 hosts carry the cluster's
+    only); pass the burst role to EC2; store the munge key in its one secret. Describe calls
+    take no resource scope in EC2."""
     instance = f"arn:aws:ec2:{region}:*:instance/*"
     launched = [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in ("volume", "network-interface", "fleet")]
     return json.dumps(
