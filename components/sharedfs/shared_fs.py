@@ -45,18 +45,20 @@ def server_dir(config: ClusterConfig) -> str:
 
 
 def export_clients(config: ClusterConfig) -> list[str]:
-    """Who may mount a served export: the cluster's hosts and their container subnets, no one else."""
+    """Who may mount a served export: the cluster's hosts, no one else. Not their container
+    subnets: nodes see the share through their host's bind mount and never speak NFS, and a
+    job that did would claim any uid (AUTH_SYS)."""
     clients = []
     for host in config.cluster_hosts:
         address = host.address or getattr(host.connection, "address", None)
         if address:
             clients.append(str(address))
-        clients += [str(host.network.nat_bridge.subnet), str(host.network.cluster_bridge.subnet)]
     return list(dict.fromkeys(clients))
 
 
 def render_ganesha_conf(config: ClusterConfig) -> str:
-    """NFS-Ganesha serving only this export, over NFSv4 and TCP, to the cluster's hosts only."""
+    """NFS-Ganesha serving only this export, over NFSv4 and TCP, to the cluster's hosts only,
+    from privileged ports only."""
     fs, host = config.shared_fs, serving_host(config)
     squash = "root_squash" if fs.root_squash else "no_root_squash"
     return (
@@ -82,6 +84,9 @@ def render_ganesha_conf(config: ClusterConfig) -> str:
         "  Protocols = 4;\n"
         "  Transports = TCP;\n"
         "  SecType = sys;\n"
+        # AUTH_SYS uids are trusted from reserved source ports only (root's: the kernel client,
+        # the stand-in client as root); a job's process, masqueraded or not, has none.
+        "  PrivilegedPort = true;\n"
         f"  CLIENT {{ Clients = {', '.join(export_clients(config))}; Access_Type = RW; }}\n"
         "  FSAL { Name = VFS; }\n"
         "}\n"
