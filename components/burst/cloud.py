@@ -327,6 +327,7 @@ class BurstCloud(pulumi.ComponentResource):
                 http_endpoint="enabled",
                 http_tokens="required",
                 http_put_response_hop_limit=1,
+                http_protocol_ipv6="disabled",  # the boot script's IMDS rule covers its IPv4 address
                 instance_metadata_tags="enabled",
             ),
             block_device_mappings=[

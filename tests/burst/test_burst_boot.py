@@ -35,6 +35,56 @@ def test_the_user_data_is_bash_that_starts_munged_then_slurmd_configless_with_th
     assert 'SLURMD_OPTIONS="--conf-server %s:6817 -N %s"' in text
 
 
+def imds_rule(text: str) -> str:
+    return re.search(r'^IMDS_RULE="([^"]+)"$', text, re.M).group(1)
+
+
+def test_only_root_may_reach_the_metadata_service_before_any_job_can_start():
+    """N2: the rule is in place before the key is fetched and slurmd starts, and slurmd's
+    every start puts it back (a reboot loses iptables rules)."""
+    text = for_node(render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET), "burst-2")
+    rule = imds_rule(text)
+    assert rule == "OUTPUT -d 169.254.169.254/32 -m owner ! --uid-owner 0 -j REJECT"
+    assert text.index("iptables -w -I $IMDS_RULE") < text.index("get_secret_value") < text.index("restart slurmd")
+    assert "ExecStartPre=" in text and "slurmd.service.d/gpucluster-imds.conf" in text
+    assert 'exit 1; }' in text[text.index("command -v iptables"):]  # no iptables: no node, never an open IMDS
+
+
+@pytest.mark.privileged
+def test_the_rule_refuses_the_metadata_service_to_every_user_but_root(tmp_path):
+    """N2, for real: in a network namespace of its own, a stand-in metadata service at
+    169.254.169.254 behind the boot script's rule: root is answered, another uid is refused."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a network namespace, iptables)")
+    rule = imds_rule(render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET))
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import urllib.request\n"
+        "try:\n"
+        "    print(urllib.request.urlopen('http://169.254.169.254:80/latest/api/token', timeout=3).read().decode())\n"
+        "except OSError as error:\n"
+        "    print('refused', error)\n"
+    )
+    probe.chmod(0o644)
+    tmp_path.chmod(0o755)
+    inside = f"""
+set -e
+ip link set lo up
+ip addr add 169.254.169.254/32 dev lo
+cd {tmp_path} && mkdir -p latest/api && echo TOKEN > latest/api/token
+/usr/bin/python3 -m http.server 80 --bind 169.254.169.254 >/dev/null 2>&1 &
+sleep 1
+iptables -w -I {rule}
+echo "root: $(/usr/bin/python3 {probe})"
+echo "user: $(setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - < {probe})"
+kill %1
+"""
+    done = subprocess.run(["unshare", "--net", "bash", "-c", inside], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "root: TOKEN" in done.stdout, done.stdout
+    assert "user: refused" in done.stdout and "TOKEN" not in done.stdout.split("user:")[1], done.stdout
+
+
 def test_slurmd_finds_munge_at_the_socket_slurm_conf_names():
     """Configless slurmd reads AuthInfo from the controller's slurm.conf: that path must answer."""
     config = parse_stack_config(burst_stack()).cluster

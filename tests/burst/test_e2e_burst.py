@@ -26,7 +26,9 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -62,6 +64,8 @@ LOG = Path(f"/var/log/gpucluster-burst/{CLUSTER}.log")
 RECONCILER = f"gpucluster-burst-{CLUSTER}-reconcile.service"
 AMI = f"{CLUSTER}-ami"  # the burst AMI's stand-in: a copy of the node image, instances its clones
 BURST_TAG = "gpucluster:burst"
+IPTABLES_DEBS = ("iptables", "libip4tc2", "libip6tc2", "libxtables12", "libnftnl11", "libnetfilter-conntrack3",
+                 "libnfnetlink0")  # fmt: skip
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -230,6 +234,13 @@ def make_ami() -> None:
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
+    # The AMI's iptables (docs/burst.md "The image"): the boot's IMDS rule needs it.
+    debs = Path(tempfile.mkdtemp(prefix="bst-ami-debs-"))
+    try:
+        subprocess.run(["apt-get", "download", *IPTABLES_DEBS], cwd=debs, capture_output=True, check=True, timeout=120)
+        sh("dpkg", f"--root={root}", "--force-depends", "-i", *sorted(str(d) for d in debs.glob("*.deb")), timeout=120)
+    finally:
+        shutil.rmtree(debs, ignore_errors=True)
     wants = root / "etc/systemd/system/multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
     (wants / "standin-user-data.service").symlink_to("/etc/systemd/system/standin-user-data.service")
@@ -547,6 +558,16 @@ def test_6_destroy_with_a_burst_node_running_leaves_no_instance(world, capsys):
     wait_for("the job running", lambda: job_field(job, "JobState") == "RUNNING", RESUME_TIMEOUT_S + 30, world)
     running = [(i["InstanceId"], i["State"]["Name"]) for i in world.live()]
     report.append(f"job {job} RUNNING on {job_field(job, 'NodeList')}; moto: {running}")
+    # N2: on the running node, the boot's IMDS rule is in place: a process of another uid than
+    # root gets no packet to the metadata service out (root's boot-time fetch did get the key).
+    (container,) = world.containers()
+    rule = ["OUTPUT", "-d", "169.254.169.254/32", "-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT"]
+    assert sh("lxc-attach", "-n", container, "--", "iptables", "-w", "-C", *rule, check=False).returncode == 0
+    probe = "import socket; s = socket.socket(); s.settimeout(3); s.connect(('169.254.169.254', 80))"
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", probe]
+    refused = sh("lxc-attach", "-n", container, "--", *as_nobody, check=False)
+    assert refused.returncode != 0 and "ConnectionRefusedError" in refused.stderr, refused
+    report.append(f"{container}: IMDS rule present; uid 65534 -> 169.254.169.254:80: {refused.stderr.splitlines()[-1]}")
     host = ec2_host(world)
     removal = destroy(world.commands)
     states = [(i["InstanceId"], i["State"]["Name"]) for i in world.plane.instances()]

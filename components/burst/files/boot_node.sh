@@ -2,7 +2,7 @@
 # The first boot of a burst node (EC2 user data, rendered by components/burst/user_data.py;
 # the resume program puts the node's name in each launch's copy). It holds no secret: the
 # munge key comes from Secrets Manager with the instance's role, which may read that one
-# secret only. Then munged, and slurmd configless with the node's name: it fetches slurm.conf
+# secret only, and only root may reach the metadata service that hands out the role. Then munged, and slurmd configless with the node's name: it fetches slurm.conf
 # and gres.conf from slurmctld and registers from this instance's own address.
 set -euo pipefail
 NODE_NAME=@NODE_NAME@
@@ -17,6 +17,19 @@ case $NODE_NAME in
   @*) echo "no node name in this launch: not a node of the cluster"; exit 1 ;;
 esac
 hostnamectl set-hostname "$NODE_NAME" 2>/dev/null || hostname "$NODE_NAME"
+
+# The instance metadata service hands out the node role's credentials, which read the munge
+# key: root only (this boot's fetch). Jobs run on the instance itself, so the hop limit does
+# not stop them; this rule does, before slurmd (and any job) starts, and again at every start
+# of slurmd (a reboot loses the rule): no node runs a job without it.
+IMDS_RULE="OUTPUT -d 169.254.169.254/32 -m owner ! --uid-owner 0 -j REJECT"
+command -v iptables >/dev/null || { echo "iptables is missing from the image: no job may reach IMDS"; exit 1; }
+# shellcheck disable=SC2086 # the rule's words
+iptables -w -C $IMDS_RULE 2>/dev/null || iptables -w -I $IMDS_RULE
+install -d /etc/systemd/system/slurmd.service.d
+printf '[Service]\nExecStartPre=/bin/sh -c "iptables -w -C %s 2>/dev/null || iptables -w -I %s"\n' \
+  "$IMDS_RULE" "$IMDS_RULE" >/etc/systemd/system/slurmd.service.d/gpucluster-imds.conf
+systemctl daemon-reload
 # munge refuses credentials from a clock too far off.
 systemctl enable --now chrony 2>/dev/null || true
 
