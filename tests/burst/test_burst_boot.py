@@ -47,7 +47,7 @@ def test_only_root_may_reach_the_metadata_service_before_any_job_can_start():
     assert rule == "OUTPUT -d 169.254.169.254/32 -m owner ! --uid-owner 0 -j REJECT"
     assert text.index("iptables -w -I $IMDS_RULE") < text.index("get_secret_value") < text.index("restart slurmd")
     assert "ExecStartPre=" in text and "slurmd.service.d/gpucluster-imds.conf" in text
-    assert 'exit 1; }' in text[text.index("command -v iptables"):]  # no iptables: no node, never an open IMDS
+    assert "exit 1; }" in text[text.index("command -v iptables") :]  # no iptables: no node, never an open IMDS
 
 
 @pytest.mark.privileged
