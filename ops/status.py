@@ -83,7 +83,9 @@ def cost_report(
     report = {
         "accounting": cluster.accounting is not None,
         "prices_per_gpu_hour": {
-            host.name: _money(cost.host_gpu_hour_price(cluster, host)) for host in cluster.cluster_hosts
+            **{host.name: _money(cost.host_gpu_hour_price(cluster, host)) for host in cluster.cluster_hosts},
+            # Burst nodes: their partition's dearest type (the type a job got is not recorded).
+            **{f"burst {name} (dearest type)": _money(p) for name, p in cost.burst_partition_prices(cluster).items()},
         },
         "month_start": slurm_text.month_start(now),
         "message": "",

@@ -187,6 +187,23 @@ def test_prices_per_host_owned_configured_and_ec2_from_the_table():
     assert [cost.host_gpu_hour_price(shared, h) for h in shared.cluster_hosts] == [Decimal("0.2515"), Decimal("0.75")]
 
 
+def test_burst_nodes_are_priced_at_their_partition_s_dearest_type_per_gpu():
+    """N6: a burst job is billed by the hour; it was counted at $0."""
+    from tests.burst.stack import burst_stack
+
+    burst = parse_stack_config(burst_stack()).cluster
+    prices = cost.node_prices(burst)
+    # g5.xlarge $1.006 and g4dn.xlarge $0.526 an hour, one GPU each: the dearest, per GPU.
+    assert [prices[f"burst-{i}"] for i in range(1, 5)] == [Decimal("1.006")] * 4
+    assert cost.burst_partition_prices(burst) == {"burst": Decimal("1.006")}
+    row = slurm_text.Record("11", "alice", "chem", "COMPLETED", 3600, 1, ["burst-1"])
+    (chem,) = cost.per_account([(row.account, row.elapsed_seconds, row.gpus, row.nodes)], prices)
+    assert chem.usd == Decimal("1.006")
+    config = burst_stack()
+    config["cluster"]["burst"]["partitions"][0]["instance_types"] = [{"name": "g5.12xlarge", "gpus": 4, "price": 6.0}]
+    assert cost.node_prices(parse_stack_config(config).cluster)["burst-1"] == Decimal("1.5")
+
+
 def test_gpu_hour_price_field_is_checked():
     for bad, problem in ((-1, "greater than or equal to 0"), ("2", "valid number")):
         with pytest.raises(ConfigError, match=rf"cluster.host.gpu_hour_price: .*{problem}"):
