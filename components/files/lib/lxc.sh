@@ -96,11 +96,13 @@ name_stopped_clone() {
 # ct_stage_absent STAGE PATH: PATH is to be removed from the container.
 ct_stage() {
   local stage=$1 index
-  index=$(($(wc -l < "$stage/manifest" 2>/dev/null || echo 0) + 1))
+  index=$(($(ct_staged_count "$stage") + 1))
   cat > "$stage/$index"
   printf '%s %s %s %s\n' "$index" "$3" "$4" "$2" >> "$stage/manifest"
 }
-ct_stage_absent() { printf '%s - - %s\n' "$(($(wc -l < "$1/manifest" 2>/dev/null || echo 0) + 1))" "$2" >> "$1/manifest"; }
+ct_stage_absent() { printf '%s - - %s\n' "$(($(ct_staged_count "$1") + 1))" "$2" >> "$1/manifest"; }
+# The entries staged so far (0 before the first: no manifest yet, and no message saying so).
+ct_staged_count() { if [ -f "$1/manifest" ]; then wc -l < "$1/manifest"; else echo 0; fi; }
 
 # ct_install_staged CONTAINER STAGE: the staged files into the container, each written only
 # when its content differs (atomically, with its mode and owner); prints the paths it changed
