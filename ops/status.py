@@ -315,10 +315,32 @@ def render(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+USAGE = "usage: ./status.sh STACK [--json]"
+HELP = f"""{USAGE}
+
+The operator's view of the stack STACK's cluster (stacks/Pulumi.STACK.yaml and its state):
+  hosts      each host answering, and drift from what the program made (./verify.sh)
+  nodes      every node's Slurm state, its GPUs, and why it is drained
+  jobs       the queue: running and pending jobs, their user, account, GPUs and time
+  web app    its URL, where the stack has one
+  cost       this month's GPU-hours and USD per account (sacct, with accounting; without
+             it, the running jobs' cost so far), priced per GPU-hour of each host
+             (docs/status.md)
+
+  --json     the same report as JSON
+  --help     this text
+
+Exit status: 0 when everything answered and nothing drifted, 1 otherwise, 2 for a usage
+or config error."""
+
+
 def main(argv: list[str]) -> int:
+    if "--help" in argv or "-h" in argv:
+        print(HELP)
+        return 0
     args = [a for a in argv if a != "--json"]
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: ./status.sh STACK [--json]", file=sys.stderr)
+        print(f"{USAGE}   (./status.sh --help: what it shows)", file=sys.stderr)
         return 2
     stack = args[0]
     try:

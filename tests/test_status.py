@@ -485,6 +485,17 @@ def test_ssh_uses_the_stacks_connection_and_a_dead_port_is_named(tmp_path):
     assert message.startswith("root@127.0.0.1:1 does not answer: ") and "Connection refused" in message
 
 
+def test_help_describes_what_it_shows_and_succeeds():
+    """Issue 35 item 3: `./status.sh --help` printed the usage and exited 2."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["./status.sh", "--help"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ./status.sh STACK [--json]")
+    for shown in ("hosts", "nodes", "jobs", "cost", "--json", "Exit status"):
+        assert shown in done.stdout
+    assert status.main(["-h"]) == 0
+
+
 def test_usage_and_a_bad_stack(capsys, monkeypatch):
     assert status.main([]) == 2
     assert "usage: ./status.sh STACK [--json]" in capsys.readouterr().err
