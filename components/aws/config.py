@@ -4,7 +4,16 @@ connection of a host that is an EC2 instance (`hosts[].connection: {kind: ec2}`)
 from ipaddress import IPv4Network, collapse_addresses
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Strict, Tag, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Strict,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from components.config_types import StrictBool, StrictInt, StrictModel
 
