@@ -10,6 +10,7 @@ and the rest is still shown. Exit status 1 when something did not answer or drif
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,20 @@ def _money(amount: Decimal) -> float:
     return float(round(amount, 6))
 
 
+MONTH_START_ON_HOST = ["date", "+%Y-%m-01T00:00:00"]
+
+
+def host_month_start(shell: hosts.Shell) -> str | None:
+    """This month's first second where sacct runs, in that host's time zone (sacct reads -S in
+    it); None when the host does not say (then this machine's local time is used)."""
+    try:
+        done = shell.run(MONTH_START_ON_HOST, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    answer = done.stdout.strip() if done.returncode == 0 else ""
+    return answer if re.fullmatch(r"[0-9]{4}-[0-9]{2}-01T00:00:00", answer) else None
+
+
 def cost_report(
     cluster: ClusterConfig, shell: hosts.Shell | None, slurm_conf: str, jobs: list[slurm_text.Job], now: float
 ) -> dict:
@@ -114,6 +129,7 @@ def cost_report(
     if shell is None:
         report["message"] = "Slurm cannot be reached: no cost"
         return report
+    report["month_start"] = host_month_start(shell) or report["month_start"]
     done = shell.run(
         slurm_text.sacct_since(report["month_start"]),
         env={"SLURM_CONF": slurm_conf},

@@ -291,6 +291,28 @@ class Answering(hosts.Shell):
         return subprocess.CompletedProcess(argv, code, out, err)
 
 
+class InAnotherZone(Answering):
+    """The controller's host, whose month has begun already (its zone is ahead of this one)."""
+
+    def run(self, argv, stdin="", env=None, timeout=60):
+        if argv == status.MONTH_START_ON_HOST:
+            self.calls.append((argv, env))
+            return subprocess.CompletedProcess(argv, 0, "2026-12-01T00:00:00\n", "")
+        return super().run(argv, stdin, env, timeout)
+
+
+def test_the_month_begins_in_the_time_zone_of_the_host_sacct_runs_on(outputs):
+    """N14: sacct reads -S in its host's zone; the month's start is taken from that host."""
+    shell = InAnotherZone()
+    cluster = cluster_of("e2e", accounted)
+    report = status.gather("e2e", cluster, now=0, open_shell=lambda host, secret, workdir: (shell, ""))
+    assert report["cost"]["month_start"] == "2026-12-01T00:00:00"
+    (sacct,) = [argv for argv, _ in shell.calls if argv[0] == "sacct"]
+    assert sacct[sacct.index("-S") + 1] == "2026-12-01T00:00:00"
+    # A host that does not say: this machine's local month, as before.
+    assert status.host_month_start(Dead()) is None
+
+
 class Dead(hosts.Shell):
     where = "root@192.168.10.12:22"
 
