@@ -135,12 +135,21 @@ systemd_ready() {
 
 # The identity of a container's clone: a random id kept in its LXC directory, made on first use.
 # A container replaced by a new clone of the same name has another one.
+# Made once, atomically (container_create.sh makes it with the clone): a new id is written
+# to a file of its own and linked to the name, so of creates racing in a fresh clone the
+# first link wins and every one of them reads back that id.
 clone_id() {
-  local dir file
+  local dir file new
   dir=$(lxc_dir "$1")
   file=$dir/gpucluster-clone-id
   [ -d "$dir" ] || return 1
-  [ -s "$file" ] || cat /proc/sys/kernel/random/uuid > "$file"
+  if [ ! -s "$file" ]; then
+    new=$(mktemp "$dir/.gpucluster-clone-id.XXXXXX")
+    cat /proc/sys/kernel/random/uuid > "$new"
+    # An empty file (an interrupted write of an earlier release) is replaced.
+    ln "$new" "$file" 2>/dev/null || [ -s "$file" ] || mv -f "$new" "$file"
+    rm -f "$new"
+  fi
   cat "$file"
 }
 
