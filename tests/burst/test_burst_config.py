@@ -77,3 +77,30 @@ def test_a_price_given_for_a_type_outside_the_table_is_accepted():
     config = burst_stack()
     _partition(config["cluster"])["instance_types"].append({"name": "g9.xlarge", "gpus": 1, "price": 2.5})
     assert parse_stack_config(config).cluster.burst.partitions[0].instance_types[2].price == 2.5
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # N9: `PartitionName=default` is Slurm's defaults line: the partition would not exist.
+        (
+            lambda c: _partition(c).update(name="default"),
+            "cluster.burst.partitions[0].name: 'default' is a word Slurm reserves",
+        ),
+        # N11: the same type twice registered one launch template twice (a duplicate URN in `up`).
+        (
+            lambda c: _partition(c)["instance_types"].append({"name": "g5.xlarge", "gpus": 1}),
+            "instance_types[].name: g5.xlarge is listed more than once",
+        ),
+        # N11: more CPUs than the type has: every node would register invalid.
+        (lambda c: _partition(c).update(cpus=512), "cpus: 512 is more than instance_types[0] g5.xlarge has (4 vCPUs)"),
+    ],
+)
+def test_burst_partitions_that_slurm_or_ec2_would_refuse_later_are_refused_now(change, message):
+    assert message in error_after(change)
+
+
+def test_cpus_of_a_type_outside_the_vcpu_table_are_not_checked():
+    config = burst_stack()
+    _partition(config["cluster"]).update(instance_types=[{"name": "g9.xlarge", "gpus": 1, "price": 2.5}], cpus=64)
+    assert parse_stack_config(config).cluster.burst.partitions[0].cpus == 64
