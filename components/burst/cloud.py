@@ -23,9 +23,15 @@ def template_name(cluster: str, partition: str, instance_type: str) -> str:
     return f"{cluster}-{partition}-{instance_type.replace('.', '-')}"
 
 
+def instance_types(config: BurstConfig) -> list[str]:
+    """Every configured type, once, in order: the only ones the controller may launch."""
+    return list(dict.fromkeys(t.name for p in config.partitions for t in p.instance_types))
+
+
 def controller_policy(cluster: str, region: str, arns: dict) -> str:
     """What the controller's programs may do: launch from the cluster's templates only, into
-    its subnets, instances that carry the cluster's and the burst tag; tag what they launch;
+    its subnets, instances of the configured types that carry the cluster's and the burst
+    tag; tag what they launch;
     terminate only instances with both tags (the cluster's EC2 hosts carry the cluster's
     only); pass the burst role to EC2; store the munge key in its one secret. Describe calls
     take no resource scope in EC2."""
@@ -53,7 +59,11 @@ def controller_policy(cluster: str, region: str, arns: dict) -> str:
                     "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
                     "Resource": [instance],
                     "Condition": {
-                        "StringEquals": {"aws:RequestTag/gpucluster:cluster": cluster},
+                        "StringEquals": {
+                            "aws:RequestTag/gpucluster:cluster": cluster,
+                            # Only the configured types: a fleet's overrides could ask for any.
+                            "ec2:InstanceType": arns["instance_types"],
+                        },
                         "StringLike": {f"aws:RequestTag/{BURST_TAG}": "*"},
                         "ArnLike": {"ec2:LaunchTemplate": arns["templates"]},
                     },
@@ -283,7 +293,13 @@ class BurstCloud(pulumi.ComponentResource):
             security_group=self.security_group.arn,
             role=role.arn,
             secret=self.secret.arn,
-        ).apply(lambda a: controller_policy(cluster, config.region, {**a, "ami": config.ami}))
+        ).apply(
+            lambda a: controller_policy(
+                cluster,
+                config.region,
+                {**a, "ami": config.ami, "instance_types": instance_types(config)},
+            )
+        )
         aws.iam.UserPolicy(f"{name}-controller-policy", user=user.name, policy=arns, opts=child)
         key = aws.iam.AccessKey(
             f"{name}-controller-key",

@@ -70,7 +70,10 @@ def test_the_controller_policy_is_scoped_to_the_tag_and_the_templates(run):
     policy = json.loads(unwrap(run.by_name("gpu-burst-controller-policy").inputs["policy"]))
     statements = {s["Sid"]: s for s in policy["Statement"]}
     launch = statements["OnlyInstancesTaggedForTheCluster"]
-    assert launch["Condition"]["StringEquals"] == {"aws:RequestTag/gpucluster:cluster": "gpu"}
+    assert launch["Condition"]["StringEquals"] == {
+        "aws:RequestTag/gpucluster:cluster": "gpu",
+        "ec2:InstanceType": ["g5.xlarge", "g4dn.xlarge"],  # N15: the configured types only
+    }
     assert sorted(launch["Condition"]["ArnLike"]["ec2:LaunchTemplate"]) == sorted(
         statements["LaunchFromTheClusterTemplates"]["Resource"][:2]
     )

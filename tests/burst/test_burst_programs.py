@@ -70,11 +70,24 @@ def test_resume_sends_an_idempotency_token_and_never_waits(world, monkeypatch):
     finally:
         del os.environ["SLURM_RESUME_FILE"]
     (call,) = calls
-    assert call["Type"] == "instant" and call["ClientToken"].startswith("gpu-burst-3-")
+    assert call["Type"] == "instant" and call["ClientToken"].startswith("gpu-")
     assert call["TargetCapacitySpecification"]["TotalTargetCapacity"] == 1
     overrides = [o for c in call["LaunchTemplateConfigs"] for o in c["Overrides"]]
     assert [o["Priority"] for o in overrides] == [0.0, 1.0, 2.0, 3.0]  # types x subnets, in order
     assert waits == []
+
+
+def test_the_idempotency_token_keeps_the_time_with_the_longest_names():
+    """N10: `cluster-node-time` was cut to 64 characters: with a long partition name the time
+    was lost, and every later resume of the node replayed its first fleet."""
+    node = "p" * 63 + "-1000"
+    first, later = (
+        resume.client_token("abcdefghij", node, 1700000000),
+        resume.client_token("abcdefghij", node, 1700000600),
+    )
+    assert len(first) <= 64 and len(later) <= 64 and first != later
+    assert first.endswith("-1700000000") and later.endswith("-1700000600")
+    assert resume.client_token("gpu", "burst-1", 5) != resume.client_token("gpu", "burst-2", 5)
 
 
 def test_a_capacity_error_on_the_first_type_launches_the_second_and_skips_the_first(world):
