@@ -31,7 +31,7 @@ from components.metrics.render import (
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
 from components.sharedfs.config import EfsShare, serving_host
-from components.sharedfs.shared_fs import host_packages, nfs_server, shared_mount
+from components.sharedfs.shared_fs import burst_mount, host_packages, nfs_server, shared_mount
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
@@ -512,6 +512,9 @@ class GpuCluster(pulumi.ComponentResource):
             f"gpucluster/{config.name}/munge-key",
             burst.api_endpoint,
             config.munge_socket,
+            people=[user.spec for user in config.users],
+            shared_dir=config.controller_host.shared_dir,
+            shared_mount=burst_mount(config),
         )
         return BurstCloud(
             f"{name}-burst", config.name, burst, self.burst_user_data, opts=pulumi.ResourceOptions(parent=self)

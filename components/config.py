@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 from components.app.config import WebAppConfig
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.prices import PRICES_DATE, hourly_price
-from components.burst.config import BurstConfig
+from components.burst.config import BurstConfig, rule_burst_shared_fs
 from components.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
 from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
 from components.host.config import (
@@ -1175,6 +1175,7 @@ CLUSTER_RULES = (
     rule_accounting,
     rule_shared_fs,
     rule_metrics_ports,
+    rule_burst_shared_fs,
 )
 
 MULTI_HOST_RULES = (rule_hosts, *CLUSTER_RULES)

@@ -151,3 +151,34 @@ class BurstConfig(StrictModel):
     @property
     def addresses_available(self) -> int:
         return sum(s.cidr.num_addresses - AWS_RESERVED_PER_SUBNET for s in self.subnets)
+
+
+def rule_burst_shared_fs(c):
+    """Burst nodes mount the shared filesystem at shared_dir themselves, over the VPN: its
+    server must be in burst.on_premises_cidrs. EFS lives in the EC2 site's VPC, which the
+    burst VPC does not reach: refused beside a burst partition."""
+    from ipaddress import IPv4Address  # components.config imports this module
+
+    from components.sharedfs.config import EfsShare, ServedNfs, serving_host
+
+    burst, fs = c.burst, c.shared_fs
+    if burst is None or fs is None:
+        return
+    if isinstance(fs, EfsShare):
+        yield (
+            "burst: shared_fs kind efs is in the EC2 site's VPC, which burst nodes do not reach; their jobs would "
+            "find no shared_dir: use kind served or nfs, or no burst"
+        )
+        return
+    if isinstance(fs, ServedNfs):
+        server, field = serving_host(c).address, "the shared_fs server's address"
+    else:
+        try:
+            server, field = IPv4Address(fs.server), "shared_fs.server"
+        except ValueError:
+            return  # a DNS name: resolved on the node, not checked here
+    if server is not None and not any(server in net for net in burst.on_premises_cidrs):
+        yield (
+            f"burst.on_premises_cidrs: {field} {server} is in none of them; burst nodes mount shared_dir from it "
+            "over the VPN: add its network"
+        )

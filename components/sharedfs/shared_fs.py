@@ -45,15 +45,27 @@ def server_dir(config: ClusterConfig) -> str:
 
 
 def export_clients(config: ClusterConfig) -> list[str]:
-    """Who may mount a served export: the cluster's hosts, no one else. Not their container
-    subnets: nodes see the share through their host's bind mount and never speak NFS, and a
-    job that did would claim any uid (AUTH_SYS)."""
+    """Who may mount a served export: the cluster's hosts, and the burst subnets (a burst node
+    mounts it itself, as root, over the VPN), no one else. Not the hosts' container subnets:
+    nodes see the share through their host's bind mount and never speak NFS, and a job that
+    did would claim any uid (AUTH_SYS)."""
     clients = []
     for host in config.cluster_hosts:
         address = host.address or getattr(host.connection, "address", None)
         if address:
             clients.append(str(address))
+    if config.burst is not None:
+        clients += [str(subnet.cidr) for subnet in config.burst.subnets]
     return list(dict.fromkeys(clients))
+
+
+def burst_mount(config: ClusterConfig) -> str:
+    """SERVER:PORT:EXPORT a burst node mounts at shared_dir: the served export or the site's;
+    empty without one, or with EFS (in the EC2 site's VPC, not the burst VPC)."""
+    fs = config.shared_fs
+    if fs is None or isinstance(fs, EfsShare):
+        return ""
+    return f"{server_address(config)}:{fs.port}:{export_path(config)}"
 
 
 def render_ganesha_conf(config: ClusterConfig) -> str:

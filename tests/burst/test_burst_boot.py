@@ -141,3 +141,65 @@ def test_the_munge_key_goes_from_the_controller_to_the_node_through_the_secret_o
     monkeypatch.setenv("KEY_OUT", str(out))
     exec(compile(fetch, "boot_node.sh", "exec"), {})
     assert out.read_bytes() == KEY
+
+
+# ---- N4: the cluster's people and shared_dir on a burst node ----
+
+PEOPLE = ["alice:2101:2101:alice", "bob:2102:2200:lab"]
+
+
+def test_the_people_and_the_shared_mount_are_in_place_before_slurmd_starts():
+    text = for_node(
+        render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET, PEOPLE, "/srv/shared", "10.42.3.1:2049:/x"),
+        "burst-1",
+    )
+    assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
+    assert "PEOPLE=alice:2101:2101:alice,bob:2102:2200:lab\n" in text
+    assert "SHARED_DIR=/srv/shared\n" in text and "SHARED_MOUNT=10.42.3.1:2049:/x\n" in text
+    assert text.index("useradd") < text.index("mount -t nfs4") < text.index("systemctl restart slurmd")
+    with pytest.raises(ValueError, match="@PEOPLE@"):
+        render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET, ["eve:1:1:eve; reboot"])
+
+
+def people_and_mount_block(text: str) -> str:
+    start = text.index("# The cluster's people (users[])")
+    return text[start : text.index("# Configless:")]
+
+
+def test_the_boot_makes_each_person_and_mounts_the_share_as_the_hosts_do(tmp_path):
+    """The boot's own block, run with the system commands it calls stood in (they log)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    for name, body in {
+        "getent": "exit 2",  # nobody exists yet
+        "groupadd": 'echo "groupadd $*" >> "$LOG"',
+        "useradd": 'echo "useradd $*" >> "$LOG"',
+        "mount": 'echo "mount $*" >> "$LOG"; touch "$MOUNTED"',
+        "mountpoint": '[ -e "$MOUNTED" ]',
+        "sleep": "true",
+    }.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    text = render_user_data(
+        "10.42.3.2", "us-east-1", SECRET, None, SOCKET, PEOPLE, str(tmp_path / "shared"), "10.42.3.1:2049:/gpucluster-x"
+    )
+    assignments = "".join(
+        line + "\n" for line in text.splitlines() if line.split("=")[0] in ("PEOPLE", "SHARED_DIR", "SHARED_MOUNT")
+    )
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + assignments + people_and_mount_block(text)],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log), "MOUNTED": str(tmp_path / "mounted")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert log.read_text().splitlines() == [
+        "groupadd -g 2101 alice",
+        "useradd -m -u 2101 -g 2101 -s /bin/bash alice",
+        "groupadd -g 2200 lab",
+        "useradd -m -u 2102 -g 2200 -s /bin/bash bob",
+        f"mount -t nfs4 -o port=2049,hard 10.42.3.1:/gpucluster-x {tmp_path / 'shared'}",
+    ]
+    assert (tmp_path / "shared").is_dir()

@@ -11,6 +11,9 @@ REGION=@REGION@
 SECRET_ID=@SECRET_ID@
 ENDPOINT=@ENDPOINT@
 MUNGE_SOCKET=@MUNGE_SOCKET@
+PEOPLE=@PEOPLE@
+SHARED_DIR=@SHARED_DIR@
+SHARED_MOUNT=@SHARED_MOUNT@
 exec >>/var/log/gpucluster-burst-boot.log 2>&1
 echo "$(date -u +%FT%TZ) boot of burst node ${NODE_NAME}"
 case $NODE_NAME in
@@ -52,6 +55,31 @@ printf 'd %s 0755 root root -\nL+ %s - - - - /run/munge/munge.socket.2\n' "$(dir
   >/etc/tmpfiles.d/gpucluster-munge.conf
 systemd-tmpfiles --create /etc/tmpfiles.d/gpucluster-munge.conf
 systemctl restart munge
+
+# The cluster's people (users[]): the same names, uids and gids as on every other node, so a
+# job runs as its user here too; made before slurmd starts. Homes as on the nodes.
+IFS=, read -ra people <<< "$PEOPLE"
+for person in "${people[@]}"; do
+  IFS=: read -r name uid gid group <<< "$person"
+  getent group "$group" >/dev/null || groupadd -g "$gid" "$group"
+  getent passwd "$name" >/dev/null || useradd -m -u "$uid" -g "$gid" -s /bin/bash "$name"
+done
+# The shared directory, where the hosts have it: the shared filesystem mounted there (the
+# kernel's NFSv4 client, as root: a reserved port), so a job submitted from it runs in it and
+# writes its output there. Without a shared filesystem it is a directory of this instance only.
+if [ -n "$SHARED_DIR" ]; then
+  mkdir -p "$SHARED_DIR"
+  if [ -n "$SHARED_MOUNT" ]; then
+    IFS=: read -r nfs_server nfs_port nfs_export <<< "$SHARED_MOUNT"
+    for attempt in $(seq 30); do
+      mountpoint -q "$SHARED_DIR" && break
+      mount -t nfs4 -o "port=$nfs_port,hard" "$nfs_server:$nfs_export" "$SHARED_DIR" && break
+      echo "mount of $nfs_server:$nfs_export failed (attempt $attempt); again in 10 s"
+      sleep 10
+    done
+    mountpoint -q "$SHARED_DIR" || { echo "the shared filesystem is not mounted: no node"; exit 1; }
+  fi
+fi
 
 # Configless: the controller's address is all slurmd needs; -N is the name Slurm resumed.
 printf 'SLURMD_OPTIONS="--conf-server %s:6817 -N %s"\n' "$CONTROLLER" "$NODE_NAME" >/etc/default/slurmd
