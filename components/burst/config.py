@@ -11,8 +11,14 @@ from pydantic import AfterValidator, Field, model_validator
 
 from components.aws.config import INSTANCE_TYPE_PATTERN, Price, _aws_block_size, _resource_id
 from components.aws.prices import VCPUS
-from components.config_types import Address, Hostname, Network, StrictInt, StrictModel
-from components.slurm.config import SLURM_RESERVED_PARTITION_NAMES
+from components.config_types import (
+    SLURM_RESERVED_PARTITION_NAMES,
+    Address,
+    Hostname,
+    Network,
+    StrictInt,
+    StrictModel,
+)
 
 ZONE_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9][a-z]$"
 # AWS keeps the first four addresses and the last of every subnet.
