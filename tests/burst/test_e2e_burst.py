@@ -82,6 +82,7 @@ def burst_config(endpoint: str) -> dict:
     cluster["nodes"] = [{"name": "c000", "nat_address": "10.53.3.2", "cluster_address": "10.53.5.1"}]
     cluster["slurm"] = {"controller": {"placement": "host"}, "partitions": [{"name": "local", "default": True}]}
     cluster.pop("web_app")
+    cluster["users"] = [{"name": "bstuser", "uid": 2391, "gid": 2391}]  # N4: made on burst nodes too
     cluster["burst"] = {
         "region": REGION,
         "ami": "ami-0a1b2c3d4e5f67890",
@@ -568,6 +569,12 @@ def test_6_destroy_with_a_burst_node_running_leaves_no_instance(world, capsys):
     refused = sh("lxc-attach", "-n", container, "--", *as_nobody, check=False)
     assert refused.returncode != 0 and "ConnectionRefusedError" in refused.stderr, refused
     report.append(f"{container}: IMDS rule present; uid 65534 -> 169.254.169.254:80: {refused.stderr.splitlines()[-1]}")
+    # N4: the cluster's people on the burst node, as on every node; shared_dir made (no shared_fs here).
+    person = sh("lxc-attach", "-n", container, "--", "getent", "passwd", "bstuser", check=False).stdout
+    assert person.startswith("bstuser:x:2391:2391:"), person
+    shared = sh("lxc-attach", "-n", container, "--", "test", "-d", f"/srv/gpucluster/{CLUSTER}/shared", check=False)
+    assert shared.returncode == 0
+    report.append(f"{container}: {person.strip()}; /srv/gpucluster/{CLUSTER}/shared present")
     host = ec2_host(world)
     removal = destroy(world.commands)
     states = [(i["InstanceId"], i["State"]["Name"]) for i in world.plane.instances()]
