@@ -21,6 +21,7 @@ from components.metrics.render import (
     render_exporter_settings,
     render_prometheus_config,
 )
+from components.sharedfs.shared_fs import burst_mount
 from components.slurm.slurm_conf import render_slurm_conf
 from components.transport import env_list, host_command
 
@@ -54,6 +55,9 @@ def burst_cloud(name: str, config: ClusterConfig, parent: pulumi.Resource) -> tu
         f"gpucluster/{config.name}/munge-key",
         burst.api_endpoint,
         config.munge_socket,
+        people=[user.spec for user in config.users],
+        shared_dir=config.controller_host.shared_dir,
+        shared_mount=burst_mount(config),
     )
     cloud = BurstCloud(f"{name}-burst", config.name, burst, user_data, opts=pulumi.ResourceOptions(parent=parent))
     return cloud, user_data

@@ -12,6 +12,7 @@ component the slice it models.
 
 import functools
 from collections.abc import Iterator
+from ipaddress import IPv4Address
 
 from pydantic import Field, model_validator
 
@@ -35,7 +36,7 @@ from components.lxc.rules import (
     rule_stand_in_gpus,
     rule_unique_node_names,
 )
-from components.metrics.config import MetricsConfig
+from components.metrics.config import MetricsConfig, rule_metrics_ports
 from components.network.config import NetworkConfig, PortForwardConfig
 from components.network.rules import (
     rule_bridges_distinct,
@@ -45,7 +46,7 @@ from components.network.rules import (
     rule_nat_addresses_in_subnet,
     rule_unique_addresses,
 )
-from components.sharedfs.config import SharedFsConfig, rule_shared_fs
+from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, rule_shared_fs, serving_host
 from components.slurm.config import AccountingConfig, NodeConfig, SlurmConfig
 from components.slurm.rules import (
     rule_accounting,
@@ -197,6 +198,34 @@ def _host_references(c: ClusterConfig) -> Iterator[tuple[str, str]]:
         yield "accounting.host", c.accounting.host
 
 
+# Spans burst and the shared filesystem: neither area owns both facts.
+def rule_burst_shared_fs(c):
+    """Burst nodes mount the shared filesystem at shared_dir themselves, over the VPN: its
+    server must be in burst.on_premises_cidrs. EFS lives in the EC2 site's VPC, which the
+    burst VPC does not reach: refused beside a burst partition."""
+    burst, fs = c.burst, c.shared_fs
+    if burst is None or fs is None:
+        return
+    if isinstance(fs, EfsShare):
+        yield (
+            "burst: shared_fs kind efs is in the EC2 site's VPC, which burst nodes do not reach; their jobs would "
+            "find no shared_dir: use kind served or nfs, or no burst"
+        )
+        return
+    if isinstance(fs, ServedNfs):
+        server, field = serving_host(c).address, "the shared_fs server's address"
+    else:
+        try:
+            server, field = IPv4Address(fs.server), "shared_fs.server"
+        except ValueError:
+            return  # a DNS name: resolved on the node, not checked here
+    if server is not None and not any(server in net for net in burst.on_premises_cidrs):
+        yield (
+            f"burst.on_premises_cidrs: {field} {server} is in none of them; burst nodes mount shared_dir from it "
+            "over the VPN: add its network"
+        )
+
+
 CLUSTER_RULES = (
     rule_aws,
     rule_burst,
@@ -220,6 +249,8 @@ CLUSTER_RULES = (
     rule_users,
     rule_accounting,
     rule_shared_fs,
+    rule_metrics_ports,
+    rule_burst_shared_fs,
 )
 
 

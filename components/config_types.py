@@ -59,6 +59,10 @@ InterfaceName = Annotated[
 
 Port = Annotated[int, Strict(), Field(ge=1, le=65535, description="TCP port, 1-65535")]
 
+# `PartitionName=DEFAULT` is Slurm 22.05's defaults line, not a partition (case-insensitive):
+# never a name of slurm.partitions or burst.partitions.
+SLURM_RESERVED_PARTITION_NAMES = frozenset({"default"})
+
 
 def _check_absolute_path(value: str) -> str:
     if not value.startswith("/"):

@@ -11,4 +11,4 @@ from components.metrics.cost_arithmetic import (  # noqa: F401 (the arithmetic i
     per_account,
     usd,
 )
-from components.metrics.prices import host_gpu_hour_price, node_prices  # noqa: F401
+from components.metrics.prices import burst_partition_prices, host_gpu_hour_price, node_prices  # noqa: F401

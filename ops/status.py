@@ -10,6 +10,7 @@ and the rest is still shown. Exit status 1 when something did not answer or drif
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,20 @@ def _money(amount: Decimal) -> float:
     return float(round(amount, 6))
 
 
+MONTH_START_ON_HOST = ["date", "+%Y-%m-01T00:00:00"]
+
+
+def host_month_start(shell: hosts.Shell) -> str | None:
+    """This month's first second where sacct runs, in that host's time zone (sacct reads -S in
+    it); None when the host does not say (then this machine's local time is used)."""
+    try:
+        done = shell.run(MONTH_START_ON_HOST, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    answer = done.stdout.strip() if done.returncode == 0 else ""
+    return answer if re.fullmatch(r"[0-9]{4}-[0-9]{2}-01T00:00:00", answer) else None
+
+
 def cost_report(
     cluster: ClusterConfig, shell: hosts.Shell | None, slurm_conf: str, jobs: list[slurm_text.Job], now: float
 ) -> dict:
@@ -83,7 +98,9 @@ def cost_report(
     report = {
         "accounting": cluster.accounting is not None,
         "prices_per_gpu_hour": {
-            host.name: _money(cost.host_gpu_hour_price(cluster, host)) for host in cluster.cluster_hosts
+            **{host.name: _money(cost.host_gpu_hour_price(cluster, host)) for host in cluster.cluster_hosts},
+            # Burst nodes: their partition's dearest type (the type a job got is not recorded).
+            **{f"burst {name} (dearest type)": _money(p) for name, p in cost.burst_partition_prices(cluster).items()},
         },
         "month_start": slurm_text.month_start(now),
         "message": "",
@@ -112,6 +129,7 @@ def cost_report(
     if shell is None:
         report["message"] = "Slurm cannot be reached: no cost"
         return report
+    report["month_start"] = host_month_start(shell) or report["month_start"]
     done = shell.run(
         slurm_text.sacct_since(report["month_start"]),
         env={"SLURM_CONF": slurm_conf},
@@ -313,10 +331,32 @@ def render(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+USAGE = "usage: ./status.sh STACK [--json]"
+HELP = f"""{USAGE}
+
+The operator's view of the stack STACK's cluster (stacks/Pulumi.STACK.yaml and its state):
+  hosts      each host answering, and drift from what the program made (./verify.sh)
+  nodes      every node's Slurm state, its GPUs, and why it is drained
+  jobs       the queue: running and pending jobs, their user, account, GPUs and time
+  web app    its URL, where the stack has one
+  cost       this month's GPU-hours and USD per account (sacct, with accounting; without
+             it, the running jobs' cost so far), priced per GPU-hour of each host
+             (docs/status.md)
+
+  --json     the same report as JSON
+  --help     this text
+
+Exit status: 0 when everything answered and nothing drifted, 1 otherwise, 2 for a usage
+or config error."""
+
+
 def main(argv: list[str]) -> int:
+    if "--help" in argv or "-h" in argv:
+        print(HELP)
+        return 0
     args = [a for a in argv if a != "--json"]
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: ./status.sh STACK [--json]", file=sys.stderr)
+        print(f"{USAGE}   (./status.sh --help: what it shows)", file=sys.stderr)
         return 2
     stack = args[0]
     try:

@@ -520,6 +520,16 @@ RULE_CASES = [
         _set("shared_fs", {"kind": "nfs", "server": "nfs.example.org", "path": "/export/local"}),
         "cluster.shared_fs: needs `hosts`",
     ),
+    (
+        "rule_metrics_ports",
+        _set("metrics", {"nat_address": "10.42.3.30", "node_exporter_port": 6818}),
+        "cluster.metrics.node_exporter_port: 6818 is also Slurm's own port 6818",
+    ),
+    (
+        "rule_burst_shared_fs",
+        lambda c: c.update(burst=copy.deepcopy(BURST), shared_fs={"kind": "efs"}),
+        "cluster.burst: shared_fs kind efs is in the EC2 site's VPC",
+    ),
 ]
 
 

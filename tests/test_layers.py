@@ -42,6 +42,8 @@ ALLOWED = {
     ("lxc", "network"): "a container's network lines come from its host's bridges (NetworkConfig)",
     ("metrics", "aws"): "an EC2 host's GPU-hour price comes from the instance's hourly price",
     ("metrics", "lxc"): "Prometheus runs in a CudaContainer",
+    ("metrics", "network"): "rule_metrics_ports: the metrics ports are checked against Slurm's (SLURM_PORTS)",
+    ("sharedfs", "host"): "shared_fs.directory is refused inside the host paths' system trees",
     ("slurm", "burst"): "slurm.conf renders the burst partitions' cloud nodes and their programs' paths",
     ("slurm", "host"): "the accounting database's container gets the people (UserConfig)",
     ("slurm", "lxc"): "the accounting database runs in a container; Slurm names avoid the program's containers",

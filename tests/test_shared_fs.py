@@ -1,5 +1,5 @@
 """The shared filesystem (shared_fs): its config and errors, the server's export (only the
-cluster's hosts and container subnets, root squashed), and the graph under mocks: the server
+cluster's hosts, from privileged ports, root squashed), and the graph under mocks: the server
 before every mount, every mount before the nodes that bind it, the mount in the boot path."""
 
 import copy
@@ -78,6 +78,16 @@ def test_bad_shared_fs_names_the_field(change, message):
     assert message in error_of(mutate(change))
 
 
+SYSTEM_PLACES = ["/etc", "/etc/exports.d", "/root", "/root/data", "/home", "/home/alice", "/var/lib", "/usr", "/srv"]
+
+
+@pytest.mark.parametrize("directory", [*SYSTEM_PLACES, "/tmp/share", "/boot"])
+def test_a_system_directory_is_never_served(directory):
+    """N7: the served directory is exported read-write to every host and bound into every node."""
+    message = error_of(mutate(lambda c: c["shared_fs"].update(directory=directory)))
+    assert f"shared_fs.directory: {directory} is" in message
+
+
 def test_a_one_host_stack_is_told_shared_fs_needs_hosts():
     config = copy.deepcopy(stack_config("e2e"))
     config["cluster"]["shared_fs"] = {"kind": "nfs", "server": "nfs.example.org", "path": "/export/e2e"}
@@ -87,14 +97,15 @@ def test_a_one_host_stack_is_told_shared_fs_needs_hosts():
 # ---- the export ----
 
 
-def test_export_only_to_the_cluster_hosts_and_their_container_subnets_root_squashed():
+def test_export_only_to_the_cluster_hosts_from_privileged_ports_root_squashed():
+    """N3: no container subnet is a client, and AUTH_SYS is trusted from reserved ports only
+    (tests/test_stand_in_nfs_client.py proves both against a real NFS-Ganesha)."""
     config = parsed()
-    assert export_clients(config) == [
-        "192.168.10.11", "10.46.3.0/24", "10.46.5.0/24", "192.168.10.12", "10.47.3.0/24", "10.47.5.0/24"
-    ]  # fmt: skip
+    assert export_clients(config) == ["192.168.10.11", "192.168.10.12"]
     conf = render_ganesha_conf(config)
     assert "Access_Type = None;" in conf  # nobody else
-    assert "CLIENT { Clients = 192.168.10.11, 10.46.3.0/24, 10.46.5.0/24, 192.168.10.12," in conf
+    assert "CLIENT { Clients = 192.168.10.11, 192.168.10.12; Access_Type = RW; }" in conf
+    assert "PrivilegedPort = true;" in conf
     assert "Squash = root_squash;" in conf and "Bind_addr = 192.168.10.11;" in conf
     assert "Path = /srv/gpucluster/duo/export;" in conf and "Pseudo = /gpucluster-duo;" in conf
     unsquashed = parse_stack_config(twohost({**SERVED, "root_squash": False})).cluster

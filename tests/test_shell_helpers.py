@@ -81,3 +81,17 @@ def test_the_header_names_the_file_not_its_folder(tmp_path):
     original = ROOT / "components/lxc/files/container_create.sh"
     moved.write_text(original.read_text())
     assert script(moved) == script(original)
+
+
+def test_staging_files_for_a_container_prints_nothing_on_stderr(tmp_path):
+    """Item 3 of issue 35: the first ct_stage printed `...: line N: .../manifest: No such file or
+    directory` (its redirection failed before its 2>/dev/null applied) into every create's output."""
+    text = (ROOT / "components/files/lib/lxc.sh").read_text()
+    done = subprocess.run(
+        ["/bin/bash", "-c", f'{text}\nset -eu\necho a | ct_stage "$1" /etc/a 0644 root\nct_stage_absent "$1" /etc/b\n'
+         'echo c | ct_stage "$1" /etc/c 0600 root:root\ncat "$1/manifest"', "-", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.splitlines() == ["1 0644 root /etc/a", "2 - - /etc/b", "3 0600 root:root /etc/c"]
+    assert (tmp_path / "1").read_text() == "a\n" and (tmp_path / "3").read_text() == "c\n"

@@ -4,6 +4,7 @@ its NFSv4 lease (libnfs does not renew it) still working, open files included, a
 leaving the files. Needs root (FUSE, a daemon); NFS-Ganesha on 127.0.0.1:12049 only."""
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from components.sharedfs.shared_fs import CLIENT_PROGRAM, FILES
+from components.sharedfs.shared_fs import CLIENT_PROGRAM, FILES, render_ganesha_conf
+from components.stack_config import parse_stack_config
 from components.transport import script
+from tests.harness.program_harness import stack_config
 
 pytestmark = pytest.mark.privileged
 
@@ -23,9 +26,33 @@ CONFIG = f"""NFS_CORE_PARAM {{ Protocols = 4; NFS_Port = {PORT}; Bind_addr = 127
 NFS_KRB5 {{ Active_krb5 = false; }}
 NFSV4 {{ Graceless = true; Lease_Lifetime = {LEASE_S}; RecoveryRoot = {ROOT}/server/recovery; }}
 EXPORT {{ Export_Id = 1; Path = {ROOT}/export; Pseudo = /gpucluster-test; Access_Type = None; Squash = root_squash;
-  Anonymous_Uid = 65534; Anonymous_Gid = 65534; Protocols = 4; Transports = TCP; SecType = sys;
+  Anonymous_Uid = 65534; Anonymous_Gid = 65534; Protocols = 4; Transports = TCP; SecType = sys; PrivilegedPort = true;
   CLIENT {{ Clients = 127.0.0.1; Access_Type = RW; }} FSAL {{ Name = VFS; }} }}
 """  # noqa: E501
+# A user-space NFS client (libnfs, as the stand-in uses it) claiming uid 1234 (AUTH_SYS):
+# `mounted <rc>` and, once mounted, `created <rc>` for a file made as that uid.
+FORGER = """
+import ctypes, sys
+class Url(ctypes.Structure):
+    _fields_ = [("server", ctypes.c_char_p), ("path", ctypes.c_char_p), ("file", ctypes.c_char_p)]
+nfs = ctypes.CDLL("libnfs.so.13")
+P = ctypes.c_void_p
+nfs.nfs_init_context.restype = P
+nfs.nfs_parse_url_dir.restype, nfs.nfs_parse_url_dir.argtypes = ctypes.POINTER(Url), [P, ctypes.c_char_p]
+nfs.nfs_mount.argtypes = [P, ctypes.c_char_p, ctypes.c_char_p]
+nfs.nfs_set_uid.argtypes = [P, ctypes.c_int]
+nfs.nfs_set_timeout.argtypes = [P, ctypes.c_int]
+nfs.nfs_create.argtypes = [P, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(P)]
+context = nfs.nfs_init_context()
+nfs.nfs_set_timeout(context, 5000)
+url = nfs.nfs_parse_url_dir(context, f"nfs://127.0.0.1/gpucluster-test?version=4&nfsport={sys.argv[1]}".encode())
+rc = nfs.nfs_mount(context, url.contents.server, url.contents.path)
+print("mounted", rc)
+if rc == 0:
+    nfs.nfs_set_uid(context, 1234)
+    handle = P()
+    print("created", nfs.nfs_create(context, sys.argv[2].encode(), 0o101, 0o644, ctypes.byref(handle)))
+"""
 SERVER = {"CONF_DIR": f"{ROOT}/server", "DIRECTORY": f"{ROOT}/export", "ADDRESS": "127.0.0.1", "PORT": PORT}
 MOUNT = {"SHARED_DIR": f"{ROOT}/shared", "STATE_DIR": f"{ROOT}/state"}
 
@@ -67,6 +94,15 @@ def cleanup() -> None:
     shutil.rmtree(ROOT, ignore_errors=True)
 
 
+def test_the_product_s_export_asks_for_privileged_ports_as_this_test_s_server_does():
+    cluster = stack_config("twohost")
+    cluster["cluster"]["shared_fs"] = {"kind": "served", "directory": "/srv/gpucluster/duo/export"}
+    conf = render_ganesha_conf(parse_stack_config(cluster).cluster)
+    for setting in ("PrivilegedPort = true;", "SecType = sys;", "Squash = root_squash;"):
+        assert setting in conf and setting in CONFIG
+    assert re.search(r"Clients = [0-9., ]+;", conf)  # addresses of hosts: no container subnet
+
+
 def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
     assert shutil.which("ganesha.nfsd"), "nfs-ganesha is missing: run `bash .ci/run` (tests/debian-packages.txt)"
     cleanup()
@@ -82,6 +118,21 @@ def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
         assert (export / "by-root").stat().st_uid == 65534, "root was not squashed"
         assert (export / "by-user").stat().st_uid == 2345
         assert as_user(2345, f"rm {shared}/by-root").returncode != 0  # the sticky directory: not theirs
+
+        # N3: a job's own NFS client, from an unprivileged port, claiming another uid: refused;
+        # root's (a reserved port, as the kernel and the stand-in client use) is served.
+        forger = ROOT / "forger.py"
+        forger.write_text(FORGER)
+        forger.chmod(0o644)
+        forged = as_user(2345, f"/usr/bin/python3 {forger} {PORT} /forged-by-2345")
+        assert "mounted 0" not in forged.stdout and forged.returncode == 0, forged
+        assert not (export / "forged-by-2345").exists()
+        privileged = subprocess.run(
+            ["/usr/bin/python3", str(forger), PORT, "/made-by-root-as-1234"], capture_output=True, text=True
+        )
+        assert "created 0" in privileged.stdout, privileged
+        assert (export / "made-by-root-as-1234").stat().st_uid == 1234
+        (export / "made-by-root-as-1234").unlink()
 
         # Many processes running one script at once (srun -N4 on one host's nodes): one open
         # file, its handle shared (libnfs keeps one stateid per handle).

@@ -187,6 +187,23 @@ def test_prices_per_host_owned_configured_and_ec2_from_the_table():
     assert [cost.host_gpu_hour_price(shared, h) for h in shared.cluster_hosts] == [Decimal("0.2515"), Decimal("0.75")]
 
 
+def test_burst_nodes_are_priced_at_their_partition_s_dearest_type_per_gpu():
+    """N6: a burst job is billed by the hour; it was counted at $0."""
+    from tests.burst.stack import burst_stack
+
+    burst = parse_stack_config(burst_stack()).cluster
+    prices = cost.node_prices(burst)
+    # g5.xlarge $1.006 and g4dn.xlarge $0.526 an hour, one GPU each: the dearest, per GPU.
+    assert [prices[f"burst-{i}"] for i in range(1, 5)] == [Decimal("1.006")] * 4
+    assert cost.burst_partition_prices(burst) == {"burst": Decimal("1.006")}
+    row = slurm_text.Record("11", "alice", "chem", "COMPLETED", 3600, 1, ["burst-1"])
+    (chem,) = cost.per_account([(row.account, row.elapsed_seconds, row.gpus, row.nodes)], prices)
+    assert chem.usd == Decimal("1.006")
+    config = burst_stack()
+    config["cluster"]["burst"]["partitions"][0]["instance_types"] = [{"name": "g5.12xlarge", "gpus": 4, "price": 6.0}]
+    assert cost.node_prices(parse_stack_config(config).cluster)["burst-1"] == Decimal("1.5")
+
+
 def test_gpu_hour_price_field_is_checked():
     for bad, problem in ((-1, "greater than or equal to 0"), ("2", "valid number")):
         with pytest.raises(ConfigError, match=rf"cluster.host.gpu_hour_price: .*{problem}"):
@@ -272,6 +289,28 @@ class Answering(hosts.Shell):
             out, code = "ok       bridge e2ebr0 up\nMISSING  container e2e-c003 running\n", 1
         err = "" if code == 0 else "sacct: error: Problem talking to the database: Connection refused"
         return subprocess.CompletedProcess(argv, code, out, err)
+
+
+class InAnotherZone(Answering):
+    """The controller's host, whose month has begun already (its zone is ahead of this one)."""
+
+    def run(self, argv, stdin="", env=None, timeout=60):
+        if argv == status.MONTH_START_ON_HOST:
+            self.calls.append((argv, env))
+            return subprocess.CompletedProcess(argv, 0, "2026-12-01T00:00:00\n", "")
+        return super().run(argv, stdin, env, timeout)
+
+
+def test_the_month_begins_in_the_time_zone_of_the_host_sacct_runs_on(outputs):
+    """N14: sacct reads -S in its host's zone; the month's start is taken from that host."""
+    shell = InAnotherZone()
+    cluster = cluster_of("e2e", accounted)
+    report = status.gather("e2e", cluster, now=0, open_shell=lambda host, secret, workdir: (shell, ""))
+    assert report["cost"]["month_start"] == "2026-12-01T00:00:00"
+    (sacct,) = [argv for argv, _ in shell.calls if argv[0] == "sacct"]
+    assert sacct[sacct.index("-S") + 1] == "2026-12-01T00:00:00"
+    # A host that does not say: this machine's local month, as before.
+    assert status.host_month_start(Dead()) is None
 
 
 class Dead(hosts.Shell):
@@ -466,6 +505,17 @@ def test_ssh_uses_the_stacks_connection_and_a_dead_port_is_named(tmp_path):
     assert (tmp_path / "gpu2" / "id").stat().st_mode & 0o777 == 0o600
     message = hosts.probe(shell)
     assert message.startswith("root@127.0.0.1:1 does not answer: ") and "Connection refused" in message
+
+
+def test_help_describes_what_it_shows_and_succeeds():
+    """Issue 35 item 3: `./status.sh --help` printed the usage and exited 2."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["./status.sh", "--help"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ./status.sh STACK [--json]")
+    for shown in ("hosts", "nodes", "jobs", "cost", "--json", "Exit status"):
+        assert shown in done.stdout
+    assert status.main(["-h"]) == 0
 
 
 def test_usage_and_a_bad_stack(capsys, monkeypatch):

@@ -4,7 +4,16 @@ connection of a host that is an EC2 instance (`hosts[].connection: {kind: ec2}`)
 from ipaddress import IPv4Network, collapse_addresses
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Strict,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from components.config_types import StrictBool, StrictInt, StrictModel
 
@@ -119,6 +128,22 @@ class ExistingVpcConfig(StrictModel):
     )
 
 
+EXISTING_VPC_KEYS = ("vpc_id", "subnet_id", "route_table_id")
+
+
+def _vpc_kind(value) -> str:
+    """Which of the two the user wrote: an existing VPC names its ids, a new one does not. The
+    errors are then the branch's own, not the other branch's missing fields beside them."""
+    if isinstance(value, ExistingVpcConfig) or (isinstance(value, dict) and any(k in value for k in EXISTING_VPC_KEYS)):
+        return "existing"
+    return "new"
+
+
+VpcConfig = Annotated[
+    Annotated[NewVpcConfig, Tag("new")] | Annotated[ExistingVpcConfig, Tag("existing")], Discriminator(_vpc_kind)
+]
+
+
 class AwsConfig(StrictModel):
     """Where and how the EC2 hosts of the cluster are made."""
 
@@ -137,7 +162,9 @@ class AwsConfig(StrictModel):
     allow_ssh_from_anywhere: StrictBool = Field(
         False, description="allow admin_cidrs that add up to the whole internet (explicitly)"
     )
-    vpc: NewVpcConfig | ExistingVpcConfig = Field(NewVpcConfig(), description="a new VPC, or an existing one")
+    vpc: VpcConfig = Field(
+        NewVpcConfig(), description="a new VPC (cidr, subnet_cidr), or an existing one (vpc_id, subnet_id, ...)"
+    )
     placement_group: StrictBool = Field(False, description="a cluster placement group for the instances")
     instance_profile: str | None = Field(
         None, pattern=r"^[A-Za-z0-9+=,.@_-]{1,128}$", description="IAM instance profile; none: no role"

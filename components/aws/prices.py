@@ -33,6 +33,20 @@ PRICES: dict[str, dict[str, float]] = {
         "p4d.24xlarge": 35.3916,
     },
 }
+# vCPUs of the types above (the EC2 instance type list): a burst partition's `cpus` is checked
+# against them; a type not listed here is not checked.
+VCPUS: dict[str, int] = {
+    "g4dn.xlarge": 4,
+    "g4dn.2xlarge": 8,
+    "g4dn.12xlarge": 48,
+    "g5.xlarge": 4,
+    "g5.2xlarge": 8,
+    "g5.12xlarge": 48,
+    "g5.48xlarge": 192,
+    "g6.xlarge": 4,
+    "p4d.24xlarge": 96,
+    "p5.48xlarge": 192,
+}
 HOURS_PER_MONTH = 730  # AWS's own convention (8760 / 12)
 
 

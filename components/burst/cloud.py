@@ -14,6 +14,7 @@ from components.transport import host_command
 
 FILES = Path(__file__).parent / "files"
 ROOT_DEVICE = "/dev/xvda"  # Debian's AMIs
+BURST_TAG = "gpucluster:burst"  # on burst instances only (files/burst_common.py selects by it)
 SLURM_FROM_ON_PREMISES = "slurmctld, srun and the controller's network to the burst nodes"
 
 
@@ -22,11 +23,18 @@ def template_name(cluster: str, partition: str, instance_type: str) -> str:
     return f"{cluster}-{partition}-{instance_type.replace('.', '-')}"
 
 
+def instance_types(config: BurstConfig) -> list[str]:
+    """Every configured type, once, in order: the only ones the controller may launch."""
+    return list(dict.fromkeys(t.name for p in config.partitions for t in p.instance_types))
+
+
 def controller_policy(cluster: str, region: str, arns: dict) -> str:
     """What the controller's programs may do: launch from the cluster's templates only, into
-    its subnets, instances that carry the cluster's tag; tag what they launch; terminate only
-    instances with the cluster's tag; pass the burst role to EC2; store the munge key in its
-    one secret. Describe calls take no resource scope in EC2."""
+    its subnets, instances of the configured types that carry the cluster's and the burst
+    tag; tag what they launch;
+    terminate only instances with both tags (the cluster's EC2 hosts carry the cluster's
+    only); pass the burst role to EC2; store the munge key in its one secret. Describe calls
+    take no resource scope in EC2."""
     instance = f"arn:aws:ec2:{region}:*:instance/*"
     launched = [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in ("volume", "network-interface", "fleet")]
     return json.dumps(
@@ -51,7 +59,12 @@ def controller_policy(cluster: str, region: str, arns: dict) -> str:
                     "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
                     "Resource": [instance],
                     "Condition": {
-                        "StringEquals": {"aws:RequestTag/gpucluster:cluster": cluster},
+                        "StringEquals": {
+                            "aws:RequestTag/gpucluster:cluster": cluster,
+                            # Only the configured types: a fleet's overrides could ask for any.
+                            "ec2:InstanceType": arns["instance_types"],
+                        },
+                        "StringLike": {f"aws:RequestTag/{BURST_TAG}": "*"},
                         "ArnLike": {"ec2:LaunchTemplate": arns["templates"]},
                     },
                 },
@@ -63,11 +76,15 @@ def controller_policy(cluster: str, region: str, arns: dict) -> str:
                     "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
                 },
                 {
-                    "Sid": "TerminateTheClusterInstancesOnly",
+                    "Sid": "TerminateTheClusterBurstInstancesOnly",
                     "Effect": "Allow",
                     "Action": ["ec2:TerminateInstances"],
                     "Resource": [instance],
-                    "Condition": {"StringEquals": {"ec2:ResourceTag/gpucluster:cluster": cluster}},
+                    # The cluster's own EC2 hosts carry the cluster tag too: burst ones only.
+                    "Condition": {
+                        "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": cluster},
+                        "StringLike": {f"ec2:ResourceTag/{BURST_TAG}": "*"},
+                    },
                 },
                 {
                     "Sid": "Read",
@@ -120,8 +137,9 @@ class BurstCloud(pulumi.ComponentResource):
     it, a launch template per partition and instance type, and the controller's credentials,
     scoped to those templates and the cluster's tag.
 
-    `terminator` ends every instance tagged with the cluster when it is deleted: everything
-    here is its dependency, so a destroy deletes it (and the instances) first."""
+    `terminator` ends every burst instance of the cluster (never its EC2 hosts) when it is
+    deleted: everything here is its dependency, so a destroy deletes it (and the instances)
+    first."""
 
     def __init__(
         self,
@@ -275,7 +293,13 @@ class BurstCloud(pulumi.ComponentResource):
             security_group=self.security_group.arn,
             role=role.arn,
             secret=self.secret.arn,
-        ).apply(lambda a: controller_policy(cluster, config.region, {**a, "ami": config.ami}))
+        ).apply(
+            lambda a: controller_policy(
+                cluster,
+                config.region,
+                {**a, "ami": config.ami, "instance_types": instance_types(config)},
+            )
+        )
         aws.iam.UserPolicy(f"{name}-controller-policy", user=user.name, policy=arns, opts=child)
         key = aws.iam.AccessKey(
             f"{name}-controller-key",
@@ -307,7 +331,7 @@ class BurstCloud(pulumi.ComponentResource):
 
     def _template(self, name, cluster, config, partition: BurstPartition, instance_type, profile, user_data, tagged):
         label = f"{partition.name}-{instance_type.replace('.', '-')}"
-        burst_tags = tagged(f"{label}", **{"gpucluster:burst": partition.name})
+        burst_tags = tagged(f"{label}", **{BURST_TAG: partition.name})
         return aws.ec2.LaunchTemplate(
             f"{name}-{label}",
             name=template_name(cluster, partition.name, instance_type),
@@ -319,6 +343,7 @@ class BurstCloud(pulumi.ComponentResource):
                 http_endpoint="enabled",
                 http_tokens="required",
                 http_put_response_hop_limit=1,
+                http_protocol_ipv6="disabled",  # the boot script's IMDS rule covers its IPv4 address
                 instance_metadata_tags="enabled",
             ),
             block_device_mappings=[

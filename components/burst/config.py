@@ -10,7 +10,15 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from components.aws.config import INSTANCE_TYPE_PATTERN, Price, _aws_block_size, _resource_id
-from components.config_types import Address, Hostname, Network, StrictInt, StrictModel
+from components.aws.prices import VCPUS
+from components.config_types import (
+    SLURM_RESERVED_PARTITION_NAMES,
+    Address,
+    Hostname,
+    Network,
+    StrictInt,
+    StrictModel,
+)
 
 ZONE_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9][a-z]$"
 # AWS keeps the first four addresses and the last of every subnet.
@@ -44,12 +52,37 @@ class BurstPartition(StrictModel):
         min_length=1, max_length=8, description="instance types in order of preference"
     )
     max_nodes: StrictInt = Field(ge=1, le=1000, description="the most instances running at once")
-    cpus: StrictInt = Field(4, ge=1, le=512, description="CPUs Slurm schedules on a node (the smallest type's)")
+    cpus: StrictInt = Field(
+        4,
+        ge=1,
+        le=512,
+        description="CPUs Slurm schedules on a node: at most the smallest type's vCPUs (checked for the types "
+        "of components/aws/prices.py VCPUS; others unchecked)",
+    )
     suspend_time_s: StrictInt = Field(600, ge=10, le=604800, description="SuspendTime: idle seconds before stop")
     resume_timeout_s: StrictInt = Field(
         900, ge=30, le=7200, description="ResumeTimeout: seconds from start to slurmd registered, else DOWN"
     )
     capacity: Literal["on-demand", "spot"] = Field("on-demand", description="on-demand or spot instances")
+
+    @model_validator(mode="after")
+    def _name_types_and_cpus(self) -> "BurstPartition":
+        problems = []
+        if self.name.lower() in SLURM_RESERVED_PARTITION_NAMES:
+            problems.append(f"name: {self.name!r} is a word Slurm reserves (its defaults line); pick another name")
+        names = [t.name for t in self.instance_types]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(f"instance_types[].name: {name} is listed more than once")
+        for j, instance_type in enumerate(self.instance_types):
+            vcpus = VCPUS.get(instance_type.name)
+            if vcpus is not None and self.cpus > vcpus:
+                problems.append(
+                    f"cpus: {self.cpus} is more than instance_types[{j}] {instance_type.name} has ({vcpus} vCPUs); "
+                    "its nodes would register with fewer and Slurm would mark them invalid"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @property
     def node_names(self) -> list[str]:

@@ -11,20 +11,39 @@ from pathlib import Path
 FILES = Path(__file__).parent / "files"
 NODE_PLACEHOLDER = "@NODE_NAME@"
 SAFE = re.compile(r"^[A-Za-z0-9._:/-]*$")
+# NAME:UID:GID:GROUP of each person (users[]), comma-separated.
+PERSON = r"[a-z_][a-z0-9_-]*:[0-9]+:[0-9]+:[a-z_][a-z0-9_-]*"
+PEOPLE = re.compile(rf"^({PERSON}(,{PERSON})*)?$")
 
 
 def render_user_data(
-    controller: IPv4Address, region: str, secret_id: str, endpoint: str | None, munge_socket: str
+    controller: IPv4Address,
+    region: str,
+    secret_id: str,
+    endpoint: str | None,
+    munge_socket: str,
+    people: list[str] | tuple[str, ...] = (),
+    shared_dir: str = "",
+    shared_mount: str = "",
 ) -> str:
-    """The boot script of every burst node of the cluster, its node name left to the launch."""
+    """The boot script of every burst node of the cluster, its node name left to the launch.
+    `people`: the cluster's users (NAME:UID:GID:GROUP), made on the node as on every other;
+    `shared_dir` and `shared_mount` (SERVER:PORT:EXPORT, or empty): the shared filesystem the
+    node mounts there, as the hosts do (none: the directory stays local to the instance)."""
     values = {
         "@CONTROLLER@": str(controller),
         "@REGION@": region,
         "@SECRET_ID@": secret_id,
         "@ENDPOINT@": endpoint or "",
         "@MUNGE_SOCKET@": munge_socket,
+        "@SHARED_DIR@": shared_dir,
+        "@SHARED_MOUNT@": shared_mount,
     }
     text = (FILES / "boot_node.sh").read_text()
+    people_text = ",".join(people)
+    if not PEOPLE.match(people_text):
+        raise ValueError(f"@PEOPLE@: {people_text!r} is not safe in the boot script")
+    text = text.replace("@PEOPLE@", people_text)
     for placeholder, value in values.items():
         if not SAFE.match(value):  # values go into shell assignments unquoted
             raise ValueError(f"{placeholder}: {value!r} is not safe in the boot script")

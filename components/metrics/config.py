@@ -6,6 +6,7 @@ from typing import Annotated
 from pydantic import Field, Strict
 
 from components.config_types import Address, Hostname, StrictBool, StrictInt, StrictModel
+from components.network.rules import SLURM_PORTS
 
 # Prometheus and the exporters run as unprivileged users: no port below 1024.
 ServicePort = Annotated[int, Strict(), Field(ge=1024, le=65535, description="TCP port, 1024-65535")]
@@ -40,3 +41,23 @@ class MetricsConfig(StrictModel):
     retention_size_mb: StrictInt | None = Field(
         None, ge=64, le=10**7, description="and the oldest samples go once the data exceeds this size (none: no limit)"
     )
+
+
+def rule_metrics_ports(c):
+    """The metrics' ports against the cluster's others: Slurm's (slurmd binds 6818 in every
+    node, where the node exporter listens too; slurmctld 6817 on the controller's host), the
+    forwards' and the web app's host ports (their DNAT takes every local address, the
+    exporter's included) and the served NFS port."""
+    if not c.metrics_enabled:
+        return
+    taken = {port: f"Slurm's own port {port} ({', '.join(map(str, sorted(SLURM_PORTS)))})" for port in SLURM_PORTS}
+    if c.web_app:
+        taken.setdefault(c.web_app.host_port, f"web_app.host_port {c.web_app.host_port}")
+    for i, forward in enumerate(c.forwards):
+        taken.setdefault(forward.host_port, f"forwards[{i}].host_port {forward.host_port}")
+    if c.shared_fs is not None and c.shared_fs.kind == "served":  # the server listens on a cluster host
+        taken.setdefault(c.shared_fs.port, f"shared_fs.port {c.shared_fs.port} (the served NFS)")
+    for field in ("port", "exporter_port", "node_exporter_port"):
+        port = getattr(c.metrics, field)
+        if port in taken:
+            yield f"metrics.{field}: {port} is also {taken[port]}; pick another port"

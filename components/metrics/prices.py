@@ -23,10 +23,12 @@ class PricedHost(Protocol):
 
 class PricedCluster(Protocol):
     """What the prices need of the cluster (the composition's ClusterConfig): its hosts, its
-    nodes and where each runs, the EC2 site's prices."""
+    nodes and where each runs, the EC2 site's prices, the burst partitions."""
 
     nodes: list[Any]
     aws: AwsConfig | None
+    burst: Any
+    """the burst config: `region`, `partitions` (each `name`, `gres_gpus`, `instance_types`, `node_names`)"""
 
     @property
     def cluster_hosts(self) -> list[PricedHost]: ...
@@ -46,7 +48,34 @@ def host_gpu_hour_price(config: PricedCluster, host: PricedHost) -> Decimal:
     return Decimal(str(price)) / gpus
 
 
+def burst_type_price(config: PricedCluster, instance_type) -> Decimal:
+    """USD per hour of a burst type: its own price, else the dated table's (0 if neither)."""
+    price = instance_type.price or hourly_price(config.burst.region, instance_type.name, {})
+    return Decimal(str(price or 0))
+
+
+def burst_gpu_hour_price(config: PricedCluster, partition) -> Decimal:
+    """USD per GPU-hour on a burst partition's nodes: which type a job got is not recorded, so
+    its dearest type's hourly price (an upper bound), shared by the GPUs every type has
+    (`gres_gpus`). A partition without GPUs: 0, as every job is priced per GPU-hour."""
+    gpus = partition.gres_gpus
+    if gpus == 0:
+        return Decimal(0)
+    return max(burst_type_price(config, t) for t in partition.instance_types) / gpus
+
+
+def burst_partition_prices(config: PricedCluster) -> dict[str, Decimal]:
+    """USD per GPU-hour of each burst partition (none without `burst`)."""
+    if config.burst is None:
+        return {}
+    return {p.name: burst_gpu_hour_price(config, p) for p in config.burst.partitions}
+
+
 def node_prices(config: PricedCluster) -> dict[str, Decimal]:
-    """USD per GPU-hour of each node, by its host."""
+    """USD per GPU-hour of each node, by its host; a burst node by its partition."""
     by_host = {host.name: host_gpu_hour_price(config, host) for host in config.cluster_hosts}
-    return {node.name: by_host[config.node_host(node).name] for node in config.nodes}
+    prices = {node.name: by_host[config.node_host(node).name] for node in config.nodes}
+    if config.burst is not None:
+        for partition in config.burst.partitions:
+            prices.update(dict.fromkeys(partition.node_names, burst_gpu_hour_price(config, partition)))
+    return prices

@@ -6,6 +6,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, Field
 
 from components.config_types import Hostname, Port, SafePath, StrictBool, StrictModel, check_host_address
+from components.host.rules import LXC_DIR_FORBIDDEN_TREES, _system_dir_problem
 
 NfsClient = Literal["kernel", "stand_in"]
 
@@ -98,6 +99,9 @@ def rule_shared_fs(c):
     if fs.host is not None and fs.host not in names:
         yield f"shared_fs.host: {fs.host!r} is not one of hosts[].name ({', '.join(names)})"
         return
+    problem = served_directory_problem(fs.directory)
+    if problem:
+        yield problem
     server = serving_host(c)
     where = "shared_fs.host" if fs.host else f"shared_fs (served by the controller's host {server.name!r})"
     if server.address is None:
@@ -110,6 +114,19 @@ def rule_shared_fs(c):
                 f"shared_fs.directory: {fs.directory} and the {label} {path} of host {server.name!r} lie one "
                 "inside the other; keep the served files in a directory of their own"
             )
+
+
+# Beside the state directory's forbidden trees and the user-writable ones: root's home. The
+# served directory is exported read-write to every host and bound into every node.
+SERVED_DIRECTORY_FORBIDDEN_EXTRA = ("/root",)
+
+
+def served_directory_problem(directory: str) -> str | None:
+    """shared_fs.directory: never a system directory or one inside a system, user-writable
+    or root's tree (/etc, /root, /home, /var/lib...): its files become every node's."""
+    return _system_dir_problem(
+        "shared_fs.directory", directory, (*LXC_DIR_FORBIDDEN_TREES, *SERVED_DIRECTORY_FORBIDDEN_EXTRA)
+    )
 
 
 def _nested(a: str, b: str) -> bool:

@@ -29,6 +29,8 @@ class SharedFsCluster(Protocol):
 
     name: str
     shared_fs: SharedFsConfig | None
+    burst: Any
+    """the burst config (its `subnets`, each a `cidr`), or None"""
 
     @property
     def cluster_hosts(self) -> list[Any]: ...
@@ -61,18 +63,32 @@ def server_dir(config: SharedFsCluster) -> str:
 
 
 def export_clients(config: SharedFsCluster) -> list[str]:
-    """Who may mount a served export: the cluster's hosts and their container subnets, no one else."""
+    """Who may mount a served export: the cluster's hosts, and the burst subnets (a burst node
+    mounts it itself, as root, over the VPN), no one else. Not the hosts' container subnets:
+    nodes see the share through their host's bind mount and never speak NFS, and a job that
+    did would claim any uid (AUTH_SYS)."""
     clients = []
     for host in config.cluster_hosts:
         address = host.address or getattr(host.connection, "address", None)
         if address:
             clients.append(str(address))
-        clients += [str(host.network.nat_bridge.subnet), str(host.network.cluster_bridge.subnet)]
+    if config.burst is not None:
+        clients += [str(subnet.cidr) for subnet in config.burst.subnets]
     return list(dict.fromkeys(clients))
 
 
+def burst_mount(config: SharedFsCluster) -> str:
+    """SERVER:PORT:EXPORT a burst node mounts at shared_dir: the served export or the site's;
+    empty without one, or with EFS (in the EC2 site's VPC, not the burst VPC)."""
+    fs = config.shared_fs
+    if fs is None or isinstance(fs, EfsShare):
+        return ""
+    return f"{server_address(config)}:{fs.port}:{export_path(config)}"
+
+
 def render_ganesha_conf(config: SharedFsCluster) -> str:
-    """NFS-Ganesha serving only this export, over NFSv4 and TCP, to the cluster's hosts only."""
+    """NFS-Ganesha serving only this export, over NFSv4 and TCP, to the cluster's hosts only,
+    from privileged ports only."""
     fs, host = config.shared_fs, serving_host(config)
     squash = "root_squash" if fs.root_squash else "no_root_squash"
     return (
@@ -98,6 +114,9 @@ def render_ganesha_conf(config: SharedFsCluster) -> str:
         "  Protocols = 4;\n"
         "  Transports = TCP;\n"
         "  SecType = sys;\n"
+        # AUTH_SYS uids are trusted from reserved source ports only (root's: the kernel client,
+        # the stand-in client as root); a job's process, masqueraded or not, has none.
+        "  PrivilegedPort = true;\n"
         f"  CLIENT {{ Clients = {', '.join(export_clients(config))}; Access_Type = RW; }}\n"
         "  FSAL { Name = VFS; }\n"
         "}\n"

@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from components.config_types import (
+from components.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTITION_NAMES: used through this module)
+    SLURM_RESERVED_PARTITION_NAMES,
     Address,
     Hostname,
     SlurmTime,
@@ -23,7 +24,7 @@ from components.config_types import (
 # instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
 # `SlurmctldHost=localhost` is replaced by the host's own name.
 SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
-SLURM_RESERVED_PARTITION_NAMES = frozenset({"default"})
+# SLURM_RESERVED_PARTITION_NAMES: in components/config_types.py (burst partitions use it too).
 
 
 _TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)

@@ -96,7 +96,7 @@ def test_existing_vpc_ids_are_8_or_17_hex_digits(field, value):
                 "route_table_id": "rtb-0a1b2c3d4e5f67890"}  # fmt: skip
     assert accepted(_aws(vpc=existing)).aws.vpc.vpc_id == "vpc-0a1b2c3d"
     message = error_of(_aws(vpc={**existing, field: value}))
-    assert f"cluster.aws.vpc.ExistingVpcConfig.{field}: String should match pattern" in message
+    assert f"cluster.aws.vpc.existing.{field}: String should match pattern" in message
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,18 @@ def test_the_availability_zone_is_one_of_the_region(region, zone):
 )
 def test_vpc_and_subnet_sizes_are_the_ones_aws_allows(field, value):
     message = error_of(_vpc(**{field: value}))
-    assert f"cluster.aws.vpc.NewVpcConfig.{field}: AWS allows VPC and subnet sizes from /16 to /28" in message
+    assert f"cluster.aws.vpc.new.{field}: AWS allows VPC and subnet sizes from /16 to /28" in message
+
+
+def test_a_vpc_error_names_only_the_branch_the_user_wrote():
+    """Issue 35 item 3: a new VPC's error came with the existing VPC's missing fields beside it."""
+    message = error_of(_vpc(cidr="10.0.0.0/8"))
+    assert "cluster.aws.vpc.new.cidr: AWS allows VPC and subnet sizes" in message
+    assert "vpc_id" not in message and "Existing" not in message and "Field required" not in message
+    existing = error_of(_aws(vpc={"vpc_id": "vpc-0a1b2c3d", "subnet_cidr": "10.80.1.0/24"}))
+    assert "cluster.aws.vpc.existing.subnet_id: Field required" in existing
+    assert "cluster.aws.vpc.existing.route_table_id: Field required" in existing
+    assert ".new." not in existing and "cidr: " not in existing.replace("subnet_cidr", "")
 
 
 def test_the_smallest_and_largest_sizes_are_accepted():
@@ -166,7 +177,7 @@ def test_a_spot_max_price_is_text(price):
             _ec2(0, dial_error_limit="5"),
             "cluster.hosts[0].connection.ec2.dial_error_limit: Input should be a valid integer",
         ),
-        (_vpc(cidr=167772160), "cluster.aws.vpc.NewVpcConfig.cidr: Input should be a network written as text"),
+        (_vpc(cidr=167772160), "cluster.aws.vpc.new.cidr: Input should be a network written as text"),
     ],
 )
 def test_numbers_and_flags_are_taken_as_written(change, message):

@@ -77,3 +77,71 @@ def test_a_price_given_for_a_type_outside_the_table_is_accepted():
     config = burst_stack()
     _partition(config["cluster"])["instance_types"].append({"name": "g9.xlarge", "gpus": 1, "price": 2.5})
     assert parse_stack_config(config).cluster.burst.partitions[0].instance_types[2].price == 2.5
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # N9: `PartitionName=default` is Slurm's defaults line: the partition would not exist.
+        (
+            lambda c: _partition(c).update(name="default"),
+            "cluster.burst.partitions[0].name: 'default' is a word Slurm reserves",
+        ),
+        # N11: the same type twice registered one launch template twice (a duplicate URN in `up`).
+        (
+            lambda c: _partition(c)["instance_types"].append({"name": "g5.xlarge", "gpus": 1}),
+            "instance_types[].name: g5.xlarge is listed more than once",
+        ),
+        # N11: more CPUs than the type has: every node would register invalid.
+        (lambda c: _partition(c).update(cpus=512), "cpus: 512 is more than instance_types[0] g5.xlarge has (4 vCPUs)"),
+    ],
+)
+def test_burst_partitions_that_slurm_or_ec2_would_refuse_later_are_refused_now(change, message):
+    assert message in error_after(change)
+
+
+def test_cpus_of_a_type_outside_the_vcpu_table_are_not_checked():
+    config = burst_stack()
+    _partition(config["cluster"]).update(instance_types=[{"name": "g9.xlarge", "gpus": 1, "price": 2.5}], cpus=64)
+    assert parse_stack_config(config).cluster.burst.partitions[0].cpus == 64
+
+
+def _served_twohost_with_burst() -> dict:
+    import copy
+
+    from tests.burst.stack import BURST
+    from tests.harness.program_harness import stack_config
+
+    config = copy.deepcopy(stack_config("twohost"))
+    config["cluster"]["shared_fs"] = {"kind": "served", "directory": "/srv/gpucluster/duo/export"}
+    config["cluster"]["users"] = [{"name": "alice", "uid": 2101, "gid": 2101}]
+    config["cluster"]["burst"] = {**copy.deepcopy(BURST), "on_premises_cidrs": ["192.168.10.0/24", "10.46.0.0/16"]}
+    return config
+
+
+def test_burst_nodes_mount_the_served_export_and_make_the_cluster_s_people():
+    """N4: burst nodes had neither users[] nor shared_dir."""
+    from components.sharedfs.shared_fs import burst_mount, export_clients
+    from tests.harness.command_executor import unwrap
+    from tests.harness.program_harness import run_program
+
+    config = _served_twohost_with_burst()
+    cluster = parse_stack_config(config).cluster
+    assert burst_mount(cluster) == "192.168.10.11:2049:/gpucluster-duo"
+    assert export_clients(cluster) == ["192.168.10.11", "192.168.10.12", "10.90.1.0/24", "10.90.2.0/24"]
+    secrets = {"gpu2SshKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n"}
+    run = run_program(config, stack="twohost", secrets=secrets)
+    (template, *_) = run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    import base64
+
+    user_data = base64.b64decode(unwrap(template.inputs["userData"])).decode()
+    assert "PEOPLE=alice:2101:2101:alice\n" in user_data
+    assert "SHARED_DIR=/srv/gpucluster/duo/shared\n" in user_data
+    assert "SHARED_MOUNT=192.168.10.11:2049:/gpucluster-duo\n" in user_data
+
+
+def test_a_shared_filesystem_burst_nodes_cannot_reach_is_refused():
+    config = _served_twohost_with_burst()
+    config["cluster"]["burst"]["on_premises_cidrs"] = ["10.46.0.0/16"]
+    with pytest.raises(ConfigError, match=r"burst.on_premises_cidrs: the shared_fs server's address 192.168.10.11"):
+        parse_stack_config(config)

@@ -1,5 +1,5 @@
 """The destroy hook against moto's EC2 served on loopback, with the aws CLI a user runs
-`pulumi destroy` with: every instance tagged with the cluster ends, others stay."""
+`pulumi destroy` with: every burst instance of the cluster ends; the cluster's EC2 hosts and other clusters' stay."""
 
 import os
 import shutil
@@ -31,13 +31,15 @@ def endpoint():
         server.stop()
 
 
-def _launch(ec2, cluster: str) -> str:
+def _launch(ec2, cluster: str, burst: bool = True) -> str:
+    """A burst instance of `cluster`; burst=False: one of its EC2 hosts (the cluster's tags only)."""
+    tags = {"gpucluster:cluster": cluster, **({"gpucluster:burst": "burst"} if burst else {"gpucluster:site": "aws"})}
     made = ec2.run_instances(
         ImageId="ami-0a1b2c3d4e5f67890",
         InstanceType="g5.xlarge",
         MinCount=1,
         MaxCount=1,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "gpucluster:cluster", "Value": cluster}]}],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
     )
     return made["Instances"][0]["InstanceId"]
 
@@ -56,6 +58,7 @@ def test_destroy_terminates_every_instance_of_the_cluster_and_waits(endpoint):
     )
     ours = [_launch(ec2, "gpu"), _launch(ec2, "gpu")]
     theirs = _launch(ec2, "other")
+    host = _launch(ec2, "gpu", burst=False)  # N1: the cluster's own EC2 host stays
     env = {
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", "/root"),
@@ -77,6 +80,7 @@ def test_destroy_terminates_every_instance_of_the_cluster_and_waits(endpoint):
     assert done.returncode == 0, done.stderr
     states = _states(ec2)
     assert [states[i] for i in ours] == ["terminated", "terminated"] and states[theirs] == "running"
+    assert states[host] == "running"
     assert "terminating the burst instances of gpu" in done.stderr
     # Again, with nothing left: it says so and succeeds (a destroy may be retried).
     again = subprocess.run(
@@ -94,10 +98,11 @@ def test_destroy_through_the_harness_leaves_no_instance_in_moto(endpoint, monkey
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "t")
     ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=endpoint)
     nodes = [_launch(ec2, "gpu") for _ in range(3)]
+    host = _launch(ec2, "gpu", burst=False)
     config = burst_stack()
     config["cluster"]["burst"]["api_endpoint"] = endpoint
     hook = next(c for c in host_commands(run_program(config, stack="burst")) if c.name.endswith("terminate-instances"))
     assert hook.environment["AWS_ENDPOINT_URL"] == endpoint
     destroy([hook])
     states = _states(ec2)
-    assert {states[i] for i in nodes} == {"terminated"}
+    assert {states[i] for i in nodes} == {"terminated"} and states[host] == "running"

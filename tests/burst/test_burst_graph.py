@@ -70,12 +70,16 @@ def test_the_controller_policy_is_scoped_to_the_tag_and_the_templates(run):
     policy = json.loads(unwrap(run.by_name("gpu-burst-controller-policy").inputs["policy"]))
     statements = {s["Sid"]: s for s in policy["Statement"]}
     launch = statements["OnlyInstancesTaggedForTheCluster"]
-    assert launch["Condition"]["StringEquals"] == {"aws:RequestTag/gpucluster:cluster": "gpu"}
+    assert launch["Condition"]["StringEquals"] == {
+        "aws:RequestTag/gpucluster:cluster": "gpu",
+        "ec2:InstanceType": ["g5.xlarge", "g4dn.xlarge"],  # N15: the configured types only
+    }
     assert sorted(launch["Condition"]["ArnLike"]["ec2:LaunchTemplate"]) == sorted(
         statements["LaunchFromTheClusterTemplates"]["Resource"][:2]
     )
-    terminate = statements["TerminateTheClusterInstancesOnly"]
+    terminate = statements["TerminateTheClusterBurstInstancesOnly"]
     assert terminate["Condition"]["StringEquals"] == {"ec2:ResourceTag/gpucluster:cluster": "gpu"}
+    assert terminate["Condition"]["StringLike"] == {"ec2:ResourceTag/gpucluster:burst": "*"}  # N1: not the hosts
     actions = {a for s in policy["Statement"] for a in s["Action"]}
     assert not any(a.endswith("*") for a in actions) and "ec2:StopInstances" not in actions
     node = json.loads(unwrap(run.by_name("gpu-burst-node-policy").inputs["policy"]))

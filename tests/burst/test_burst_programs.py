@@ -70,11 +70,24 @@ def test_resume_sends_an_idempotency_token_and_never_waits(world, monkeypatch):
     finally:
         del os.environ["SLURM_RESUME_FILE"]
     (call,) = calls
-    assert call["Type"] == "instant" and call["ClientToken"].startswith("gpu-burst-3-")
+    assert call["Type"] == "instant" and call["ClientToken"].startswith("gpu-")
     assert call["TargetCapacitySpecification"]["TotalTargetCapacity"] == 1
     overrides = [o for c in call["LaunchTemplateConfigs"] for o in c["Overrides"]]
     assert [o["Priority"] for o in overrides] == [0.0, 1.0, 2.0, 3.0]  # types x subnets, in order
     assert waits == []
+
+
+def test_the_idempotency_token_keeps_the_time_with_the_longest_names():
+    """N10: `cluster-node-time` was cut to 64 characters: with a long partition name the time
+    was lost, and every later resume of the node replayed its first fleet."""
+    node = "p" * 63 + "-1000"
+    first, later = (
+        resume.client_token("abcdefghij", node, 1700000000),
+        resume.client_token("abcdefghij", node, 1700000600),
+    )
+    assert len(first) <= 64 and len(later) <= 64 and first != later
+    assert first.endswith("-1700000000") and later.endswith("-1700000600")
+    assert resume.client_token("gpu", "burst-1", 5) != resume.client_token("gpu", "burst-2", 5)
 
 
 def test_a_capacity_error_on_the_first_type_launches_the_second_and_skips_the_first(world):
@@ -115,9 +128,11 @@ def test_suspend_terminates_by_tag_and_returns_the_node_to_the_pool(world):
     assert world.live() == [] and slurm.updates[-1] == (["burst-1"], {"state": "resume"})
 
 
-def _orphan(world, node: str | None) -> str:
-    tags = [{"Key": "gpucluster:cluster", "Value": "gpu"}] + (
-        [{"Key": "gpucluster:node", "Value": node}] if node else []
+def _orphan(world, node: str | None, burst: bool = True) -> str:
+    tags = (
+        [{"Key": "gpucluster:cluster", "Value": "gpu"}]
+        + ([{"Key": "gpucluster:burst", "Value": "burst"}] if burst else [])
+        + ([{"Key": "gpucluster:node", "Value": node}] if node else [])
     )
     made = world.ec2.run_instances(
         ImageId="ami-0a1b2c3d4e5f67890",
@@ -147,14 +162,94 @@ def test_the_reconciler_terminates_orphans_after_the_grace_time_only(world):
     assert orphan and no_node
 
 
+def _ec2_host(world) -> str:
+    """An instance as components/aws/instance.py makes a cluster's EC2 host: the cluster's tags
+    (components/aws/site.py:tags), no burst tag, no node tag."""
+    tags = {"Name": "gpu-gpu1", "gpucluster:cluster": "gpu", "gpucluster:stack": "prod", "gpucluster:site": "aws"}
+    made = world.ec2.run_instances(
+        ImageId="ami-0a1b2c3d4e5f67890",
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=world.subnets[0],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+    )
+    return made["Instances"][0]["InstanceId"]
+
+
+def test_the_cluster_s_own_ec2_hosts_are_never_taken_for_burst_instances(world):
+    """N1: the hosts carry gpucluster:cluster too; the reconciler, suspend and resume-fail
+    select by the burst tag, so a host beside burst nodes (orphans among them) is left alone."""
+    host = _ec2_host(world)
+    slurm = FakeSlurm({"burst-1": {"NodeName": "burst-1", "State": "IDLE+CLOUD+POWERED_DOWN"}})
+    orphan, no_node = _orphan(world, "burst-1"), _orphan(world, None)
+    ec2 = burst_common.ec2_client(world.config)
+    assert [i["InstanceId"] for i in burst_common.instances_of(ec2, world.config)] == [orphan, no_node]
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(world.config["orphan_grace_s"] + 3600))
+    assert [i["InstanceId"] for i in world.live()] == [host]
+    assert suspend.main(["suspend", "burst-[1-4]"], slurm=slurm, ec2=ec2) == 0
+    assert [i["InstanceId"] for i in world.live()] == [host]
+    assert host not in (world.config_file.parent / "log").read_text()
+
+
 def test_the_reconciler_returns_nodes_stuck_powering_up_without_an_instance(world):
     stuck = {"NodeName": "burst-3", "State": "MIXED+CLOUD+POWERING_UP"}
     failed = {"NodeName": "burst-4", "State": "DOWN+CLOUD+POWERED_DOWN", "Reason": "ResumeTimeout reached"}
     slurm = FakeSlurm({"burst-3": stuck, "burst-4": failed})
-    reconcile.main(["reconcile"], slurm=slurm, ec2=burst_common.ec2_client(world.config), now=_later(3600))
+    ec2 = burst_common.ec2_client(world.config)
+    # No launch recorded (the state lost): counted from the first run that sees it.
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(3600))
+    assert (["burst-3"], {"state": "power_down_force"}) not in slurm.updates
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(3600 + world.config["orphan_grace_s"] + 1))
     assert (["burst-3"], {"state": "down", "reason": "burst: instance gone while powering up"}) in slurm.updates
     assert (["burst-3"], {"state": "power_down_force"}) in slurm.updates
     assert (["burst-4"], {"state": "resume"}) in slurm.updates
+
+
+def test_the_reconciler_leaves_nodes_whose_resume_is_still_launching(world, monkeypatch):
+    """N5: the reconciler fires while a resume's CreateFleet calls are on their way: the nodes
+    are not set DOWN, and the launch the resume then makes belongs to a node still powering up."""
+    grace = world.config["orphan_grace_s"]
+    powering = {f"burst-{i}": {"NodeName": f"burst-{i}", "State": "MIXED+CLOUD+POWERING_UP"} for i in (1, 2)}
+    slurm = FakeSlurm(powering)
+    ec2 = burst_common.ec2_client(world.config)
+    original = ec2.create_fleet
+
+    def slow_fleet(**request):  # the reconciler's timer fires during the fleet calls
+        reconcile.main(["reconcile"], slurm=slurm, ec2=burst_common.ec2_client(world.config), now=_later(grace // 2))
+        return original(**request)
+
+    monkeypatch.setattr(ec2, "create_fleet", slow_fleet)
+    os.environ["SLURM_RESUME_FILE"] = str(world.config_file)
+    try:
+        resume.main(["resume", "burst-[1-2]"], slurm=slurm, ec2=ec2)
+    finally:
+        del os.environ["SLURM_RESUME_FILE"]
+    assert slurm.updates == []  # nothing set DOWN, no power_down_force
+    assert len(world.live()) == 2
+    launches = burst_common.StateFile(world.config, "launches.json").read()
+    assert sorted(launches) == ["burst-1", "burst-2"]
+
+
+def test_launch_records_are_updated_under_a_lock_so_none_is_lost(world):
+    """N5: two programs' read-modify-write of launches.json, one inside the other's: both kept."""
+    state = burst_common.StateFile(world.config, "launches.json")
+    import threading
+
+    inner_done = threading.Event()
+
+    def inner():
+        with burst_common.StateFile(world.config, "launches.json").locked() as launches:
+            launches["burst-2"] = 2.0
+        inner_done.set()
+
+    with state.locked() as launches:
+        worker = threading.Thread(target=inner)
+        worker.start()
+        assert not inner_done.wait(0.5)  # it waits for the lock
+        launches["burst-1"] = 1.0
+    worker.join(10)
+    assert state.read() == {"burst-1": 1.0, "burst-2": 2.0}
 
 
 def test_the_launch_templates_keep_imdsv2_the_group_and_encryption_where_moto_fleets_drop_them(world):

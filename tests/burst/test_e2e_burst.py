@@ -26,7 +26,9 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -61,6 +63,9 @@ BOTO_SITE = Path(boto3.__file__).parents[1]
 LOG = Path(f"/var/log/gpucluster-burst/{CLUSTER}.log")
 RECONCILER = f"gpucluster-burst-{CLUSTER}-reconcile.service"
 AMI = f"{CLUSTER}-ami"  # the burst AMI's stand-in: a copy of the node image, instances its clones
+BURST_TAG = "gpucluster:burst"
+IPTABLES_DEBS = ("iptables", "libip4tc2", "libip6tc2", "libxtables12", "libnftnl11", "libnetfilter-conntrack3",
+                 "libnfnetlink0")  # fmt: skip
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -77,6 +82,7 @@ def burst_config(endpoint: str) -> dict:
     cluster["nodes"] = [{"name": "c000", "nat_address": "10.53.3.2", "cluster_address": "10.53.5.1"}]
     cluster["slurm"] = {"controller": {"placement": "host"}, "partitions": [{"name": "local", "default": True}]}
     cluster.pop("web_app")
+    cluster["users"] = [{"name": "bstuser", "uid": 2391, "gid": 2391}]  # N4: made on burst nodes too
     cluster["burst"] = {
         "region": REGION,
         "ami": "ami-0a1b2c3d4e5f67890",
@@ -151,7 +157,9 @@ class DataPlane(threading.Thread):
             self.stopping.wait(1)
 
     def instances(self) -> list[dict]:
-        pages = self.ec2.describe_instances(Filters=[{"Name": "tag:gpucluster:cluster", "Values": [CLUSTER]}])
+        """The cluster's burst instances (an EC2 host of the cluster, tagged like one, is no node)."""
+        filters = [{"Name": "tag:gpucluster:cluster", "Values": [CLUSTER]}, {"Name": "tag-key", "Values": [BURST_TAG]}]
+        pages = self.ec2.describe_instances(Filters=filters)
         return [i for r in pages["Reservations"] for i in r["Instances"]]
 
     def step(self):
@@ -227,6 +235,13 @@ def make_ami() -> None:
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
+    # The AMI's iptables (docs/burst.md "The image"): the boot's IMDS rule needs it.
+    debs = Path(tempfile.mkdtemp(prefix="bst-ami-debs-"))
+    try:
+        subprocess.run(["apt-get", "download", *IPTABLES_DEBS], cwd=debs, capture_output=True, check=True, timeout=120)
+        sh("dpkg", f"--root={root}", "--force-depends", "-i", *sorted(str(d) for d in debs.glob("*.deb")), timeout=120)
+    finally:
+        shutil.rmtree(debs, ignore_errors=True)
     wants = root / "etc/systemd/system/multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
     (wants / "standin-user-data.service").symlink_to("/etc/systemd/system/standin-user-data.service")
@@ -453,17 +468,39 @@ def test_3_capacity_errors_on_every_type_leave_the_job_pending_with_a_reason(wor
     transcript(report, capsys, "burst: capacity errors on every type")
 
 
+def ec2_host(world) -> str:
+    """An instance tagged as components/aws makes the cluster's EC2 hosts: the cluster's tags,
+    no burst tag, no node tag. Running, and older than the grace time by the end."""
+    tags = {"Name": f"{CLUSTER}-gpu1", "gpucluster:cluster": CLUSTER, "gpucluster:site": "aws"}
+    made = world.ec2.run_instances(
+        ImageId="ami-0a1b2c3d4e5f67890",
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+    )
+    return made["Instances"][0]["InstanceId"]
+
+
+def state_of(world, instance_id: str) -> str:
+    reservations = world.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return reservations[0]["Instances"][0]["State"]["Name"]
+
+
 def test_5_an_orphan_instance_is_terminated_by_the_reconciler(world, capsys):
     report: list[str] = []
     template = template_name(CLUSTER, "burst", TYPES[0])
+    host = ec2_host(world)
+    tags = {"gpucluster:cluster": CLUSTER, BURST_TAG: "burst"}
     made = world.ec2.run_instances(
         LaunchTemplate={"LaunchTemplateName": template},
         MinCount=1,
         MaxCount=1,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "gpucluster:cluster", "Value": CLUSTER}]}],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
     )
     orphan = made["Instances"][0]["InstanceId"]
     report.append(f"an instance of {CLUSTER} with no node: {orphan} (from {template})")
+    report.append(f"beside it, an EC2 host of {CLUSTER} (its tags, no burst tag): {host}")
     started = time.monotonic()
 
     def gone() -> bool:
@@ -478,6 +515,8 @@ def test_5_an_orphan_instance_is_terminated_by_the_reconciler(world, capsys):
     log = LOG.read_text()
     assert f"terminated {orphan}: orphan of no node" in log, log
     report.append(f"terminated by the reconciler {waited:.1f} s after launch (grace 30 s); container removed")
+    assert state_of(world, host) == "running" and host not in log  # N1: the host is no orphan
+    report.append(f"the EC2 host {host}: still running, never named in the burst log")
     report.append("burst log:\n" + "\n".join(line for line in log.splitlines() if orphan in line))
     transcript(report, capsys, "burst: orphan instance")
 
@@ -520,9 +559,28 @@ def test_6_destroy_with_a_burst_node_running_leaves_no_instance(world, capsys):
     wait_for("the job running", lambda: job_field(job, "JobState") == "RUNNING", RESUME_TIMEOUT_S + 30, world)
     running = [(i["InstanceId"], i["State"]["Name"]) for i in world.live()]
     report.append(f"job {job} RUNNING on {job_field(job, 'NodeList')}; moto: {running}")
+    # N2: on the running node, the boot's IMDS rule is in place: a process of another uid than
+    # root gets no packet to the metadata service out (root's boot-time fetch did get the key).
+    (container,) = world.containers()
+    rule = ["OUTPUT", "-d", "169.254.169.254/32", "-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT"]
+    assert sh("lxc-attach", "-n", container, "--", "iptables", "-w", "-C", *rule, check=False).returncode == 0
+    probe = "import socket; s = socket.socket(); s.settimeout(3); s.connect(('169.254.169.254', 80))"
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", probe]
+    refused = sh("lxc-attach", "-n", container, "--", *as_nobody, check=False)
+    assert refused.returncode != 0 and "ConnectionRefusedError" in refused.stderr, refused
+    report.append(f"{container}: IMDS rule present; uid 65534 -> 169.254.169.254:80: {refused.stderr.splitlines()[-1]}")
+    # N4: the cluster's people on the burst node, as on every node; shared_dir made (no shared_fs here).
+    person = sh("lxc-attach", "-n", container, "--", "getent", "passwd", "bstuser", check=False).stdout
+    assert person.startswith("bstuser:x:2391:2391:"), person
+    shared = sh("lxc-attach", "-n", container, "--", "test", "-d", f"/srv/gpucluster/{CLUSTER}/shared", check=False)
+    assert shared.returncode == 0
+    report.append(f"{container}: {person.strip()}; /srv/gpucluster/{CLUSTER}/shared present")
+    host = ec2_host(world)
     removal = destroy(world.commands)
     states = [(i["InstanceId"], i["State"]["Name"]) for i in world.plane.instances()]
     report.append(f"destroy through the harness: {removal.wall_seconds:.1f} s; moto: {states}")
     assert world.live() == [] and {s for _, s in states} == {"terminated"}, states
+    assert state_of(world, host) == "running"  # N1: the destroy hook ends burst instances only
+    report.append(f"the cluster's EC2 host {host}: still running")
     wait_for("the containers removed", lambda: not world.containers(), 30, world)
     transcript(report, capsys, "burst: destroy with a burst node running")

@@ -66,3 +66,22 @@ def test_every_delete_inside_a_replaced_container_checks_its_clone_first(name):
     assert lines[first + 1] == 'created_in_this_clone "$CONTAINER" || exit 0'
     create = (SLURM_FILES / name.replace("_delete", "_create")).read_text().splitlines()
     assert 'report_clone "$CONTAINER"' in create
+
+
+def test_creates_racing_in_a_fresh_clone_all_read_the_one_id_it_keeps(tmp_path):
+    """N12: the id was written lazily with `cat uuid > file`: two creates at once in a fresh
+    clone could report different ids, and one later delete was then skipped silently."""
+    lib = (Path(__file__).resolve().parents[2] / "components/files/lib/lxc.sh").read_text()
+    (tmp_path / "lxc" / "cid-c000").mkdir(parents=True)
+    racers = "for i in $(seq 40); do clone_id cid-c000 > out.$i & done; wait; cat out.* | sort | uniq -c"
+    done = subprocess.run(
+        ["/bin/bash", "-c", f"{lib}\ncd {tmp_path}\n{racers}"],
+        env={"PATH": os.environ["PATH"], "LXC_PATH": str(tmp_path / "lxc")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    kept = (tmp_path / "lxc" / "cid-c000" / "gpucluster-clone-id").read_text()
+    assert done.stdout.split() == ["40", kept.strip()], done.stdout
+    assert [p.name for p in (tmp_path / "lxc" / "cid-c000").iterdir()] == ["gpucluster-clone-id"]

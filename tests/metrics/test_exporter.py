@@ -242,3 +242,54 @@ def test_the_exporter_serves_metrics_over_http_from_the_slurm_commands(tmp_path)
     samples = parse(text)
     assert value(samples, "gpucluster_node_gpus_allocated", node="c000") == 1
     assert value(samples, "gpucluster_account_gpu_seconds_month", account="physics") == 3
+
+
+def test_concurrent_scrapes_share_one_collection_reused_for_a_few_seconds(exporter):
+    """N13: every job reaches the exporter; each request ran two scontrol calls."""
+    import threading
+
+    collections = []
+
+    def slow_collection():
+        collections.append(1)
+        time.sleep(0.3)
+        return f"collection {len(collections)}\n"
+
+    clock = [100.0]
+    cache = exporter.CollectionCache({}, None, fresh_s=5, collect_text=slow_collection, clock=lambda: clock[0])
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(cache.get())) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert answers == ["collection 1\n"] * 12 and len(collections) == 1
+    clock[0] += 4.9
+    assert cache.get() == "collection 1\n"
+    clock[0] += 0.2
+    assert cache.get() == "collection 2\n"
+
+
+def test_connections_beyond_the_limit_are_closed_at_once(exporter, monkeypatch):
+    monkeypatch.setattr(exporter.BoundedServer, "MAX_OPEN", 2)
+    cache = exporter.CollectionCache({}, None, collect_text=lambda: "up 1\n")
+    server = exporter.BoundedServer(("127.0.0.1", 0), exporter.make_handler({}, None, cache))
+    import threading
+
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]  # they send nothing
+    try:
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", port)) as third:
+            third.settimeout(5)
+            third.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            assert third.recv(100) == b""  # closed, unanswered
+        for connection in idle:
+            connection.close()
+        time.sleep(0.3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert response.read() == b"up 1\n"  # the slots are free again
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -162,6 +162,29 @@ def test_bad_metrics_config_names_the_field(metrics, message):
     assert message in error_of(with_metrics("e2e", **metrics))
 
 
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ({**METRICS, "node_exporter_port": 6818}, "metrics.node_exporter_port: 6818 is also Slurm's own port 6818"),
+        ({**METRICS, "exporter_port": 6817}, "metrics.exporter_port: 6817 is also Slurm's own port 6817"),
+        ({**METRICS, "port": 6819}, "metrics.port: 6819 is also Slurm's own port 6819"),
+        ({**METRICS, "exporter_port": 7000}, "metrics.exporter_port: 7000 is also web_app.host_port 7000"),
+    ],
+)
+def test_metrics_ports_clashing_with_the_clusters_other_ports_are_refused(metrics, message):
+    """N8: slurmd binds 6818 in every node; a forward's DNAT takes the exporter's address too."""
+    assert message in error_of(with_metrics("e2e", **metrics))
+
+
+def test_metrics_ports_clashing_with_a_forward_or_the_served_nfs_port_are_refused():
+    config = with_metrics("e2e", **METRICS, node_exporter_port=8022)
+    config["cluster"]["forwards"] = [{"host_port": 8022, "target": "c001", "port": 22}]
+    assert "metrics.node_exporter_port: 8022 is also forwards[0].host_port 8022" in error_of(config)
+    config = with_metrics("twohost", nat_address="10.46.3.30", exporter_port=2049)
+    config["cluster"]["shared_fs"] = {"kind": "served", "directory": "/srv/gpucluster/duo/export"}
+    assert "metrics.exporter_port: 2049 is also shared_fs.port 2049 (the served NFS)" in error_of(config)
+
+
 def test_the_boot_unit_and_verify_know_the_metrics_container_and_exporter():
     built = commands(with_metrics("e2e", **METRICS), "e2e")
     text = built["e2e-boot-unit"].environment["HOST_STATE_TEXT"]

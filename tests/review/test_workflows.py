@@ -235,6 +235,48 @@ def test_the_preview_job_has_credentials_but_no_write_token_and_the_comment_job_
     assert "review.post" in " ".join(s.get("run", "") for s in jobs["comment"]["steps"])
 
 
+def _locked() -> dict[str, tuple[str, list[str]]]:
+    """requirements.lock: name -> (version, hashes)."""
+    entries = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            pin, *hashes = line.split(" --hash=")
+            name, version = pin.split("==")
+            entries[name.lower().replace("_", "-")] = (version, hashes)
+    return entries
+
+
+def test_jobs_with_secrets_or_a_write_token_install_only_hashed_pins():
+    """Item 2 of issue 35 (M9): the credentialed preview job installed requirements.txt, whose
+    ranges let a new release of any dependency read the passphrase."""
+    for workflow, job_name in (("review.yml", "preview"), ("review.yml", "comment"), ("review-post.yml", "post")):
+        jobs = _load(workflow)["jobs"]
+        job = jobs.get(job_name) or next(j for j in jobs.values() if "pull-requests" in j.get("permissions", {}))
+        installs = [s["run"] for s in job["steps"] if "pip install" in s.get("run", "")]
+        assert installs, (workflow, job_name)
+        for run in installs:
+            assert "--require-hashes --no-deps -r requirements.lock" in run and "requirements.txt" not in run, run
+    for name, (version, hashes) in _locked().items():
+        assert re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", version), name
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), name
+
+
+def test_the_lock_satisfies_requirements_txt():
+    """requirements.lock is made from requirements.txt (tools/lock_requirements.py): every
+    requirement is in it at a version its specifier allows."""
+    from packaging.requirements import Requirement
+
+    locked = _locked()
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        wanted = Requirement(line)
+        name = wanted.name.lower().replace("_", "-")
+        assert name in locked, f"{name} is not in requirements.lock: run venv/bin/python tools/lock_requirements.py"
+        assert wanted.specifier.contains(locked[name][0], prereleases=True), (name, locked[name][0], str(wanted))
+
+
 def test_only_deploy_runs_on_a_self_hosted_runner_and_only_for_a_push_to_main():
     for path in WORKFLOWS:
         for name, job in _load(path.name)["jobs"].items():

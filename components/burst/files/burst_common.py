@@ -3,6 +3,8 @@ and the state kept between runs. They run on the controller as SlurmUser, starte
 slurmctld (resume, suspend, resume_fail) or by a timer (reconcile), with boto3 from their own
 venv. Every step goes to the log file: Slurm discards their output."""
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -26,6 +28,9 @@ CAPACITY_ERRORS = frozenset(
     }
 )
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+# The tag only burst instances carry (the partition's name): the cluster's own EC2 hosts carry
+# gpucluster:cluster too, and must never be taken for burst nodes (orphans) and terminated.
+BURST_TAG = "gpucluster:burst"
 
 
 def load_config(path: str | None = None) -> dict:
@@ -112,9 +117,22 @@ class StateFile:
             return {}
 
     def write(self, data: dict) -> None:
-        temporary = self.path.with_suffix(".tmp")
+        temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(data, sort_keys=True))
         temporary.replace(self.path)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """The document for a read-modify-write that no other program interleaves with (an
+        exclusive flock on `<name>.lock`): yields the data; written back when the block ends."""
+        with open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                data = self.read()
+                yield data
+                self.write(data)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def skipped_types(config: dict, now: float | None = None) -> dict[str, float]:
@@ -132,9 +150,11 @@ def skip_types(config: dict, names: list[str], now: float | None = None) -> floa
 
 
 def instances_of(ec2, config: dict, nodes: list[str] | None = None, states=None) -> list[dict]:
-    """The cluster's tagged instances (of `nodes` only, if given) in `states`."""
+    """The cluster's burst instances (of `nodes` only, if given) in `states`: tagged with the
+    cluster and with BURST_TAG, so the cluster's own EC2 hosts are never among them."""
     filters = [
         {"Name": "tag:gpucluster:cluster", "Values": [config["cluster"]]},
+        {"Name": "tag-key", "Values": [BURST_TAG]},
         {"Name": "instance-state-name", "Values": states or LIVE_STATES},
     ]
     if nodes is not None:

@@ -5,7 +5,9 @@ on, after a grace time.
   an orphan, billed for nothing: terminated once older than orphan_grace_s.
 - A second instance of one node: all but the one the node registered from are terminated.
 - A node powering up whose instance is gone (terminated, never launched) is set DOWN and
-  powered down, back to the pool, once its launch is older than the grace time.
+  powered down, back to the pool, once its launch is older than the grace time. Its launch
+  time is the resume program's record (made before its CreateFleet); a node powering up with
+  no record (a resume not yet this far) counts from the first time the reconciler sees it so.
 - A node left DOWN and powered down (a failed resume, a capacity error whose skip is over)
   is returned to the pool."""
 
@@ -65,13 +67,18 @@ def main(argv: list[str], slurm: Slurm | None = None, ec2=None, now: float | Non
         for instance, why in doomed:
             log.warning("terminated %s: %s", instance["InstanceId"], why)
 
-    launches = StateFile(config, "launches.json").read()
+    with StateFile(config, "launches.json").locked() as launches:
+        for node, fields in nodes.items():
+            if "POWERING_UP" not in state_flags(fields):
+                launches.pop(node, None)  # its launch is over: the next power up records anew
+            elif node not in by_node:
+                launches.setdefault(node, now)  # no launch recorded yet: counted from now
     capacity_wait = bool(skipped_types(config, now))
     for node, fields in nodes.items():
         flags = state_flags(fields)
         if node in by_node or "CLOUD" not in flags:
             continue
-        if "POWERING_UP" in flags and now - launches.get(node, 0) > grace:
+        if "POWERING_UP" in flags and now - launches[node] > grace:
             log.warning("%s: powering up without an instance: back to the pool", node)
             slurm.update([node], state="down", reason="burst: instance gone while powering up")
             slurm.update([node], state="power_down_force")

@@ -9,6 +9,7 @@ with the error as its reason, so the job is requeued, and a type that had no cap
 skipped for capacity_skip_s, so the next try goes to the next type."""
 
 import base64
+import hashlib
 import os
 import sys
 import time
@@ -67,6 +68,13 @@ def fleet_request(config: dict, partition: dict, node: str, types: list[dict], t
     }
 
 
+def client_token(cluster: str, node: str, started: float) -> str:
+    """CreateFleet's idempotency token (64 characters at most): one per node and resume. The
+    node's name is hashed, so a long partition name never cuts the time off (every later
+    resume of the node would replay the first fleet)."""
+    return f"{cluster}-{hashlib.sha256(node.encode()).hexdigest()[:20]}-{int(started)}"
+
+
 def _error_type(error: dict, by_template: dict[str, str]) -> str | None:
     launch = error.get("LaunchTemplateAndOverrides") or {}
     overrides = launch.get("Overrides") or {}
@@ -88,7 +96,7 @@ def launch(config: dict, ec2, slurm: Slurm, node: str, started: float, log) -> s
         log.warning("%s: %s", node, reason)
         slurm.update([node], state="down", reason=reason)
         return None
-    token = f"{config['cluster']}-{node}-{int(started)}"[:64]
+    token = client_token(config["cluster"], node, started)
     try:
         response = ec2.create_fleet(**fleet_request(config, partition, node, types, token))
     except (BotoCoreError, ClientError) as error:  # an API error: the node goes DOWN with it, the others go on
@@ -129,10 +137,12 @@ def main(argv: list[str], slurm: Slurm | None = None, ec2=None) -> int:
     nodes = slurm.hostnames(argv[1])
     log.info("resume %s (jobs: %s)", ",".join(nodes), jobs.strip()[:500])
     ec2 = ec2 or ec2_client(config)
+    # Recorded before any CreateFleet, under the state's lock: the reconciler (every minute)
+    # sees these nodes as launching from now, not since epoch, while the fleets are on their way.
+    with StateFile(config, "launches.json").locked() as launches:
+        launches.update(dict.fromkeys(nodes, started))
     with ThreadPoolExecutor(max_workers=8) as pool:
-        launched = list(pool.map(lambda n: launch(config, ec2, slurm, n, started, log), nodes))
-    state = StateFile(config, "launches.json")
-    state.write({**state.read(), **{n: started for n, i in zip(nodes, launched, strict=True) if i}})
+        list(pool.map(lambda n: launch(config, ec2, slurm, n, started, log), nodes))
     return 0
 
 

@@ -1,4 +1,5 @@
-# Ends every EC2 instance tagged gpucluster:cluster=$CLUSTER and waits until they are gone:
+# Ends every burst instance (tagged gpucluster:cluster=$CLUSTER and gpucluster:burst; the
+# cluster's own EC2 hosts carry the first tag only) and waits until they are gone:
 # run when the burst part of a stack is deleted, before its launch templates and network,
 # so no instance Slurm started outlives `pulumi destroy`. The stack's own AWS credentials.
 require CLUSTER REGION
@@ -8,7 +9,8 @@ PATH=$PATH:${HOME:-/root}/.local/bin:$PWD/venv/bin
 command -v "$aws_cli" >/dev/null || die "the aws CLI is needed to end the cluster's burst instances"
 live=pending,running,stopping,stopped,shutting-down
 ids=$("$aws_cli" ec2 describe-instances --region "$REGION" --output text \
-  --filters "Name=tag:gpucluster:cluster,Values=$CLUSTER" "Name=instance-state-name,Values=$live" \
+  --filters "Name=tag:gpucluster:cluster,Values=$CLUSTER" "Name=tag-key,Values=gpucluster:burst" \
+  "Name=instance-state-name,Values=$live" \
   --query 'Reservations[].Instances[].InstanceId') || die "cannot list the instances of $CLUSTER"
 ids=$(printf '%s' "$ids" | tr -s '\t ' '\n' | grep -v '^None$' || true)
 if [ -z "$ids" ]; then

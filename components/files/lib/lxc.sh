@@ -96,11 +96,13 @@ name_stopped_clone() {
 # ct_stage_absent STAGE PATH: PATH is to be removed from the container.
 ct_stage() {
   local stage=$1 index
-  index=$(($(wc -l < "$stage/manifest" 2>/dev/null || echo 0) + 1))
+  index=$(($(ct_staged_count "$stage") + 1))
   cat > "$stage/$index"
   printf '%s %s %s %s\n' "$index" "$3" "$4" "$2" >> "$stage/manifest"
 }
-ct_stage_absent() { printf '%s - - %s\n' "$(($(wc -l < "$1/manifest" 2>/dev/null || echo 0) + 1))" "$2" >> "$1/manifest"; }
+ct_stage_absent() { printf '%s - - %s\n' "$(($(ct_staged_count "$1") + 1))" "$2" >> "$1/manifest"; }
+# The entries staged so far (0 before the first: no manifest yet, and no message saying so).
+ct_staged_count() { if [ -f "$1/manifest" ]; then wc -l < "$1/manifest"; else echo 0; fi; }
 
 # ct_install_staged CONTAINER STAGE: the staged files into the container, each written only
 # when its content differs (atomically, with its mode and owner); prints the paths it changed
@@ -133,12 +135,21 @@ systemd_ready() {
 
 # The identity of a container's clone: a random id kept in its LXC directory, made on first use.
 # A container replaced by a new clone of the same name has another one.
+# Made once, atomically (container_create.sh makes it with the clone): a new id is written
+# to a file of its own and linked to the name, so of creates racing in a fresh clone the
+# first link wins and every one of them reads back that id.
 clone_id() {
-  local dir file
+  local dir file new
   dir=$(lxc_dir "$1")
   file=$dir/gpucluster-clone-id
   [ -d "$dir" ] || return 1
-  [ -s "$file" ] || cat /proc/sys/kernel/random/uuid > "$file"
+  if [ ! -s "$file" ]; then
+    new=$(mktemp "$dir/.gpucluster-clone-id.XXXXXX")
+    cat /proc/sys/kernel/random/uuid > "$new"
+    # An empty file (an interrupted write of an earlier release) is replaced.
+    ln "$new" "$file" 2>/dev/null || [ -s "$file" ] || mv -f "$new" "$file"
+    rm -f "$new"
+  fi
   cat "$file"
 }
 

@@ -59,6 +59,7 @@ if ! lxc_exists "$CONTAINER"; then
   # the next run still recognizes as this cluster's (and makes again).
   lxc_pending_begin "$CLUSTER_DIR" "$CONTAINER"
   lxc-copy -n "$IMAGE" -N "$CONTAINER" -s -B overlay >&2
+  clone_id "$CONTAINER" >/dev/null # the clone's identity, before anything is made inside it
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER"
 fi
 mkdir -p "$SHARED_DIR"

@@ -295,13 +295,37 @@ def collect(
     return metrics.text()
 
 
-def make_handler(settings: dict, sacct: SacctCache):
+class CollectionCache:
+    """One collection at a time, its text reused for `fresh_s`: every container (every job)
+    reaches the exporter, and each collection runs two scontrol calls on the controller's
+    host; concurrent requests wait for the one collection in progress and share its text."""
+
+    def __init__(
+        self, settings: dict, sacct: SacctCache, fresh_s: float = 5.0, collect_text=None, clock=time.monotonic
+    ):
+        self.settings, self.sacct, self.fresh_s, self.clock = settings, sacct, fresh_s, clock
+        self.collect_text = collect_text or (lambda: collect(self.settings, sacct=self.sacct))
+        self.lock = threading.Lock()
+        self.text: str | None = None
+        self.at = 0.0
+
+    def get(self) -> str:
+        with self.lock:
+            if self.text is None or self.clock() - self.at >= self.fresh_s:
+                self.text, self.at = self.collect_text(), self.clock()
+            return self.text
+
+
+def make_handler(settings: dict, sacct: SacctCache, cache: CollectionCache | None = None):
+    cache = cache or CollectionCache(settings, sacct)
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "gpucluster-exporter"
+        timeout = 10  # a client that sends nothing is dropped, its thread freed
 
         def do_GET(self):
             if self.path == "/metrics":
-                body, kind, status = collect(settings, sacct=sacct).encode(), "text/plain; version=0.0.4", 200
+                body, kind, status = cache.get().encode(), "text/plain; version=0.0.4", 200
             elif self.path == "/":
                 body, kind, status = b"gpucluster exporter: /metrics\n", "text/plain", 200
             else:
@@ -318,11 +342,37 @@ def make_handler(settings: dict, sacct: SacctCache):
     return Handler
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """At most MAX_OPEN connections served at once; the ones beyond are closed at once."""
+
+    daemon_threads = True
+    MAX_OPEN = 16
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(self.MAX_OPEN)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def main() -> None:
     settings = json.loads(Path(sys.argv[1]).read_text())
     sacct = SacctCache(float(settings.get("sacct_interval_s", 60)))
-    server = ThreadingHTTPServer((settings["listen_address"], int(settings["port"])), make_handler(settings, sacct))
-    server.daemon_threads = True
+    server = BoundedServer((settings["listen_address"], int(settings["port"])), make_handler(settings, sacct))
     print(f"listening on {settings['listen_address']}:{settings['port']}", flush=True)
     server.serve_forever()
 
