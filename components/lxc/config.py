@@ -51,14 +51,15 @@ class GpuConfig(StrictModel):
         description="CUDA toolkit on the host, bound read-only at the same path when present",
     )
     driver_files: list[SafeGlob] = Field(
-        [
-            "/usr/lib/x86_64-linux-gnu/libcuda.so*",
-            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so*",
-            "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so*",
-            "/usr/bin/nvidia-smi",
-        ],
-        description="driver user-space files (glob patterns) bound read-only when present; "
-        "they must match the host's kernel module, so they are never copied",
+        [],
+        description="driver user-space files (glob patterns) bound read-only into every node, an "
+        "override: empty (the default), they are found on the host itself: NVIDIA's "
+        "`nvidia-container-cli list` where the container toolkit is installed, else the host's "
+        "loader cache (`ldconfig -p`: libcuda.so.1, libnvidia-ml.so.1, "
+        "libnvidia-ptxjitcompiler.so.1, ... resolved to their real files) and nvidia-smi's real "
+        "program (not a wrapper script). Libraries go into the node's library directory "
+        "(/usr/lib/<arch>-linux-gnu) under their names, programs into /usr/bin; they must match "
+        "the host's kernel module, so they are never copied",
     )
 
 
