@@ -52,10 +52,11 @@ def install(root: Path, layout: str) -> Path:
         # The GPU container hosts' /usr/bin/nvidia-smi: a wrapper script, not the program.
         executable(root / "usr/bin/nvidia-smi", f'#!/bin/sh\nexec {smi} "$@"\n')
     tools = root / "fake-bin"
-    listing = "\n".join(
-        [f"{len(entries) + 2} libs found in cache `/etc/ld.so.cache'", "\tlibc.so.6 (libc6,x86-64) => /lib/libc.so.6"]
-        + entries
-    )
+    header = [
+        f"{len(entries) + 1} libs found in cache `/etc/ld.so.cache'",
+        "\tlibc.so.6 (libc6,x86-64) => /lib/libc.so.6",
+    ]
+    listing = "\n".join([*header, *entries])
     executable(tools / "ldconfig", f"#!/bin/sh\n[ \"$1\" = -p ] || exit 0\ncat <<'EOF'\n{listing}\nEOF\n")
     return tools
 
