@@ -78,6 +78,12 @@ except OSError as error:
     say("FAIL", f"CUDA: libcuda.so.1 cannot be loaded in the node ({error}): "
         "the driver's libraries are not where its loader looks")
     sys.exit(0)
+U64, SIZE = ctypes.c_uint64, ctypes.c_size_t
+cuda.cuMemAlloc_v2.argtypes = [ctypes.POINTER(U64), SIZE]
+cuda.cuMemsetD32_v2.argtypes = [U64, ctypes.c_uint, SIZE]
+cuda.cuMemcpyDtoD_v2.argtypes = [U64, U64, SIZE]
+cuda.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, U64, SIZE]
+cuda.cuMemFree_v2.argtypes = [U64]
 def check(call, *args):
     result = getattr(cuda, call)(*args)
     if result != 0:
@@ -102,7 +108,7 @@ try:
         check("cuMemsetD32_v2", first, pattern, words)
         check("cuMemcpyDtoD_v2", second, first, words * 4)
         back = (ctypes.c_uint32 * words)()
-        check("cuMemcpyDtoH_v2", back, second, words * 4)
+        check("cuMemcpyDtoH_v2", ctypes.cast(back, ctypes.c_void_p), second, words * 4)
         check("cuCtxSynchronize")
         wrong = sum(1 for value in back[:: 4096] if value != pattern)
         check("cuMemFree_v2", first)
