@@ -255,6 +255,7 @@ def gpu_check_skips_stand_ins(config: dict, report: list[str]) -> None:
     out = io.StringIO()
     status = verify_gpus(parse_stack_config(config).cluster, out=out)
     report.append("$ ./verify.sh e2e --gpu\n" + out.getvalue())
+    print("$ ./verify.sh e2e --gpu\n" + out.getvalue())  # in the failure report too
     assert status == 0, out.getvalue()
     lines = out.getvalue().splitlines()
     nodes = [node["name"] for node in config["cluster"]["nodes"]]
