@@ -38,7 +38,9 @@ def install(root: Path, layout: str) -> Path:
         real = libdir / f"{stem}.so.{VERSION}"
         real.write_bytes(ELF)
         (libdir / f"{stem}.so.1").symlink_to(real.name)
-        entries.append(f"\t{stem}.so.1 (libc6,x86-64) => {libdir}/{stem}.so.1")
+        # Some entries carry an OS ABI in their flags, as the real ldconfig prints it.
+        flags = "libc6,x86-64, OS ABI: Linux 3.10.0" if stem == "libnvidia-ml" else "libc6,x86-64"
+        entries.append(f"\t{stem}.so.1 ({flags}) => {libdir}/{stem}.so.1")
     # A 32-bit libcuda (Debian's libcuda1:i386): never a 64-bit node's.
     i386 = root / "usr/lib/i386-linux-gnu"
     i386.mkdir(parents=True, exist_ok=True)

@@ -55,8 +55,9 @@ gpu_ldconfig_libraries() {
   command -v ldconfig >/dev/null || return 0
   flag=$(gpu_ldconfig_flag)
   stems=$(tr ' ' '|' <<< "$GPU_DRIVER_LIBRARIES" | sed 's/\./\\./g')
-  { ldconfig -p 2>/dev/null || true; } | sed -nE "s/^[[:space:]]*(($stems)\.so\.[0-9][0-9.]*) \(([^)]*)\) => (.+)$/\1 \3 \4/p" |
-    while read -r soname flags path; do
+  # The flags may hold spaces ("libc6,x86-64, OS ABI: Linux 3.2.0"): fields split at '|'.
+  { ldconfig -p 2>/dev/null || true; } | sed -nE "s/^[[:space:]]*(($stems)\.so\.[0-9][0-9.]*) \(([^)]*)\) => (.+)$/\1|\3|\4/p" |
+    while IFS='|' read -r soname flags path; do
       [ -z "$flag" ] || [[ $flags == *"$flag"* ]] || continue
       printf '%s %s\n' "$soname" "$path"
     done | awk '!seen[$1]++ { print $1, $2 }'
