@@ -154,6 +154,7 @@ class GpuCluster(pulumi.ComponentResource):
                 containers=containers,
                 stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
                 device_dir=config.host_device_dir(host),
+                driver_files=view.gpu.driver_files,
                 users=users,
                 extra_packages=host_packages(config, host),
                 opts=child,

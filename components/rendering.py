@@ -5,5 +5,9 @@ HEADER = "# Managed by the gpu-cluster Pulumi program; local edits are overwritt
 
 
 def container_device_path(host_path: str) -> str:
-    """A GPU device appears in the container as /dev/<basename of the host node>."""
+    """Where a host device node appears in a container: a device under /dev keeps its path
+    (/dev/nvidia0; /dev/nvidia-caps/nvidia-cap1, whose directory MIG needs); a stand-in, made
+    in the cluster's private device directory, appears as /dev/<basename>."""
+    if host_path.startswith("/dev/"):
+        return host_path
     return "/dev/" + host_path.rsplit("/", 1)[-1]

@@ -1,4 +1,5 @@
-"""Drift check of a stack's cluster on this host: `./verify.sh STACK [HOST]`.
+"""Drift check of a stack's cluster on this host: `./verify.sh STACK [HOST]`; with `--gpu`,
+the GPU acceptance check through Slurm instead (components/host/verify_gpu.py).
 
 pulumi-command cannot read back what its scripts made, so `pulumi refresh` sees no drift.
 This renders the cluster's host state from stacks/Pulumi.STACK.yaml (the description the
@@ -55,9 +56,17 @@ def verify(cluster: ClusterConfig, host: str | None = None) -> subprocess.Comple
         )
 
 
+USAGE = (
+    "usage: ./verify.sh STACK [HOST] [--gpu]   (HOST: the hosts[].name this machine is; --gpu: check every "
+    "node's GPUs through Slurm instead of the host's state)"
+)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) not in (1, 2):
-        print("usage: ./verify.sh STACK [HOST]   (HOST: the hosts[].name this machine is)", file=sys.stderr)
+    gpu = "--gpu" in argv
+    argv = [arg for arg in argv if arg != "--gpu"]
+    if len(argv) not in (1, 2) or any(arg.startswith("-") for arg in argv):
+        print(USAGE, file=sys.stderr)
         return 2
     if not (STACKS_DIR / f"Pulumi.{argv[0]}.yaml").is_file():
         print(f"no stack {argv[0]}: stacks/Pulumi.{argv[0]}.yaml does not exist", file=sys.stderr)
@@ -78,6 +87,10 @@ def main(argv: list[str]) -> int:
     if host is not None and host not in names:
         print(f"{host!r} is not one of the stack's hosts {names}", file=sys.stderr)
         return 2
+    if gpu:
+        from components.host.verify_gpu import verify_gpus
+
+        return verify_gpus(cluster, host)
     done = verify(cluster, host)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)

@@ -243,6 +243,31 @@ def check_cluster(config: dict, outputs: dict, report: list[str]) -> None:
     assert json.loads(outside) == {"status": "ok"}
 
 
+def gpu_check_skips_stand_ins(config: dict, report: list[str]) -> None:
+    """`./verify.sh STACK --gpu` on the cluster: one Slurm job per node; each node's stand-in
+    opens as far as a stand-in goes, the host's other stand-ins do not open in it, and the
+    nvidia-smi and CUDA parts say "stand-ins: skipped"."""
+    import io
+
+    from components.host.verify_gpu import verify_gpus
+    from components.stack_config import parse_stack_config
+
+    out = io.StringIO()
+    status = verify_gpus(parse_stack_config(config).cluster, out=out)
+    report.append("$ ./verify.sh e2e --gpu\n" + out.getvalue())
+    print("$ ./verify.sh e2e --gpu\n" + out.getvalue())  # in the failure report too
+    assert status == 0, out.getvalue()
+    lines = out.getvalue().splitlines()
+    nodes = [node["name"] for node in config["cluster"]["nodes"]]
+    for node in nodes:
+        assert f"{node}: skipped  stand-ins: skipped nvidia-smi -L and the CUDA computation" in "\n".join(lines)
+        assert any(line.startswith(f"{node}: ok       another GPU of the host (195:") for line in lines), lines
+    assert (
+        lines[-1]
+        == f"device checks (stand-ins: nvidia-smi and CUDA skipped) passed on {len(nodes)} of {len(nodes)} nodes"
+    )
+
+
 def slurm_env(cluster: str) -> dict:
     return {"SLURM_CONF": f"/var/lib/gpucluster/{cluster}/slurm.conf"}
 
@@ -303,6 +328,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named, sources_are_limited
 
         gpus_are_isolated(config, report)
+        gpu_check_skips_stand_ins(config, report)
         shadowed_forward_is_named(config, report)
         sources_are_limited(config, report)
 

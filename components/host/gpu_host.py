@@ -46,7 +46,9 @@ class GpuHost(pulumi.ComponentResource):
         name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
         a host port already listening, a container name taken by a foreign container, fewer
         online CPUs than a node declares, a state directory (or munge key) someone other than
-        root could have written; its stdout (JSON) reports what it found.
+        root could have written, real GPUs without the driver's libcuda.so.1 (found as the
+        containers will find it: lib/gpu_driver.sh), cgroup controllers LXC cannot delegate to
+        the nodes (lib/cgroups.sh); its stdout (JSON) reports what it found.
       - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
         one can take reverse dependencies and other users' packages along) and keeps their
         list in KEEP_DIR/<cluster>/packages-left-installed.
@@ -76,6 +78,7 @@ class GpuHost(pulumi.ComponentResource):
         controller_port: int | None = None,
         stand_in_gpus: int = 0,
         device_dir: str | None = None,
+        driver_files: list[str] | tuple[str, ...] = (),
         users: tuple[UserConfig, ...] = (),
         extra_packages: list[str] | tuple[str, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
@@ -124,6 +127,9 @@ class GpuHost(pulumi.ComponentResource):
             "CONTROL_DEVICES": env_list(control_devices),
             "CLUSTER_DIR": cluster.cluster_dir,
             "NODE_CPUS": str(node_cpus),
+            # The driver check (real GPUs need libcuda.so.1): gpu.driver_files, else found on the host.
+            "DRIVER_FILES": env_list(driver_files),
+            "GPU_STAND_IN": "1" if stand_in_gpus else "",
         }
         self.preflight = host_command(
             f"{name}-preflight",

@@ -1,13 +1,33 @@
 """Typed config of the containers: the GPUs passed through (real or stand-in) and the node image."""
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components.config_types import PackageName, SafeGlob, SafePath, StrictBool, StrictModel
 
 # The most stand-in GPUs a host gets (the device list is built only for a count in range).
 STAND_IN_MAX = 64
+
+# MIG: the driver's capability devices (/proc/driver/nvidia-caps names them), kept at their
+# path in a node (components/rendering.py: container_device_path), as MIG needs the directory.
+MIG_CAPS_DIR = "/dev/nvidia-caps/"
+MIG_CAP_NAME = re.compile(r"^nvidia-cap[0-9]+$")
+
+
+def _mig_capability(path: str) -> str:
+    name = path[len(MIG_CAPS_DIR) :] if path.startswith(MIG_CAPS_DIR) else None
+    if name is not None and not MIG_CAP_NAME.match(name):
+        raise ValueError(
+            f"{path} is under {MIG_CAPS_DIR}, which holds only MIG capability devices (nvidia-cap<N>, "
+            "e.g. /dev/nvidia-caps/nvidia-cap1: `ls /dev/nvidia-caps` on the host)"
+        )
+    return path
+
+
+# A driver control device: nvidiactl, nvidia-uvm..., or a MIG capability device.
+ControlDevice = Annotated[SafePath, AfterValidator(_mig_capability)]
 
 
 class StandInGpus(StrictModel):
@@ -31,10 +51,12 @@ class GpuConfig(StrictModel):
         description="one character device per GPU (major 195); gres.conf lists them by the "
         "same name inside the containers (/dev/<basename>)",
     )
-    control_devices: list[SafePath] = Field(
+    control_devices: list[ControlDevice] = Field(
         ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"],
-        description="driver control devices bound into every container when present; the devices "
-        "cgroup allows exactly these and the container's own GPUs, by their numbers on the host",
+        description="driver control devices bound into every container when present (absent ones are "
+        "left out, no placeholder); the devices cgroup allows exactly these and the container's own "
+        "GPUs, by their numbers on the host. With MIG add the capability devices "
+        "(/dev/nvidia-caps/nvidia-cap<N>): a device under /dev keeps its path in the node",
     )
     stand_in: StandInGpus | None = Field(
         None,
@@ -51,14 +73,15 @@ class GpuConfig(StrictModel):
         description="CUDA toolkit on the host, bound read-only at the same path when present",
     )
     driver_files: list[SafeGlob] = Field(
-        [
-            "/usr/lib/x86_64-linux-gnu/libcuda.so*",
-            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so*",
-            "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so*",
-            "/usr/bin/nvidia-smi",
-        ],
-        description="driver user-space files (glob patterns) bound read-only when present; "
-        "they must match the host's kernel module, so they are never copied",
+        [],
+        description="driver user-space files (glob patterns) bound read-only into every node, an "
+        "override: empty (the default), they are found on the host itself: NVIDIA's "
+        "`nvidia-container-cli list` where the container toolkit is installed, else the host's "
+        "loader cache (`ldconfig -p`: libcuda.so.1, libnvidia-ml.so.1, "
+        "libnvidia-ptxjitcompiler.so.1, ... resolved to their real files) and nvidia-smi's real "
+        "program (not a wrapper script). Libraries go into the node's library directory "
+        "(/usr/lib/<arch>-linux-gnu) under their names, programs into /usr/bin; they must match "
+        "the host's kernel module, so they are never copied",
     )
 
 

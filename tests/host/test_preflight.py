@@ -13,6 +13,7 @@ import pytest
 
 from components.host.gpu_host import FILES
 from components.transport import INTERPRETER, script
+from tests.lxc.driver_layouts import LAYOUTS, VERSION, install
 
 # Dummy bridges, iptables NAT rules and device nodes on this host.
 pytestmark = pytest.mark.privileged
@@ -45,13 +46,24 @@ def preflight(tmp_path):
         "CLUSTER_SUBNET": "10.97.5.0/24",
         "HOST_PORTS": "",
         "CONTAINERS": "pft-c000",
+        # The fixture's GPU is a character device with NVIDIA's major and no driver behind it:
+        # a stand-in (the driver tests below set GPU_STAND_IN="" for a host with real GPUs).
+        "GPU_STAND_IN": "1",
+        "DRIVER_FILES": "",
     }
     made_links: list[str] = []
 
-    def run(**changes) -> subprocess.CompletedProcess:
+    def run(path_first: Path | None = None, **changes) -> subprocess.CompletedProcess:
+        """The preflight with these parameters changed; `path_first`: a directory of fake host
+        tools (ldconfig, nvidia-container-cli) searched before the helpers' PATH."""
         before = host_state()
+        text = PREFLIGHT
+        if path_first is not None:
+            marker = "# ---- preflight.sh ----\n"
+            text = PREFLIGHT.replace(marker, f'{marker}PATH="{path_first}:$PATH"\n')
+            assert text != PREFLIGHT
         done = subprocess.run(
-            [*INTERPRETER, PREFLIGHT],
+            [*INTERPRETER, text],
             env={"PATH": os.environ["PATH"], **environment, **changes},
             capture_output=True,
             text=True,
@@ -298,3 +310,60 @@ def test_a_control_device_that_is_not_a_character_device_is_refused(preflight, t
     assert done.returncode == 1
     assert f"control device {fake} is not a character device (gpu.control_devices)" in done.stderr
     assert "nvidia-absent" not in done.stderr  # absent control devices are optional
+
+
+# ---- the driver of real GPUs, and the cgroup controllers LXC delegates ----
+
+
+def host_has_libcuda() -> bool:
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
+    return "libcuda.so.1 " in listing or shutil.which("nvidia-container-cli") is not None
+
+
+def test_real_gpus_without_a_driver_library_are_refused_naming_what_was_looked_for(preflight):
+    if host_has_libcuda():
+        pytest.skip("this host has an NVIDIA driver: the refusal is shown with fake tools below")
+    done = preflight(GPU_STAND_IN="")
+    assert done.returncode == 1
+    assert "preflight failed, nothing was changed" in done.stderr
+    assert (
+        "no NVIDIA driver library libcuda.so.1 found on this host for its GPUs (gpu.devices: real GPUs, "
+        "not stand-ins): looked for libcuda.so.1, libnvidia-ml.so.1, libnvidia-ptxjitcompiler.so.1 and "
+        "nvidia-smi; the host's loader cache (`ldconfig -p`) has no libcuda.so.1 for x86-64"
+    ) in done.stderr
+    assert "nvidia-container-cli is not installed" in done.stderr
+    assert "/etc/ld.so.conf.d/" in done.stderr and "gpu.driver_files" in done.stderr
+
+
+def test_stand_ins_need_no_driver(preflight):
+    done = preflight()
+    assert done.returncode == 0, done.stderr
+    assert "libcuda" not in done.stderr
+
+
+@pytest.mark.parametrize("layout", ["debian-multiarch", "usr-local-nvidia"])
+def test_real_gpus_with_the_driver_found_pass_and_report_its_files(preflight, tmp_path, layout):
+    tools = install(tmp_path / "root", layout)
+    done = preflight(path_first=tools, GPU_STAND_IN="")
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout.splitlines()[-1])
+    libdir = LAYOUTS[layout][0]
+    assert f"{tmp_path}/root/{libdir}/libcuda.so.{VERSION}" in facts["driver_files"]
+
+
+def test_an_override_without_libcuda_is_refused_naming_the_field(preflight, tmp_path):
+    tools = install(tmp_path / "root", "usr-local-nvidia")
+    smi = f"{tmp_path}/root/usr/local/nvidia/bin/nvidia-smi"
+    done = preflight(path_first=tools, GPU_STAND_IN="", DRIVER_FILES=smi)
+    assert done.returncode == 1
+    assert f"gpu.driver_files ({smi}) matches no libcuda.so*" in done.stderr
+
+
+def test_nvidia_container_cli_without_libcuda_is_named(preflight, tmp_path):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-container-cli").write_text('#!/bin/sh\n[ "$1" = list ] && exit 0\nexit 1\n')
+    (tools / "nvidia-container-cli").chmod(0o755)
+    done = preflight(path_first=tools, GPU_STAND_IN="")
+    assert done.returncode == 1
+    assert "`nvidia-container-cli list --libraries` (NVIDIA's container toolkit) lists no libcuda.so" in done.stderr

@@ -57,7 +57,8 @@ def test_render_writes_the_generated_files_by_name(tmp_path):
     assert "gpu-image-rootfs" in lxc["depends_on"]
     assert lxc["inputs"]["environment"]["LXC_CONFIG"] == "<files/gpu-c000-lxc/config>"
     assert lxc["inputs"]["create"] == (
-        "scripts/lib/core.sh + scripts/lib/lxc.sh + scripts/lib/lxc_config.sh + scripts/container_create.sh"
+        "scripts/lib/core.sh + scripts/lib/gpu_driver.sh + scripts/lib/lxc.sh + scripts/lib/lxc_config.sh"
+        " + scripts/container_create.sh"
     )
 
 
@@ -137,7 +138,8 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
         elif line[:1] in "+-" and not line.startswith("--- "):
             per_file[current].append(line)
     new_files = sorted(path for path in per_file if path.startswith("files/gpu-c004-"))
-    assert new_files == ["files/gpu-c004-lxc/DEVICES", "files/gpu-c004-lxc/DRIVER_FILES", "files/gpu-c004-lxc/config"]
+    # gpu.driver_files is empty (the driver is found on the host): no file of its own.
+    assert new_files == ["files/gpu-c004-lxc/DEVICES", "files/gpu-c004-lxc/config"]
     assert "+lxc.net.0.ipv4.address = 10.42.3.6/24" in per_file["files/gpu-c004-lxc/config"]
     partition = "PartitionName=tutorial Nodes=c[{}] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
     for conf in ("files/gpu-slurm-client/slurm.conf", "files/gpu-slurm-slurmctld/slurm.conf"):

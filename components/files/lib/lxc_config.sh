@@ -12,6 +12,48 @@ device_allow_lines() {
   done < <(lines "$1")
 }
 
+# lxc_absent_binds_out: the LXC config on stdin without its optional binds whose source this
+# host lacks (each becomes a comment): LXC makes a bind's target before it mounts it, so an
+# absent optional source would leave an empty mode-000 placeholder file in the node.
+lxc_absent_binds_out() {
+  local line source options entry='^lxc\.mount\.entry *= *([^ ]+) +[^ ]+ +[^ ]+ +([^ ]+)'
+  while IFS= read -r line; do
+    if [[ $line =~ $entry ]]; then
+      source=${BASH_REMATCH[1]} options=${BASH_REMATCH[2]}
+      if [[ ,$options, == *,optional,* ]] && [ ! -e "$source" ]; then
+        printf '# absent on this host, not bound: %s\n' "$source"
+        continue
+      fi
+    fi
+    printf '%s\n' "$line"
+  done
+}
+
+# lxc_stale_placeholders_out CONTAINER OLD_CONFIG NEW_CONFIG: a stopped overlay clone loses the
+# empty files LXC made as targets of file binds (create=file) that OLD_CONFIG had and
+# NEW_CONFIG has not (driver files of an old driver or layout, a control device now absent):
+# left in its writable layer they would shadow the image's files (an empty, mode-000
+# nvidia-smi on PATH). Only empty regular files are removed, nothing a job wrote.
+lxc_stale_placeholders_out() {
+  local name=$1 upper target file
+  upper=$(lxc_overlay_dir "$name")
+  [ -n "$upper" ] && [ -d "$upper" ] || return 0
+  while read -r target; do
+    [ -n "$target" ] || continue
+    case "/$target/" in */../*) continue ;; esac
+    file=$upper/$target
+    if [ -f "$file" ] && [ ! -L "$file" ] && [ ! -s "$file" ]; then
+      rm -f "$file"
+      log "$name: removed the stale bind placeholder /$target"
+    fi
+  done < <(comm -23 <(lxc_file_bind_targets <<< "$2") <(lxc_file_bind_targets <<< "$3"))
+}
+
+# lxc_file_bind_targets: the targets (relative to the rootfs) of the file binds in the config on stdin, sorted.
+lxc_file_bind_targets() {
+  sed -nE 's/^lxc\.mount\.entry *= *[^ ]+ +([^ ]+) +[^ ]+ +([^ ]*create=file[^ ]*).*$/\1/p' | sed 's#^/##' | sort -u
+}
+
 # A running container's config is compared setting by setting, so that rewriting it with the
 # same effective settings (new comments, other spacing) or with settings it can take without
 # a restart never stops the container and the jobs on it.

@@ -47,8 +47,30 @@ while read -r device; do
   fi
 done < <(lines "$CONTROL_DEVICES")
 
+# The driver's user-space files (lib/gpu_driver.sh): on a host with real GPUs (not stand-ins),
+# without libcuda.so.1 the nodes would schedule GPUs that no job can use.
+if ! driver_files=$(gpu_driver_mounts 2>&1); then
+  problems+=("${driver_files#error: }")
+  driver_files=
+elif [ -z "${GPU_STAND_IN:-}" ] && [ -n "$(lines "$GPU_DEVICES")" ] && [ -z "$(gpu_driver_libcuda "$driver_files")" ]; then
+  arch_flag=$(gpu_ldconfig_flag)
+  case "$(gpu_driver_method)" in
+    gpu.driver_files)
+      looked="gpu.driver_files ($(lines "$DRIVER_FILES" | paste -sd ' ' -)) matches no libcuda.so*: add the driver's libcuda.so.1 to it, or leave gpu.driver_files empty to find the driver on the host" ;;
+    "nvidia-container-cli list")
+      looked="\`nvidia-container-cli list --libraries\` (NVIDIA's container toolkit) lists no libcuda.so: is the driver's user-space part installed?" ;;
+    *)
+      looked="the host's loader cache (\`ldconfig -p\`) has no libcuda.so.1${arch_flag:+ for $arch_flag} among its $(ldconfig -p 2>/dev/null | grep -c ' => ' || true) libraries, and nvidia-container-cli $(command -v nvidia-container-cli >/dev/null && echo 'lists none' || echo 'is not installed'): install the driver's user-space libraries matching its kernel module, or add their directory (e.g. /usr/local/nvidia/lib64) to /etc/ld.so.conf.d/ and run ldconfig, or name them in gpu.driver_files" ;;
+  esac
+  problems+=("no NVIDIA driver library libcuda.so.1 found on this host for its GPUs (gpu.devices: real GPUs, not stand-ins): looked for libcuda.so.1, libnvidia-ml.so.1, libnvidia-ptxjitcompiler.so.1 and nvidia-smi; $looked")
+fi
+
 uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
 if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then cgroup_version=2; else cgroup_version=1; fi
+# cgroup controllers LXC must be able to delegate to the nodes (lib/cgroups.sh).
+while read -r line; do
+  [ -z "$line" ] || problems+=("$line")
+done < <(if [ "$cgroup_version" = 2 ]; then cgroup_v2_problems /sys/fs/cgroup /proc/1/cgroup; else cgroup_v1_problems /proc/self/mounts; fi)
 driver_version=none
 if command -v nvidia-smi >/dev/null; then
   driver_version=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1) || driver_version=unknown
@@ -148,5 +170,5 @@ if [ "${#problems[@]}" -gt 0 ]; then
   exit 1
 fi
 python3 -c 'import json, sys; print(json.dumps({"devices": sys.argv[1].split(), "uvm_major": sys.argv[2] or "none",
-  "cgroup_version": sys.argv[3], "driver_version": sys.argv[4]}))' \
-  "${devices[*]}" "$uvm_major" "$cgroup_version" "$driver_version"
+  "cgroup_version": sys.argv[3], "driver_version": sys.argv[4], "driver_files": sys.argv[5].split()}))' \
+  "${devices[*]}" "$uvm_major" "$cgroup_version" "$driver_version" "$(awk '{ print $1 }' <<< "$driver_files")"

@@ -4,20 +4,18 @@ require CLUSTER CLUSTER_DIR IMAGE CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS
 # stdout is the resource's output (the container's name); everything else goes to stderr.
 exec 3>&1 1>&2
 
-# Driver files this host has, found before anything changes. A host file name becomes part
-# of a config line: only names of safe characters, so a newline or a space in a name can
-# never add or change a line; only files (a symlink to one included), never directories.
+# Driver files this host has, found before anything changes (lib/gpu_driver.sh: gpu.driver_files,
+# else nvidia-container-cli, else the host's loader cache): libraries bound into the node's
+# library directory under their sonames, programs into /usr/bin, so the node's loader and
+# PATH find them whatever the host's layout. A host file name becomes part of a config line:
+# gpu_driver_mounts refuses names of unsafe characters.
+driver_files=$(gpu_driver_mounts)
 driver_mounts=""
-shopt -s nullglob
-while read -r pattern; do
-  for file in $pattern; do
-    [[ $file =~ ^[A-Za-z0-9._/+@-]+$ ]] ||
-      die "driver file $(printf '%q' "$file") (gpu.driver_files: $pattern) has characters an LXC config line cannot hold; rename it or narrow the pattern"
-    [ -f "$file" ] || continue
-    driver_mounts+="lxc.mount.entry = $file ${file#/} none bind,ro,optional,create=file 0 0"$'\n'
-  done
-done < <(lines "$DRIVER_FILES")
-shopt -u nullglob
+while read -r source target; do
+  [ -n "$source" ] || continue
+  driver_mounts+="lxc.mount.entry = $source ${target#/} none bind,ro,optional,create=file 0 0"$'\n'
+done <<< "$driver_files"
+[ -z "$driver_files" ] || log "$NODE_HOSTNAME: driver files ($(gpu_driver_method)): $(awk '{ print $2 "<-" $1 }' <<< "$driver_files" | paste -sd ' ' -)"
 
 # A node's cpuset (CPUSET=SLOT,COUNT): COUNT of this host's online CPUs from place SLOT of their
 # list, wrapping around, so the host's CPUs are dealt to its nodes in turn. Empty: no pinning.
@@ -67,7 +65,9 @@ mkdir -p "$SHARED_DIR"
 # Host facts only known here: the numbers of the container's own devices (nvidia-uvm's major
 # is dynamic), which driver files exist and which CPUs are online.
 container_config() {
-  printf '%s\n' "$LXC_CONFIG"
+  # An optional bind of something this host lacks (a control device such as nvidia-modeset,
+  # the CUDA toolkit) is left out: LXC would make its target anyway, an empty placeholder.
+  printf '%s\n' "$LXC_CONFIG" | lxc_absent_binds_out
   printf '%s' "$cpuset_lines"
   device_allow_lines "$DEVICES"
   printf '%s' "$driver_mounts"
@@ -120,6 +120,7 @@ done
 named=0
 if ! lxc_running "$CONTAINER"; then
   name_stopped_clone "$CONTAINER" "$NODE_HOSTNAME" && named=1
+  lxc_stale_placeholders_out "$CONTAINER" "$old_config" "$config"
   lxc-start -n "$CONTAINER" -d >&2
 fi
 # A container that comes back at an address another one had (a rename, a replacement) has a
@@ -127,7 +128,8 @@ fi
 ip neigh flush to "$NAT_ADDRESS" 2>/dev/null || true
 # One attach waits for the boot and reads the address and the hostname.
 booted() {
-  boot=$(in_ct "$CONTAINER" /bin/sh -c 'timeout 60 systemctl is-system-running --wait; ip -4 -o addr show dev eth0; hostname' 2>/dev/null) || true
+  # With driver libraries bound in, the node's loader cache learns them (ldconfig) in the same attach.
+  boot=$(in_ct "$CONTAINER" /bin/sh -c 'timeout 60 systemctl is-system-running --wait; [ -z "$1" ] || ldconfig >/dev/null 2>&1; ip -4 -o addr show dev eth0; hostname' sh "$driver_files" 2>/dev/null) || true
   case "$(head -n1 <<< "$boot")" in running | degraded) return 0 ;; *) return 1 ;; esac
 }
 boot=""

@@ -2,8 +2,10 @@
 # GPU health check of one node, run by slurmd as its HealthCheckProgram (as root, every
 # HealthCheckInterval; Slurm kills it after 60 s, so every probe has a short timeout).
 # Checks: each GPU device node of the node is there with its major:minor and opens (a stand-in
-# device answers ENXIO, which passes; a device refused by the cgroup fails); `nvidia-smi -L`
-# counts as many GPUs where it exists; Slurm's GRES count for the node is the same number.
+# device answers ENXIO, which passes; a device refused by the cgroup fails); on a node with
+# real GPUs (a device a driver answers), `nvidia-smi -L` must run and count as many GPUs: a
+# missing, placeholder or failing nvidia-smi drains the node, never a silent skip (stand-ins
+# have no driver, so no nvidia-smi is needed); Slurm's GRES count for the node is the same number.
 # A failing node is drained with Reason="gpu-health: ..."; a node this check drained is
 # resumed once it passes again. Drains set by anyone else are left alone.
 # Installed by the slurmd create script with its list: /etc/gpucluster/gpu-health.conf,
@@ -20,6 +22,7 @@ done
 
 problems=()
 expected=0
+real=0 # a device that a driver answers: real GPUs, whose driver files the node must have
 [ -r "$conf" ] || problems+=("$conf missing")
 while read -r device numbers; do
   [ -n "$device" ] || continue
@@ -33,20 +36,31 @@ while read -r device numbers; do
   elif ! error=$( (exec 3<"$device") 2>&1 ); then
     case "$error" in
       *"No such device or address"*) ;; # opened as far as a device without a driver goes
-      *) problems+=("$device cannot be opened (${error##*: })") ;;
+      *) problems+=("$device cannot be opened (${error##*: })") real=1 ;;
     esac
+  else
+    real=1
   fi
 done < <(grep -v '^#' "$conf" 2>/dev/null || true)
 
-# An executable one: a bind mount's empty placeholder (LXC's create=file) is no nvidia-smi.
-smi=$(command -v nvidia-smi || true)
-if [ -n "$smi" ] && [ -f "$smi" ] && [ -x "$smi" ]; then
+# The first nvidia-smi on PATH, executable or not: a bind mount's empty placeholder (LXC's
+# create=file) is no nvidia-smi.
+smi=""
+IFS=: read -ra path_dirs <<< "$PATH"
+for dir in "${path_dirs[@]}"; do
+  if [ -n "$dir" ] && [ -e "$dir/nvidia-smi" ]; then smi=$dir/nvidia-smi; break; fi
+done
+if [ -n "$smi" ] && [ -f "$smi" ] && [ -x "$smi" ] && [ -s "$smi" ]; then
   if listing=$(timeout 20 "$smi" -L 2>&1); then
     seen=$(grep -c '^GPU ' <<< "$listing" || true)
     [ "$seen" = "$expected" ] || problems+=("nvidia-smi -L lists $seen GPUs, not $expected")
   else
     problems+=("nvidia-smi -L failed: $(tail -n1 <<< "$listing")")
   fi
+elif [ "$real" = 1 ] && [ -n "$smi" ]; then
+  problems+=("nvidia-smi at $smi is not an executable program (an empty bind placeholder?): the driver's files are not bound into the node (gpu.driver_files; the container create log names what was found)")
+elif [ "$real" = 1 ]; then
+  problems+=("nvidia-smi not found on PATH with real GPUs: the driver's files are not bound into the node (gpu.driver_files; the container create log names what was found)")
 fi
 
 # What the controller thinks of the node: state, GRES and drain reason ("" when unreachable).
