@@ -1,5 +1,5 @@
 """Drift check of a stack's cluster on this host: `./verify.sh STACK [HOST]`; with `--gpu`,
-the GPU acceptance check through Slurm instead (components/host/verify_gpu.py).
+the GPU acceptance check through Slurm instead (ops/verify_gpu.py).
 
 pulumi-command cannot read back what its scripts made, so `pulumi refresh` sees no drift.
 This renders the cluster's host state from stacks/Pulumi.STACK.yaml (the description the
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         print(f"{host!r} is not one of the stack's hosts {names}", file=sys.stderr)
         return 2
     if gpu:
-        from components.host.verify_gpu import verify_gpus
+        from ops.verify_gpu import verify_gpus
 
         return verify_gpus(cluster, host)
     done = verify(cluster, host)

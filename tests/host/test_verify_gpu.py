@@ -1,4 +1,4 @@
-"""`./verify.sh STACK --gpu` (components/host/verify_gpu.py) without a cluster: its probe run
+"""`./verify.sh STACK --gpu` (ops/verify_gpu.py) without a cluster: its probe run
 here as a job would run it, srun a stub that runs the job's command on this host. Stand-ins
 say "stand-ins: skipped", never pass the nvidia-smi and CUDA parts; a node whose GPUs a driver
 answers (here a character device with /dev/null's numbers) fails precisely without nvidia-smi
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from components.config import ClusterConfig
-from components.host.verify import main
-from components.host.verify_gpu import PROBE, node_gpus, verify_gpus
+from ops.verify import main
+from ops.verify_gpu import PROBE, node_gpus, verify_gpus
 from tests.harness.program_harness import stack_config
 
 pytestmark = pytest.mark.privileged  # mknod
@@ -99,7 +99,7 @@ def test_verify_gpu_runs_one_job_per_node_through_srun(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     # The other nodes' stand-ins exist only while an e2e cluster is up (and here, outside a
     # node, nothing would refuse them): the probe tests above check the others.
-    monkeypatch.setattr("components.host.verify_gpu._numbers", lambda path: None)
+    monkeypatch.setattr("ops.verify_gpu._numbers", lambda path: None)
     out = io.StringIO()
     assert verify_gpus(cluster, out=out) == 0
     report = out.getvalue().splitlines()
