@@ -303,6 +303,11 @@ class GpuOperatorConfig(RuledModel):
         pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$",
         description="Helm repository URL (https) holding the gpu-operator chart; a mirror may replace NVIDIA's",
     )
+    chart_path: SafePath | None = Field(
+        None,
+        description="local folder of the gpu-operator chart, used instead of the repository "
+        "(air-gapped sites, tests); its Chart.yaml version must be chart_version",
+    )
     namespace: K8sName = Field(
         "gpu-operator",
         description="namespace created for the operator and its operands",
@@ -612,6 +617,14 @@ class KubernetesConfig(RuledModel):
         description="the seeds' GPU workloads to run",
     )
     web_app: WebAppConfig | None = Field(None, description="the project's GPU web app")
+    await_timeout_seconds: int | None = Field(
+        None,
+        ge=30,
+        le=3600,
+        description="seconds `pulumi up` waits for each workload and the web app to be ready (a Job: "
+        "complete) before it fails with what the cluster says (e.g. a pod no node can schedule); "
+        "omit for the provider's 10 minutes",
+    )
     network_policy: bool = Field(
         True,
         description="NetworkPolicies in the namespace: deny all ingress but the web app's port "
