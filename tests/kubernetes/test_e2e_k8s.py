@@ -79,6 +79,22 @@ def stack_config(control_plane: cp.ControlPlane, chart: Path) -> dict:
     return {"kubernetes": kubernetes}
 
 
+CHART_CRDS = {
+    "clusterpolicies.nvidia.com",
+    "nvidiadrivers.nvidia.com",
+    "nodefeatures.nfd.k8s-sigs.io",
+    "nodefeaturerules.nfd.k8s-sigs.io",
+    "nodefeaturegroups.nfd.k8s-sigs.io",
+}
+
+
+def summary(output: str) -> str:
+    """The engine's closing lines: the resource counts and the duration."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Resources:"), len(lines))
+    return "\n".join(line for line in lines[start:] if line.strip())
+
+
 def gpu_pods(api: cp.ControlPlane) -> list[dict]:
     """The workloads' pods that ask for GPUs and still hold them."""
     return [
@@ -143,6 +159,7 @@ def _lifecycle(api: cp.ControlPlane, engine: Engine, config: dict) -> None:
     # --- first up -------------------------------------------------------------------------------
     first = engine.up(timeout=RUN_TIMEOUT)
     assert first.returncode == 0, first.output
+    print("the first `pulumi up`:\n" + summary(first.output))
     outputs = engine.outputs()
     assert outputs["k8s_gpu_operator_chart_version"] == "v25.3.0"
     assert outputs["k8s_web_app_node_port"] == 30080
@@ -241,6 +258,7 @@ def _lifecycle(api: cp.ControlPlane, engine: Engine, config: dict) -> None:
     # --- destroy leaves nothing -----------------------------------------------------------------
     gone = engine.destroy(timeout=RUN_TIMEOUT)
     assert gone.returncode == 0, gone.output
+    print("`pulumi destroy`:\n" + summary(gone.output))
     assert engine.resource_urns() == []
     for path in (f"/api/v1/namespaces/{WORKLOADS_NS}", f"/api/v1/namespaces/{OPERATOR_NS}"):
         api.wait_for(f"{path} to be gone", lambda path=path: api.get(path) is None, timeout=120)
@@ -250,3 +268,19 @@ def _lifecycle(api: cp.ControlPlane, engine: Engine, config: dict) -> None:
         if "gpu-operator" in n["metadata"]["name"] or "node-feature-discovery" in n["metadata"]["name"]
     ]
     assert left == [], left
+    # Helm installs a chart's crds/ and never deletes them (helm.sh/docs/chart_best_practices/
+    # custom_resource_definitions): the operator's and NFD's CRDs outlive the release, and
+    # nothing else of the chart does.
+    crds = sorted(
+        c["metadata"]["name"]
+        for c in api.items("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+        if c["spec"]["group"] in ("nvidia.com", "nfd.k8s-sigs.io")
+    )
+    print("CRDs left by Helm after destroy:", crds)
+    assert set(crds) <= CHART_CRDS, crds
+    for crd in crds:
+        group, plural = crd.split(".", 1)[1], crd.split(".", 1)[0]
+        listed = api.items(
+            f"/apis/{group}/{api.get(f'/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}')['spec']['versions'][0]['name']}/{plural}"
+        )
+        assert listed == [], (crd, [o["metadata"]["name"] for o in listed])
