@@ -30,7 +30,15 @@ from tests.harness.program_harness import ROOT
 pytestmark = [pytest.mark.engine]
 
 STACK = "k8s"
-CHART_SOURCE = ROOT.parent / "shared" / "third_party" / "gpu-operator-v25.3.0" / "deployments" / "gpu-operator"
+# The chart's unmodified source: in shared/third_party beside the checkout, or inside it.
+CHART_SOURCE = next(
+    (
+        shared / "third_party" / "gpu-operator-v25.3.0" / "deployments" / "gpu-operator"
+        for shared in (ROOT.parent / "shared", ROOT / "shared")
+        if (shared / "third_party" / "gpu-operator-v25.3.0").is_dir()
+    ),
+    ROOT.parent / "shared" / "third_party" / "gpu-operator-v25.3.0" / "deployments" / "gpu-operator",
+)
 PLUGIN_VERSION = cp.versions()["pulumi-kubernetes"]
 # Bounds: each engine run, and how long a workload may wait before `pulumi up` reports it.
 RUN_TIMEOUT = 900
