@@ -212,6 +212,15 @@ def _lifecycle(api: cp.ControlPlane, engine: Engine, config: dict) -> None:
     placed = check_gpu_placement(api)
     assert placed, "no GPU pod is running"
     print("GPU pods after the first up:", json.dumps(placed, indent=2))
+    # The Jobs' pods ran on GPU nodes too, and are done.
+    job_pods = {
+        pod["metadata"]["name"]: (pod["spec"].get("nodeName"), pod["status"]["phase"])
+        for pod in api.items(f"/api/v1/namespaces/{WORKLOADS_NS}/pods?labelSelector=batch.kubernetes.io/job-name")
+    }
+    print("the Jobs' pods:", json.dumps(job_pods, indent=2))
+    assert len(job_pods) == 2 and all(
+        phase == "Succeeded" and node in ("gpu-node-a", "gpu-node-b") for node, phase in job_pods.values()
+    ), job_pods
 
     # --- a second up changes nothing ------------------------------------------------------------
     second = engine.up(timeout=RUN_TIMEOUT)
