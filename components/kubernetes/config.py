@@ -147,6 +147,14 @@ class KubernetesConfig(RuledModel):
         description="the seeds' GPU workloads to run",
     )
     web_app: WebAppConfig | None = Field(None, description="the project's GPU web app")
+    await_timeout_seconds: int | None = Field(
+        None,
+        ge=30,
+        le=3600,
+        description="seconds `pulumi up` waits for each workload and the web app to be ready (a Job: "
+        "complete) before it fails with what the cluster says (e.g. a pod no node can schedule); "
+        "omit for the provider's 10 minutes",
+    )
     network_policy: bool = Field(
         True,
         description="NetworkPolicies in the namespace: deny all ingress but the web app's port "

@@ -5,8 +5,11 @@ the values are built here from the typed config by a pure function, so a preview
 diff and a test checks them without a cluster.
 """
 
+from pathlib import Path
+
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.kubernetes.operator_config import GpuOperatorConfig
 from components.options import child_options
@@ -74,13 +77,37 @@ def gpu_operator_values(config: GpuOperatorConfig) -> dict:
     return values
 
 
+def local_chart(config: GpuOperatorConfig) -> str:
+    """The configured local chart folder, once its Chart.yaml says it is the pinned version.
+
+    A local copy pins nothing by itself: the folder could hold any release (or NVIDIA's
+    source tree, whose Chart.yaml says v1.0.0-devel until a release packages it).
+    """
+    assert config.chart_path is not None
+    chart_yaml = Path(config.chart_path) / "Chart.yaml"
+    try:
+        chart = yaml.safe_load(chart_yaml.read_text()) or {}
+    except OSError as error:
+        raise ValueError(f"kubernetes.gpu_operator.chart_path: cannot read {chart_yaml}: {error.strerror}") from None
+    if chart.get("name") != CHART or str(chart.get("version")) != config.chart_version:
+        raise ValueError(
+            f"kubernetes.gpu_operator.chart_path: {chart_yaml} is chart {chart.get('name')!r} version "
+            f"{chart.get('version')!r}, not {CHART!r} {config.chart_version!r} (chart_version)"
+        )
+    return str(chart_yaml.parent)
+
+
 def gpu_operator_release_args(config: GpuOperatorConfig) -> dict:
     """Keyword arguments of the helm.v3.Release (pinned chart, its namespace, the values)."""
+    source: dict = (
+        {"chart": local_chart(config)}
+        if config.chart_path is not None
+        else {"chart": CHART, "repository_opts": {"repo": config.repository}}
+    )
     return {
         "name": config.release_name,
-        "chart": CHART,
+        **source,
         "version": config.chart_version,
-        "repository_opts": {"repo": config.repository},
         "namespace": config.namespace,
         # The namespace is a resource of its own (with its Pod Security label), not Helm's.
         "create_namespace": False,

@@ -139,6 +139,11 @@ class GpuOperatorConfig(RuledModel):
         pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$",
         description="Helm repository URL (https) holding the gpu-operator chart; a mirror may replace NVIDIA's",
     )
+    chart_path: SafePath | None = Field(
+        None,
+        description="local folder of the gpu-operator chart, used instead of the repository "
+        "(air-gapped sites, tests); its Chart.yaml version must be chart_version",
+    )
     namespace: K8sName = Field(
         "gpu-operator",
         description="namespace created for the operator and its operands",

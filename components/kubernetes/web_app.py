@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.config import KubernetesConfig, WebAppConfig
 from components.kubernetes.workloads import (
+    await_options,
     container_security,
     gpu_limits,
     gpu_pod_scheduling,
@@ -143,7 +144,7 @@ class KubernetesWebApp(pulumi.ComponentResource):
             f"{name}-deployment",
             metadata=deployment_manifest["metadata"],
             spec=deployment_manifest["spec"],
-            opts=child_options(self, opts),
+            opts=await_options(config, child_options(self, opts)),
         )
         service = k8s.core.v1.Service(
             f"{name}-service",

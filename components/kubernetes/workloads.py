@@ -74,6 +74,17 @@ def container_security(*, non_root: bool, read_only_root: bool) -> dict:
     return context
 
 
+def await_options(config: KubernetesConfig, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    """`opts` with the config's await timeout: how long the provider waits for the object to be
+    ready before `pulumi up` fails with the cluster's reason (unschedulable, image pull, ...)."""
+    if config.await_timeout_seconds is None:
+        return opts
+    timeout = f"{config.await_timeout_seconds}s"
+    return pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout))
+    )
+
+
 # --- one manifest function per workload ----------------------------------------------------------
 
 
@@ -230,6 +241,14 @@ def workload_manifests(config: KubernetesConfig) -> dict[str, dict]:
     return manifests
 
 
+def replaced_by_name(manifest: dict) -> bool:
+    """Whether a change that replaces this object must delete the old one first: a Pod's
+    containers and a Job's pod template are immutable, so such a change is a replacement, and
+    the replacement has the same fixed name. Created first, it would be applied onto the old
+    object (the API server refuses: a field conflict on the immutable spec)."""
+    return manifest["kind"] in ("Pod", "Job")
+
+
 # The typed resource class for each manifest kind the workloads use.
 _RESOURCE_CLASSES = {
     ("batch/v1", "Job"): k8s.batch.v1.Job,
@@ -274,7 +293,7 @@ class GpuWorkloads(pulumi.ComponentResource):
                 f"{name}-{role}",
                 metadata=manifest["metadata"],
                 spec=manifest["spec"],
-                opts=child_options(self, opts),
+                opts=await_options(config, child_options(self, opts, delete_before_replace=replaced_by_name(manifest))),
             )
 
         w = config.workloads
