@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.e2e_teardown import STACK, e2e_config, remove_outside_namespace, remove_stand_in_gpus, teardown
-from tests.harness.engine_cluster import (
+from tests.harness.command_executor import (
     CommandFailedError,
     State,
     destroy,
@@ -24,6 +23,7 @@ from tests.harness.engine_cluster import (
     host_commands,
     up,
 )
+from tests.harness.e2e_teardown import STACK, e2e_config, remove_outside_namespace, remove_stand_in_gpus, teardown
 from tests.harness.program_harness import run_program
 from tests.test_e2e import (
     check_cluster,
@@ -239,15 +239,16 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
             if what == "name":  # the stand-ins live in the cluster's own device directory
                 other["cluster"]["web_app"]["gpus"] = ["/run/gpucluster-e2x-dev/nvidia4"]
             _, commands = program(other)
+            attempt = State(dict(replay.state.resources))
             with pytest.raises(CommandFailedError) as refused:
-                up(replay.state, commands)
+                up(attempt, commands)
             message = str(refused.value)
             assert "preflight" in message and ("renamed the cluster" in message or "host.state_dir" in message), message
             replay.rows.append(f"| {what} | refused by the preflight | nothing |")
             assert containers("e2x") == [] and not Path("/var/lib/e2e-moved").exists()
-            # The renamed cluster's stand-in GPUs come before its preflight: the next `pulumi up`
-            # with the old config deletes them.
-            up(replay.state, program(config)[1])
+            # The renamed cluster's stand-in GPUs come before its preflight: going back to the
+            # old config deletes them, as the next `pulumi up` would.
+            destroy_state(State({urn: e for urn, e in attempt.resources.items() if urn not in replay.state.resources}))
         assert not Path("/run/gpucluster-e2x-dev").exists()
         check_cluster(config, replay.outputs, [])
 

@@ -27,8 +27,8 @@ from components.host.boot_unit import render_host_state
 from components.stack_config import parse_stack_config
 from components.transport import INTERPRETER, script
 from tests.harness import command_executor, ssh_hosts
-from tests.harness.command_executor import CommandFailedError, State, destroy, destroy_state, host_commands, up
 from tests.harness.e2e_teardown import PLACEHOLDER_KEY, run_here, two_host_config
+from tests.harness.engine_cluster import CommandFailedError, State, destroy, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
 from tests.harness.ssh_hosts import SshHost
