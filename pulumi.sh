@@ -54,13 +54,13 @@ fi
 
 cd "$root"
 # A stack file's encryptionsalt records the passphrase it was made under; under another one the
-# CLI says only "incorrect passphrase". The wrapper names the stack file and what to do.
-errors=$(mktemp)
-trap 'rm -f "$errors"' EXIT
+# CLI says only "incorrect passphrase". After a failed command the wrapper has the CLI encrypt a
+# value under this passphrase into a copy of the stack file, and when that fails the same way, names the stack file and
+# what to do. (pulumi's output is not piped through anything: the daemons its scripts start
+# would inherit the pipe and hold it open.)
 status=0
-pulumi "$@" 2> >(tee "$errors" >&2) || status=$?
-wait # for tee: the error text is complete before it is read
-if [ "$status" != 0 ] && grep -q "incorrect passphrase" "$errors"; then
+pulumi "$@" || status=$?
+if [ "$status" != 0 ]; then
   stack=
   args=("$@")
   for ((i = 0; i < ${#args[@]}; i++)); do
@@ -71,15 +71,24 @@ if [ "$status" != 0 ] && grep -q "incorrect passphrase" "$errors"; then
   done
   [ -n "$stack" ] || stack=$(pulumi stack --show-name 2>/dev/null || true)
   file="stacks/Pulumi.${stack:-STACK}.yaml"
-  cat >&2 <<MSG
+  # The probe: encrypting a value with this passphrase, into a copy of the stack file.
+  probe=$(mktemp --suffix=.yaml)
+  trap 'rm -f "$probe"' EXIT
+  said=
+  if [ -n "$stack" ] && grep -qs '^encryptionsalt:' "$file" && cp "$file" "$probe"; then
+    said=$(pulumi config set --secret gpucluster-passphrase-probe x --stack "$stack" --config-file "$probe" 2>&1) || true
+  fi
+  if [[ $said == *"incorrect passphrase"* ]]; then
+    cat >&2 <<MSG
 error: the passphrase in use does not open $file: its encryptionsalt (and any secure: value in
 it) was written under another passphrase, e.g. by another clone or machine. Either
   - use that passphrase: PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (the
     generated one of a clone at another path is ~/.config/gpucluster/passphrase-<hash> there), or
   - if $file holds no secret you need, delete its encryptionsalt line and every secure: value,
-    then set the secrets again (./pulumi.sh config set --secret KEY --stack ${stack:-STACK});
+    then set the secrets again (./pulumi.sh config set --secret KEY --stack $stack);
     a stack with state in .pulumi-state/ also needs its old passphrase to decrypt that state.
 See docs/pulumi-cli.md.
 MSG
+  fi
 fi
 exit "$status"

@@ -291,7 +291,7 @@ def test_accounting_limits_health_and_restore(capsys):
         accounts = without_physics["cluster"]["accounting"]["accounts"]
         accounts[:] = [account for account in accounts if account["name"] != "physics"]
         with pytest.raises(CommandFailedError, match=r"with jobs, so not removed: account physics \(jobs "):
-            up(State(dict(state.resources)), commands(without_physics))
+            up(state, commands(without_physics))  # a failed update keeps the old state
         assert associations() == expected_associations(changed_config), "a busy account was touched"
         CLIENT.run("scancel", job)
 

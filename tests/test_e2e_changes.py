@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.e2e_teardown import STACK, e2e_config, remove_outside_namespace, remove_stand_in_gpus, teardown
-from tests.harness.engine_cluster import (
+from tests.harness.command_executor import (
     CommandFailedError,
     State,
     destroy,
@@ -24,6 +23,7 @@ from tests.harness.engine_cluster import (
     host_commands,
     up,
 )
+from tests.harness.e2e_teardown import STACK, e2e_config, remove_outside_namespace, remove_stand_in_gpus, teardown
 from tests.harness.program_harness import run_program
 from tests.test_e2e import (
     check_cluster,

@@ -20,6 +20,7 @@ from components.host_state import render_host_state
 from components.stack_config import parse_stack_config
 from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts
+from tests.harness.command_executor import State, apply, destroy_state, host_commands, makes_the_munge_key, up
 from tests.harness.e2e_teardown import (
     FIRST_HOST_SECRET,
     SECOND_HOST,
@@ -35,7 +36,6 @@ from tests.harness.e2e_teardown import (
     two_host_config,
     two_ssh_hosts_config,
 )
-from tests.harness.engine_cluster import State, apply, destroy_state, host_commands, makes_the_munge_key, up
 from tests.harness.program_harness import run_program
 from tests.test_e2e import (
     check_cluster,

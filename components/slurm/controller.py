@@ -140,10 +140,13 @@ class SlurmController(pulumi.ComponentResource):
             # Moved to another host: the old slurmctld is stopped there before the new one starts
             # (never two). In a container, slurmctld lives there: a new container needs it set up again.
             placed=True,
+            # It runs in its container: created after it, and (replaced with it) deleted before it,
+            # so its delete still finds the container and saves the queue for the new one.
             opts=child_options(
                 self,
                 opts,
                 *before_slurmctld,
+                *([container] if container else []),
                 delete_before_replace=True,
                 replace_with=[container] if container else None,
             ),
