@@ -1,9 +1,9 @@
 """End-to-end: bring the `e2e` stack up on this machine for real, check it, re-apply, destroy.
 
-The program runs under mocks; every pulumi-command resource it registers is executed here in
-dependency order (tests/harness/command_executor.py), then the cluster is checked with the
-tutorial's own commands. Needs root and the Debian packages .ci/run installs; it fails,
-never skips, when they are missing. Everything it makes is removed in `finally` blocks.
+The real engine applies the stack (`pulumi up` of a stack of its own,
+tests/harness/engine_cluster.py); then the cluster is checked with the tutorial's own
+commands. Needs root and the Debian packages .ci/run installs; it fails, never skips, when
+they are missing. Everything it makes is removed in `finally` blocks.
 """
 
 import json

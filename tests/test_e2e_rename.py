@@ -1,7 +1,7 @@
 """End-to-end: a node renamed with its addresses kept, applied to a running cluster.
 
 The rename is a new container and slurmd under the new name, with the old ones deleted at the
-end of the update (the engine's order for a changed URN, tests/harness/command_executor.py).
+end of the update (the engine's order for a changed URN; the real engine applies it).
 Both containers hold the same addresses, so the new container's create stops the old one
 before it starts. A sampler watches the running containers during the whole update: never two
 on one address. At the end one container holds the addresses, under the new name, and Slurm
