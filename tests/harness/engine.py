@@ -204,6 +204,10 @@ class Engine:
         )
         assert done.returncode == 0, f"pulumi config set --secret {key} failed:\n{done.stderr}"
 
+    def resource_urns(self) -> list[str]:
+        """The URNs of the resources in the stack's state."""
+        return [resource["urn"] for resource in self.resources()]
+
     def resources(self) -> list[dict]:
         """The resources in the stack's state (`pulumi stack export`): urn, outputs, ..."""
         deployment = json.loads(self.export()).get("deployment") or {}
