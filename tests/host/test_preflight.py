@@ -50,6 +50,8 @@ def preflight(tmp_path):
         # a stand-in (the driver tests below set GPU_STAND_IN="" for a host with real GPUs).
         "GPU_STAND_IN": "1",
         "DRIVER_FILES": "",
+        # The NVIDIA kernel driver's /proc entry: present, as on a GPU host (the driver tests).
+        "NVIDIA_DRIVER_PROC": str(tmp_path),
     }
     made_links: list[str] = []
 
@@ -333,6 +335,14 @@ def test_real_gpus_without_a_driver_library_are_refused_naming_what_was_looked_f
     ) in done.stderr
     assert "nvidia-container-cli is not installed" in done.stderr
     assert "/etc/ld.so.conf.d/" in done.stderr and "gpu.driver_files" in done.stderr
+
+
+def test_real_gpus_without_the_kernel_driver_loaded_are_not_asked_for_its_libraries(preflight, tmp_path):
+    if host_has_libcuda():
+        pytest.skip("this host has an NVIDIA driver")
+    done = preflight(GPU_STAND_IN="", NVIDIA_DRIVER_PROC=str(tmp_path / "no-driver"))
+    assert done.returncode == 0, done.stderr
+    assert "libcuda" not in done.stderr
 
 
 def test_stand_ins_need_no_driver(preflight):

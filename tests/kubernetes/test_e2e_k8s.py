@@ -25,7 +25,7 @@ import yaml
 from tests.harness import k8s_control_plane as cp
 from tests.harness.engine import Engine
 from tests.harness.engine import ready as engine_ready
-from tests.harness.program_harness import ROOT
+from tests.harness.program_harness import ROOT, fixture_file
 
 pytestmark = [pytest.mark.engine]
 
@@ -78,7 +78,7 @@ def packaged_chart(folder: Path, version: str) -> Path:
 
 def stack_config(control_plane: cp.ControlPlane, chart: Path) -> dict:
     """The `k8s` stack file's kubernetes section, pointed at the test's cluster and chart."""
-    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    document = yaml.safe_load(fixture_file(STACK).read_text())  # the tests' copy (a site may edit its own)
     kubernetes = copy.deepcopy(document["config"]["gpu-cluster:kubernetes"])
     kubernetes["kubeconfig"] = str(control_plane.kubeconfig)
     kubernetes["context"] = control_plane.context

@@ -47,12 +47,15 @@ while read -r device; do
   fi
 done < <(lines "$CONTROL_DEVICES")
 
-# The driver's user-space files (lib/gpu_driver.sh): on a host with real GPUs (not stand-ins),
-# without libcuda.so.1 the nodes would schedule GPUs that no job can use.
+# The driver's user-space files (lib/gpu_driver.sh): on a host with real GPUs (not stand-ins)
+# whose kernel driver is loaded, without libcuda.so.1 the nodes would schedule GPUs that no job
+# can use. (Without the kernel driver no device answers at all; a test host's character devices
+# of NVIDIA's major named in gpu.devices, as the last release's e2e stack does, pass as before.)
 if ! driver_files=$(gpu_driver_mounts 2>&1); then
   problems+=("${driver_files#error: }")
   driver_files=
-elif [ -z "${GPU_STAND_IN:-}" ] && [ -n "$(lines "$GPU_DEVICES")" ] && [ -z "$(gpu_driver_libcuda "$driver_files")" ]; then
+elif [ -z "${GPU_STAND_IN:-}" ] && [ -n "$(lines "$GPU_DEVICES")" ] && [ -e "${NVIDIA_DRIVER_PROC:-/proc/driver/nvidia}" ] &&
+  [ -z "$(gpu_driver_libcuda "$driver_files")" ]; then
   arch_flag=$(gpu_ldconfig_flag)
   case "$(gpu_driver_method)" in
     gpu.driver_files)
