@@ -174,11 +174,14 @@ class Engine:
         document["config"].update({f"gpu-cluster:{key}": value for key, value in config.items()})
         self.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
 
-    def pulumi(self, *args: str, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
+    def pulumi(
+        self, *args: str, check: bool = True, timeout: int = 1200, stdin: str | None = None
+    ) -> subprocess.CompletedProcess:
         done = subprocess.run(
             ["pulumi", *args],
             cwd=self.project,
             env=self.env,
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -193,16 +196,7 @@ class Engine:
 
     def set_secret(self, key: str, value: str) -> None:
         """`pulumi config set --secret gpu-cluster:KEY` (the value passed on stdin)."""
-        done = subprocess.run(
-            ["pulumi", "config", "set", "--secret", f"gpu-cluster:{key}", "--stack", self.stack],
-            cwd=self.project,
-            env=self.env,
-            input=value,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, f"pulumi config set --secret {key} failed:\n{done.stderr}"
+        self.pulumi("config", "set", "--secret", f"gpu-cluster:{key}", "--stack", self.stack, stdin=value)
 
     def resource_urns(self) -> list[str]:
         """The URNs of the resources in the stack's state."""

@@ -81,6 +81,27 @@ def online_cpus() -> list[int]:
     return cpus
 
 
+def script_environment(tmp_path: Path, lxc_path: Path, **changes: str) -> dict[str, str]:
+    """container_create.sh's parameters for node c000 of cluster `cst` under a test's own LXC
+    path, with `changes` applied."""
+    return {
+        "PATH": os.environ["PATH"],
+        "LXC_PATH": str(lxc_path),
+        "CLUSTER": "cst",
+        "CLUSTER_DIR": str(tmp_path / "state"),
+        "DEVICES": "",
+        "IMAGE": "cst-image",
+        "CONTAINER": "cst-c000",
+        "NODE_HOSTNAME": "c000",
+        "LXC_CONFIG": "# config",
+        "NAT_ADDRESS": "10.98.3.2",
+        "DRIVER_FILES": "",
+        "SHARED_DIR": str(tmp_path / "shared"),
+        "CPUSET": "",
+        **changes,
+    }
+
+
 def written_cpuset(tmp_path: Path, slot: int, count: int) -> str:
     """The cpuset the script writes into a container's config on this host. The container is
     a directory of this test's own LXC path with an empty config and no rootfs: lxc-start
@@ -92,21 +113,7 @@ def written_cpuset(tmp_path: Path, slot: int, count: int) -> str:
     (container / "gpucluster-owner").write_text("cst\n")
     done = subprocess.run(
         [*INTERPRETER, CREATE],
-        env={
-            "PATH": os.environ["PATH"],
-            "LXC_PATH": str(lxc_path),
-            "CLUSTER": "cst",
-            "CLUSTER_DIR": str(tmp_path / "state"),
-            "DEVICES": "",
-            "IMAGE": "cst-image",
-            "CONTAINER": "cst-c000",
-            "NODE_HOSTNAME": "c000",
-            "LXC_CONFIG": "# config",
-            "NAT_ADDRESS": "10.98.3.2",
-            "DRIVER_FILES": "",
-            "SHARED_DIR": str(tmp_path / "shared"),
-            "CPUSET": f"{slot},{count}",
-        },
+        env=script_environment(tmp_path, lxc_path, CPUSET=f"{slot},{count}"),
         capture_output=True,
         text=True,
         check=False,

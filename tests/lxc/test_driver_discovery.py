@@ -14,6 +14,7 @@ from components.lxc.cuda_container import FILES
 from components.transport import INTERPRETER, script
 from tests.lxc.driver_layouts import LAYOUTS, VERSION, install, install_container_cli
 from tests.lxc.driver_layouts import discover as run_discovery
+from tests.lxc.test_container_script import script_environment
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 pytestmark = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the fake layouts are x86_64's")
@@ -117,22 +118,7 @@ def write_config(tmp_path: Path, tools: Path | None, old_config: str | None = No
         text = text.replace(marker, f'{marker}PATH="{tools}:{tmp_path}/usr/bin:$PATH"\n')
     done = subprocess.run(
         [*INTERPRETER, text],
-        env={
-            "PATH": os.environ["PATH"],
-            "LXC_PATH": str(lxc_path),
-            "CLUSTER": "cst",
-            "CLUSTER_DIR": str(tmp_path / "state"),
-            "DEVICES": "",
-            "IMAGE": "cst-image",
-            "CONTAINER": "cst-c000",
-            "NODE_HOSTNAME": "c000",
-            "LXC_CONFIG": "# config",
-            "NAT_ADDRESS": "10.98.3.2",
-            "DRIVER_FILES": "",
-            "SHARED_DIR": str(tmp_path / "shared"),
-            "CPUSET": "",
-            **changes,
-        },
+        env=script_environment(tmp_path, lxc_path, **changes),
         capture_output=True,
         text=True,
         check=False,
