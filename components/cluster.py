@@ -256,6 +256,7 @@ class GpuCluster(pulumi.ComponentResource):
             slurm_conf=render_slurm_conf(config, controller_hostname),
             gres_conf=render_gres_conf(config),
             container=self.containers[controller_node.name].lxc if controller_node else None,
+            lives_on=self.containers[controller_node.name].lives_on if controller_node else None,
             accounting=accounting,
             opts=pulumi.ResourceOptions(parent=self, depends_on=controller_deps),
             transport=self.transports[controller_host.name],

@@ -252,7 +252,7 @@ def host_command(
     delete: Path | None = None,
     environment: dict[str, pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
-    triggers: list | None = None,
+    triggers: pulumi.Input[list] | None = None,
     transport: Transport | None = None,
     stdin: pulumi.Input[str] | None = None,
     placed: bool = False,
@@ -274,7 +274,8 @@ def host_command(
     if transport is not None:
         opts = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
         if placed and transport.is_ssh:
-            triggers = [*(triggers or []), host_trigger(transport.host)]
+            host = host_trigger(transport.host)
+            triggers = pulumi.Output.from_input(triggers or []).apply(lambda given: [*given, host])
     if transport is None or not transport.is_ssh:
         return local.Command(
             name,

@@ -55,6 +55,8 @@ class Registration:
     """URN of the resource whose deletion makes this one's delete unnecessary."""
     additional_secret_outputs: frozenset[str] = frozenset()
     """Outputs the resource asks the engine to keep secret (camelCase)."""
+    trigger_dependencies: frozenset[str] = frozenset()
+    """URNs the `triggers` input is computed from (its property dependencies)."""
 
 
 @dataclass
@@ -214,6 +216,11 @@ class _RecordingMonitor(MockMonitor):
                     ignore_changes=frozenset(request.ignoreChanges),
                     deleted_with=request.deletedWith,
                     additional_secret_outputs=frozenset(request.additionalSecretOutputs),
+                    trigger_dependencies=frozenset(
+                        request.propertyDependencies["triggers"].urns
+                        if "triggers" in request.propertyDependencies
+                        else ()
+                    ),
                 )
             )
         return response

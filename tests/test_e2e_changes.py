@@ -1,8 +1,7 @@
 """End-to-end: every row of the change table (docs/changes.md), applied to a running cluster.
 
-One cluster (the `e2e` stack) is brought up once, then each change is applied as `pulumi up`
-would apply it (tests/harness/command_executor.py keeps the state between updates, so update
-and delete scripts see the previous output as the engine gives it). After each change the
+One cluster (the `e2e` stack) is brought up once by the real engine, then each change is
+applied by `pulumi up` on the same stack (tests/harness/engine_cluster.py). After each change the
 test checks what ran, the end state (sinfo, srun, curl) and that nothing of the old side is
 left. It ends with a second cluster beside the first, destroyed while the first keeps
 running, then destroys everything and compares the host with its state before.
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.command_executor import (
+from tests.harness.engine_cluster import (
     CommandFailedError,
     State,
     destroy,
@@ -239,16 +238,17 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
             if what == "name":  # the stand-ins live in the cluster's own device directory
                 other["cluster"]["web_app"]["gpus"] = ["/run/gpucluster-e2x-dev/nvidia4"]
             _, commands = program(other)
-            attempt = State(dict(replay.state.resources))
             with pytest.raises(CommandFailedError) as refused:
-                up(attempt, commands)
+                up(replay.state, commands)
             message = str(refused.value)
             assert "preflight" in message and ("renamed the cluster" in message or "host.state_dir" in message), message
             replay.rows.append(f"| {what} | refused by the preflight | nothing |")
             assert containers("e2x") == [] and not Path("/var/lib/e2e-moved").exists()
             # The renamed cluster's stand-in GPUs come before its preflight: going back to the
-            # old config deletes them, as the next `pulumi up` would.
-            destroy_state(State({urn: e for urn, e in attempt.resources.items() if urn not in replay.state.resources}))
+            # old config deletes them; nothing of the cluster changes.
+            back = replay.apply(f"back from the refused {what}", config)
+            assert set(back.values()) <= {"delete", "create", "replace", "update"}, back
+            assert not [name for name in back if name.startswith("e2e-c") or "slurm" in name], back
         assert not Path("/run/gpucluster-e2x-dev").exists()
         check_cluster(config, replay.outputs, [])
 

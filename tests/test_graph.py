@@ -218,11 +218,18 @@ def test_what_lives_inside_a_thing_is_replaced_with_it(run):
     def lives_on(resource: str) -> set[str]:
         return {by_urn[urn].name for urn in run.by_name(resource).replace_with}
 
-    assert lives_on("e2e-c001-lxc") == {"e2e-image-rootfs"}
-    assert lives_on("e2e-web-container-lxc") == {"e2e-image-rootfs"}
+    def triggered_by(resource: str) -> set[str]:
+        return {by_urn[urn].name for urn in run.by_name(resource).trigger_dependencies}
+
+    # A clone's trigger is read through the image: the engine's delete-before-replace chain of
+    # the image reaches the clones (replace_with reaches one link only), and before them
+    # slurmctld, whose delete saves the queue from the old container.
+    assert triggered_by("e2e-c001-lxc") == {"e2e-image-rootfs"} and lives_on("e2e-c001-lxc") == set()
+    assert triggered_by("e2e-web-container-lxc") == {"e2e-image-rootfs"}
+    assert run.by_name("e2e-c001-lxc").inputs["triggers"] == run.by_name("e2e-image-rootfs").inputs["triggers"]
     assert lives_on("e2e-c001-slurm-slurmd") == {"e2e-c001-lxc"}
     assert lives_on("e2e-web-service") == {"e2e-web-container-lxc"}
-    assert lives_on("e2e-slurm-slurmctld") == {"e2e-c000-lxc"}
+    assert lives_on("e2e-slurm-slurmctld") == {"e2e-c000-lxc", "e2e-image-rootfs"}
     for name in ("e2e-image-rootfs", "e2e-c001-lxc", "e2e-web-container-lxc", "e2e-bridges-nat"):
         assert run.by_name(name).delete_before_replace, name
 

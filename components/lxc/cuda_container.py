@@ -84,13 +84,19 @@ class CudaContainer(pulumi.ComponentResource):
                 # A node's cpuset (SLOT,COUNT in the host's online CPU list), known only on the host.
                 "CPUSET": f"{spec.cpu_slot},{spec.cpus}" if spec.cpus is not None else "",
             },
-            # A new image means a new clone (replace_with the image); the name and addresses are
-            # reused, so the old clone goes first (and, with it, what was set up inside it).
-            triggers=image_fingerprint(platform.image),
+            # A new image means a new clone; the name and addresses are reused, so the old clone
+            # goes first. The fingerprint is read through the image resource (the same value): a
+            # property dependency puts the clone in the engine's delete-before-replace chain of
+            # the image, after whatever is replaced with the image (`lives_on`), which therefore
+            # still finds its old container (replace_with does not reach through two links).
+            triggers=image.id.apply(lambda _: image_fingerprint(platform.image)),
             # Moved to another host: made there after the old one is gone from its host.
             placed=True,
-            opts=child_options(self, opts, delete_before_replace=True, replace_with=[image]),
+            opts=child_options(self, opts, delete_before_replace=True),
         )
+        self.lives_on: list[pulumi.Resource] = [self.lxc, image]
+        """What a command living in this container is replaced with (`replace_with`), so that
+        its delete runs before the old container goes: the clone, and the image it overlays."""
         if platform.users:
             self.users = host_command(
                 f"{name}-users",

@@ -34,8 +34,10 @@ class SlurmController(pulumi.ComponentResource):
 
     `slurm_conf` and `gres_conf` are the rendered texts (components/slurm/slurm_conf.py):
     they describe the whole cluster, so the cluster renders them. `container` is the container
-    slurmctld runs in (placement `container`): slurmctld waits for it and is replaced with it;
-    the key and the host client need only the host.
+    slurmctld runs in (placement `container`): slurmctld waits for it and is replaced with it
+    and with what it `lives_on` (CudaContainer.lives_on: also the image a new clone comes from),
+    its delete saving the queue before the old container goes; the key and the host client
+    need only the host.
 
     Builds:
       - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
@@ -67,6 +69,7 @@ class SlurmController(pulumi.ComponentResource):
         slurm_conf: str,
         gres_conf: str,
         container: pulumi.Resource | None = None,
+        lives_on: list[pulumi.Resource] | None = None,
         accounting: AccountingSetup | None = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
@@ -148,7 +151,7 @@ class SlurmController(pulumi.ComponentResource):
                 *before_slurmctld,
                 *([container] if container else []),
                 delete_before_replace=True,
-                replace_with=[container] if container else None,
+                replace_with=(lives_on or [container]) if container else None,
             ),
         )
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)

@@ -80,6 +80,8 @@ class HostCommand:
     retain_on_delete: bool = False
     ignore_changes: frozenset[str] = frozenset()
     deleted_with: str = ""
+    trigger_dependencies: frozenset[str] = frozenset()
+    """The commands `triggers` is computed from (property dependencies)."""
 
     def same_inputs(self, other: "HostCommand") -> bool:
         return self._inputs() == other._inputs()
@@ -187,6 +189,9 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 retain_on_delete=resource.retain_on_delete,
                 ignore_changes=resource.ignore_changes,
                 deleted_with=resource.deleted_with,
+                trigger_dependencies=frozenset(
+                    urn for urn in resource.trigger_dependencies if by_urn[urn].type in COMMAND_TYPES
+                ),
             )
         )
     return commands
@@ -334,18 +339,20 @@ def _record(state: State, lock: threading.Lock, command: HostCommand, previous: 
 
 
 def _replaced_with(root: str, new: list[HostCommand], actions: dict[str, str]) -> set[str]:
-    """The delete-before-replace resources replaced because `root` is: those naming it in
-    replace_with, transitively. Their old copies go first, with root's. A resource replaced
-    with root that is not delete-before-replace itself is replaced as any other, new copy
-    first and old copy deleted at the end of the update: the engine's order (measured with
-    pulumi 3.253: tests/test_engine.py), even when what it lived in was deleted first."""
+    """The resources whose old copies go first, with root's, because root is replaced delete
+    before replace: those whose `triggers` are computed from root or from one of these,
+    transitively (`calculateDependentReplacements`: the trigger is unknown, so the provider's
+    Diff says replace), and the delete-before-replace resources naming one of them in
+    replace_with. A resource replaced with root that is not delete-before-replace itself is
+    replaced as any other, new copy first and old copy deleted at the end of the update: the
+    engine's order (measured with pulumi 3.253: tests/test_engine.py), even when what it
+    lived in was deleted first."""
     found, frontier = set(), {root}
     while frontier:
         frontier = {
             c.urn
             for c in new
-            if c.replace_with & frontier
-            and c.delete_before_replace
+            if (c.trigger_dependencies & (frontier | {root}) or (c.replace_with & frontier and c.delete_before_replace))
             and actions.get(c.urn) == "replace"
             and c.urn not in found
         }
