@@ -1,9 +1,8 @@
 """End-to-end over SSH: the e2e stack's one host reached over SSH, and a cluster of two hosts.
 
-Every command of an SSH host is a `remote.Command`; the harness runs it over real SSH as
-pulumi-command does (environment as SSH env requests, the pinned host key, stdin), through an
-sshd that the test starts with its own config file, port and drop-in directory
-(tests/harness/ssh_hosts.py). The second host is a network namespace with its own bridges,
+Every command of an SSH host is a `remote.Command`, run by the real engine's pulumi-command
+provider over SSH (tests/harness/engine_cluster.py), through an sshd that the test starts with
+its own config file, port and drop-in directory (tests/harness/ssh_hosts.py). The second host is a network namespace with its own bridges,
 routes, iptables rules, sshd, LXC path, state and run directories. Everything is removed in
 `finally` blocks, and the host is compared with its state before the test.
 """
@@ -20,7 +19,7 @@ from components.host_state import render_host_state
 from components.stack_config import parse_stack_config
 from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts
-from tests.harness.command_executor import State, apply, destroy_state, host_commands, makes_the_munge_key, up
+from tests.harness.engine_cluster import State, apply, destroy_state, host_commands, makes_the_munge_key, up
 from tests.harness.e2e_teardown import (
     FIRST_HOST_SECRET,
     SECOND_HOST,
@@ -154,7 +153,9 @@ def test_one_host_over_ssh_up_check_reapply_destroy(capsys):
         # Apply again: the engine finds nothing changed, nothing runs.
         _, actions = up(state, commands)
         assert changed(actions) == {}
-        # Every create once more over SSH converges: no config rewritten, no daemon restarted.
+        # Every create once more over SSH (a fresh stack against the running cluster, as after a
+        # lost state) converges: no config rewritten, no Slurm daemon restarted. The fresh stack
+        # brings a new generated munge key: each munged takes it (restarted), Slurm keeps going.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{CLUSTER}-*/gpucluster.conf")}
         controller = pids(["pidof", "slurmctld"], ["c000"], {})
         again = apply(commands)

@@ -21,12 +21,20 @@ stop_daemon() {
 
 # cluster_munged_up KEY_FILE SOCKET STATE_DIR: the cluster's munged on its private socket. A
 # socket left by a dead munged is removed; one that answers but is not our munged is refused
-# (munged never runs with --force over a socket it does not own).
+# (munged never runs with --force over a socket it does not own). A key written after the
+# running munged started (a new key installed: a stack applied afresh to a running cluster)
+# restarts it: munged reads its key only when it starts.
 cluster_munged_up() {
-  local key=$1 socket=$2 state=$3
+  local key=$1 socket=$2 state=$3 pid
   [ -s "$key" ] || die "munge key $key is missing"
   mkdir -p "$state" "$(dirname "$socket")"
-  if [ -z "$(daemon_pid "$state/munged.pid" munged "--socket=$socket")" ]; then
+  pid=$(daemon_pid "$state/munged.pid" munged "--socket=$socket")
+  if [ -n "$pid" ] && [ "$key" -nt "$state/munged.pid" ]; then
+    log "the munge key changed: restarting the cluster's munged on the host"
+    stop_daemon "$pid" munged
+    pid=
+  fi
+  if [ -z "$pid" ]; then
     if [ -e "$socket" ]; then
       munge -S "$socket" -n >/dev/null 2>&1 && die "munge socket $socket is served by a process that is not this cluster's munged"
       rm -f "$socket"
