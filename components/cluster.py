@@ -32,7 +32,7 @@ from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
 from components.sharedfs.config import EfsShare, serving_host
-from components.sharedfs.shared_fs import host_packages, nfs_server, shared_mount
+from components.sharedfs.shared_fs import host_packages, nfs_server, served_directory, shared_mount
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
@@ -157,6 +157,7 @@ class GpuCluster(pulumi.ComponentResource):
                 driver_files=view.gpu.driver_files,
                 users=users,
                 extra_packages=host_packages(config, host),
+                served=served_directory(config, host),
                 opts=child,
                 transport=transport,
             )

@@ -17,6 +17,7 @@ from components.config import ClusterConfig
 from components.metrics.prometheus import Metrics, MetricsSetup, ScrapedNode
 from components.metrics.render import (
     exporter_address,
+    exporter_guard,
     render_alert_rules,
     render_exporter_settings,
     render_prometheus_config,
@@ -134,6 +135,7 @@ def metrics(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource)
         alert_rules=render_alert_rules(config.metrics),
         exporter_settings=render_exporter_settings(config),
         exporter_address=exporter_address(config),
+        exporter_guard=exporter_guard(config),
         slurm_conf=f"{config.host_cluster_dir(host)}/slurm.conf",
     )
     nodes = [

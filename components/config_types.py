@@ -181,6 +181,12 @@ def related(path: str, other: str) -> bool:
 KEEP_DIR = "/var/cache/gpucluster"
 
 
+def guard_tag(cluster: str, what: str) -> str:
+    """The iptables comment of a firewall guard (components/files/lib/guards.sh): its delete,
+    the boot unit and verify find its rules by it."""
+    return f"gpucluster:{cluster}:guard:{what}"
+
+
 @dataclass(frozen=True)
 class ClusterIdentity:
     """What every component of a cluster derives its names and paths from."""

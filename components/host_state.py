@@ -9,6 +9,7 @@ ClusterConfig; the host area's boot unit receives the rendered text.
 from components.cluster_host import ClusterHostConfig
 from components.config import ClusterConfig
 from components.host.boot_unit import boot_paths
+from components.metrics.render import exporter_guard
 from components.sharedfs.shared_fs import mount_state
 from components.transport import DEFAULT_LXC_PATH
 
@@ -67,6 +68,8 @@ def host_state(
         # Prometheus's container, and the directory of the cluster exporter, a plain daemon here
         state["METRICS_CONTAINER"] = config.container_name(config.metrics.name)
         state["METRICS_EXPORTER"] = f"{cluster.cluster_dir}/metrics"
+        # its firewall guard (components/files/lib/guards.sh): Prometheus's container only
+        state["EXPORTER_GUARD"] = exporter_guard(config)
     if host.lxc_dir != DEFAULT_LXC_PATH:
         state["LXC_PATH"] = host.lxc_dir
     if config.multi_host:

@@ -54,6 +54,23 @@ def exporter_answers() -> bool:
         return False
 
 
+# A TCP connection to HOST PORT from where it runs: open, refused, or what else happened.
+CONNECT = """import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    print("open")
+except ConnectionRefusedError:
+    print("refused")
+except OSError as error:
+    print(f"other: {error}")
+"""
+
+
+def connects_from(container: str) -> str:
+    host, port = EXPORTER.split(":")
+    return sh("lxc-attach", "-n", container, "--", "python3", "-c", CONNECT, host, port).stdout.strip()
+
+
 def listening(argv: list[str], port: int) -> list[str]:
     """The local addresses listening on `port` (ss in the host or a container)."""
     out = sh(*argv, "ss", "-Htln", f"sport = :{port}").stdout
@@ -87,6 +104,12 @@ def test_prometheus_counts_gpus_fires_the_drain_alert_and_feeds_the_page(capsys)
         assert len(targets) == 4  # Prometheus itself, the cluster exporter, c000's and c001's node exporters
         report.append("targets: " + ", ".join(sorted(f"{t['labels']['job']} {t['scrapeUrl']}" for t in targets)))
         wait_for("a first sample of 0 GPUs allocated", lambda: allocated_gpus() == 0, 30)
+
+        # The exporter's guard: a job in a node is refused at the exporter, which Prometheus
+        # (its targets are up, above) and the host still reach.
+        assert connects_from(f"{CLUSTER}-c001") == "refused"
+        assert connects_from(f"{CLUSTER}-metrics") == "open" and exporter_answers()
+        report.append(f"exporter {EXPORTER}: from c001 refused, from the metrics container and the host open")
 
         job = sh(
             "sbatch", "--parsable", "--chdir=/tmp", "-J", "metrics-gpu", "-w", "c000", "--gres=gpu:1",
@@ -142,6 +165,7 @@ def test_prometheus_counts_gpus_fires_the_drain_alert_and_feeds_the_page(capsys)
         wait_for("the exporter to stop", lambda: not Path(f"/proc/{pid}").exists(), 15)
         sh("/bin/bash", str(cluster_dir / "boot.sh"), str(cluster_dir / "host-state.env"))
         wait_for("the exporter back", lambda: exporter_answers(), 15)
+        assert connects_from(f"{CLUSTER}-c001") == "refused"  # the boot unit keeps its guard
         assert (cluster_dir / "metrics" / "exporter.pid").read_text().strip() != pid
     finally:
         if browser:

@@ -63,6 +63,18 @@ BLOCK = ["OUTPUT", "-d", SECOND.address, "-p", "tcp", "--dport", str(SECOND.port
          "-m", "comment", "--comment", BLOCK_TAG, "-j", "REJECT", "--reject-with", "tcp-reset"]  # fmt: skip
 
 
+# A TCP connection to HOST PORT from where it runs: open, refused, or what else happened.
+CONNECT = """import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    print("open")
+except ConnectionRefusedError:
+    print("refused")
+except OSError as error:
+    print(f"other: {error}")
+"""
+
+
 def config_of(host_key: str = PLACEHOLDER_KEY, jump_key: str = PLACEHOLDER_KEY) -> dict:
     """The two-host stack renamed, on its own addresses, h2 reached through the jump host, the
     shared filesystem served from h1 (the controller's host), one stand-in GPU per node and
@@ -335,6 +347,13 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys):
         )
         assert read.startswith("c002 reads: written by c000") and on_h2.startswith("written by c000")
         assert served.stat().st_uid == 65534, "root of a node was not squashed"
+        # A job's own NFS connection to the server: refused by its host's guard, on h1 (the
+        # serving host: INPUT) and on h2 (FORWARD: it would leave masqueraded as h2).
+        server = str(parse_stack_config(config).cluster.hosts[0].address)
+        for node in ("c000", "c002"):
+            answer = srun("-w", node, "python3", "-c", CONNECT, server, "2049").strip()
+            report.append(f"$ srun -w {node} python3 -c <connect> {server} 2049\n{answer}")
+            assert answer == "refused", (node, answer)
         phase("shared filesystem")
 
         # The database's container is on h2, not here; slurmctld (c000, h1) registered with it.
@@ -449,7 +468,7 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys):
         kept = sorted(p.name for p in Path(EXPORT_DIR).iterdir())
         report.append(f"after destroy: {EXPORT_DIR} holds {kept}; mounts on h1: "
                       f"{sh('findmnt', SHARED_DIR, check=False).returncode != 0 and 'none'}")  # fmt: skip
-        assert kept == ["from-c000.txt", "hello.sh"]
+        assert kept == [".gpucluster-served", "from-c000.txt", "hello.sh"]  # the marker: made by the cluster
         assert sh("findmnt", SHARED_DIR, check=False).returncode != 0
         assert on_second("findmnt", SHARED_DIR, check=False).returncode != 0
         assert stand_in_clients() == [] and "ganesha" not in sh("ps", "-eo", "comm=").stdout

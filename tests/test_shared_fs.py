@@ -3,12 +3,15 @@ cluster's hosts, from privileged ports, root squashed), and the graph under mock
 before every mount, every mount before the nodes that bind it, the mount in the boot path."""
 
 import copy
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from components.host_state import host_state
 from components.sharedfs.shared_fs import export_clients, render_ganesha_conf
 from components.stack_config import ConfigError, parse_stack_config
+from components.transport import INTERPRETER, helpers
 from tests.harness.command_executor import State, StateEntry, host_commands, plan
 from tests.harness.program_harness import run_program, stack_config
 
@@ -149,6 +152,71 @@ def test_the_boot_path_serves_and_mounts_again():
     mount = "kernel,192.168.10.11,2049,/gpucluster-duo,/srv/gpucluster/duo/shared"
     assert first["SHARED_MOUNT"] == f"{mount},{state_dir}"
     assert "NFS_SERVER" not in second and second["SHARED_MOUNT"].startswith(mount)
+
+
+def test_every_host_guards_the_server_from_its_containers_and_the_serving_host_its_input(run):
+    # The guard's rules (components/files/lib/guards.sh) reject NFS from the host's NAT and
+    # cluster subnets; tests/test_firewall_guards.py runs them in a network namespace.
+    config = parsed()
+    for host, subnets, served in (
+        ("gpu1", "10.46.3.0/24+10.46.5.0/24", ",input"),
+        ("gpu2", "10.47.3.0/24+10.47.5.0/24", ""),
+    ):
+        guard = f"gpucluster:duo:guard:nfs,nfs,192.168.10.11,2049,{subnets}{served}"
+        assert env(run, f"duo-{host}-shared-mount")["NFS_GUARD"] == guard
+        assert host_state(config, config.host_named(host))["NFS_GUARD"] == guard
+    existing = {"kind": "nfs", "server": "nfs.example.org", "path": "/export/duo", "port": 2050}
+    other = run_program(twohost(existing), stack="twohost", secrets=SECRETS)
+    guard = "gpucluster:duo:guard:nfs,nfs,nfs.example.org,2050,10.47.3.0/24+10.47.5.0/24"
+    assert env(other, "duo-gpu2-shared-mount")["NFS_GUARD"] == guard
+    without = run_program(twohost(), stack="twohost", secrets=SECRETS)
+    assert "NFS_GUARD" not in host_state(parse_stack_config(twohost()).cluster, config.host_named("gpu2"))
+    assert not [r for r in without.resources if "guard" in r.name]
+
+
+def test_the_serving_hosts_preflight_checks_the_directory_before_anything_changes(run):
+    # The check itself: tests/host/test_preflight.py (a directory with files is refused
+    # unless adopted, made or served by the cluster already).
+    preflight = env(run, "duo-gpu1-host-preflight")
+    assert (preflight["SERVED_DIRECTORY"], preflight["SERVED_ADOPT"]) == ("/srv/gpucluster/duo/export", "")
+    assert preflight["SERVED_CONF_DIR"] == env(run, "duo-gpu1-nfs-server")["CONF_DIR"]
+    assert run.depends_on("duo-gpu1-nfs-server", "duo-gpu1-host-preflight")
+    assert "SERVED_DIRECTORY" not in env(run, "duo-gpu2-host-preflight")
+    assert env(run, "duo-gpu1-nfs-server")["CLUSTER"] == "duo"  # its marker names the cluster
+    adopted = run_program(twohost({**SERVED, "adopt_existing": True}), stack="twohost", secrets=SECRETS)
+    assert env(adopted, "duo-gpu1-host-preflight")["SERVED_ADOPT"] == "1"
+    assert "adopt_existing" in error_of(twohost({**SERVED, "adopt_existing": "yes"}))
+
+
+def test_which_existing_directories_the_served_directory_check_refuses(tmp_path):
+    def problem(directory: Path) -> str:
+        done = subprocess.run(
+            [
+                *INTERPRETER,
+                f'{helpers()}\nserved_directory_problem "$1" duo "$2"',
+                "test",
+                str(directory),
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    site = tmp_path / "site"
+    site.mkdir()
+    assert problem(site) == "" and problem(tmp_path / "missing") == ""  # empty or missing
+    (site / "a").touch()
+    (site / "b").mkdir()
+    assert problem(site).startswith(f"shared_fs.directory: {site} already exists and holds 2 entries")
+    assert "(e.g. a,b)" in problem(site) and "shared_fs.adopt_existing: true" in problem(site)
+    (site / ".gpucluster-served").write_text("duo\n")  # the cluster made it
+    assert problem(site) == ""
+    (site / ".gpucluster-served").write_text("other\n")
+    assert "holds 3 entries" in problem(site)
+    (tmp_path / "ganesha.conf").write_text(f"EXPORT {{\n  Path = {site};\n}}\n")  # the cluster serves it
+    assert problem(site) == ""
 
 
 def test_an_existing_export_is_only_mounted():

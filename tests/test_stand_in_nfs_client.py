@@ -53,8 +53,25 @@ if rc == 0:
     handle = P()
     print("created", nfs.nfs_create(context, sys.argv[2].encode(), 0o101, 0o644, ctypes.byref(handle)))
 """
-SERVER = {"CONF_DIR": f"{ROOT}/server", "DIRECTORY": f"{ROOT}/export", "ADDRESS": "127.0.0.1", "PORT": PORT}
-MOUNT = {"SHARED_DIR": f"{ROOT}/shared", "STATE_DIR": f"{ROOT}/state"}
+SERVER = {
+    "CLUSTER": "nfs-client-test",
+    "CONF_DIR": f"{ROOT}/server",
+    "DIRECTORY": f"{ROOT}/export",
+    "ADDRESS": "127.0.0.1",
+    "PORT": PORT,
+}
+# The mount's NFS guard, here for a documentation subnet (192.0.2.0/24) that no traffic comes from.
+GUARD_TAG = "gpucluster:nfs-client-test:guard:nfs"
+MOUNT = {
+    "SHARED_DIR": f"{ROOT}/shared",
+    "STATE_DIR": f"{ROOT}/state",
+    "NFS_GUARD": f"{GUARD_TAG},nfs,127.0.0.1,{PORT},192.0.2.0/24,input",
+}
+
+
+def guard_rules() -> list[str]:
+    saved = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
+    return [line for line in saved.splitlines() if GUARD_TAG in line]
 
 
 def run(name: str, **environment) -> None:
@@ -92,6 +109,8 @@ def cleanup() -> None:
         subprocess.run(["kill", pid_file.read_text().strip()], check=False)
         time.sleep(1)
     shutil.rmtree(ROOT, ignore_errors=True)
+    if guard_rules():
+        run("shared_mount_delete.sh", **MOUNT)
 
 
 def test_the_product_s_export_asks_for_privileged_ports_as_this_test_s_server_does():
@@ -110,6 +129,7 @@ def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
         run("nfs_server_create.sh", CONFIG_TEXT=CONFIG, **SERVER)
         mount = {"CLIENT": "stand_in", "SERVER": "127.0.0.1", "PORT": PORT, "EXPORT": "/gpucluster-test"}
         run("shared_mount_create.sh", CLIENT_TEXT=CLIENT_PROGRAM.read_text(), **mount, **MOUNT)
+        assert len(guard_rules()) == 4  # FORWARD and INPUT, TCP and UDP
         shared, export = Path(MOUNT["SHARED_DIR"]), Path(SERVER["DIRECTORY"])
         assert oct(export.stat().st_mode & 0o7777) == "0o1777"
 
@@ -153,8 +173,15 @@ def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
 
         run("shared_mount_delete.sh", **MOUNT)
         run("nfs_server_delete.sh", **{key: SERVER[key] for key in ("CONF_DIR", "DIRECTORY")})
-        assert not os.path.ismount(shared) and clients() == []
+        assert not os.path.ismount(shared) and clients() == [] and guard_rules() == []
         assert not Path(SERVER["CONF_DIR"]).exists()
-        assert sorted(p.name for p in export.iterdir()) == ["after-lease", "by-root", "by-user", "job.sh", "log"]
+        assert sorted(p.name for p in export.iterdir()) == [
+            ".gpucluster-served",
+            "after-lease",
+            "by-root",
+            "by-user",
+            "job.sh",
+            "log",
+        ]
     finally:
         cleanup()

@@ -1,6 +1,7 @@
 """GpuHost: checks the host before anything changes, then installs what the cluster needs."""
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
@@ -30,6 +31,17 @@ HOST_PACKAGES = [
 ]
 
 
+@dataclass(frozen=True)
+class ServedDirectory:
+    """The directory this host serves as the shared filesystem (components/sharedfs), which the
+    preflight checks: `conf_dir` holds the cluster's server config when it serves it already;
+    `adopt` allows serving files that were there before (shared_fs.adopt_existing)."""
+
+    directory: str
+    conf_dir: str
+    adopt: bool
+
+
 class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the Debian packages.
 
@@ -48,7 +60,8 @@ class GpuHost(pulumi.ComponentResource):
         online CPUs than a node declares, a state directory (or munge key) someone other than
         root could have written, real GPUs without the driver's libcuda.so.1 (found as the
         containers will find it: lib/gpu_driver.sh), cgroup controllers LXC cannot delegate to
-        the nodes (lib/cgroups.sh); its stdout (JSON) reports what it found.
+        the nodes (lib/cgroups.sh), a directory to serve (`served`) that holds files the cluster
+        did not make, unless adopted (lib/shared_fs.sh); its stdout (JSON) reports what it found.
       - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
         one can take reverse dependencies and other users' packages along) and keeps their
         list in KEEP_DIR/<cluster>/packages-left-installed.
@@ -81,6 +94,7 @@ class GpuHost(pulumi.ComponentResource):
         driver_files: list[str] | tuple[str, ...] = (),
         users: tuple[UserConfig, ...] = (),
         extra_packages: list[str] | tuple[str, ...] = (),
+        served: ServedDirectory | None = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -131,6 +145,13 @@ class GpuHost(pulumi.ComponentResource):
             "DRIVER_FILES": env_list(driver_files),
             "GPU_STAND_IN": "1" if stand_in_gpus else "",
         }
+        if served:
+            # Only on a serving host, so the others keep their preflight inputs.
+            environment |= {
+                "SERVED_DIRECTORY": served.directory,
+                "SERVED_CONF_DIR": served.conf_dir,
+                "SERVED_ADOPT": "1" if served.adopt else "",
+            }
         self.preflight = host_command(
             f"{name}-preflight",
             transport=transport,

@@ -34,6 +34,7 @@ class MetricsSetup:
     alert_rules: str
     exporter_settings: str
     exporter_address: str
+    exporter_guard: str
     slurm_conf: str
 
 
@@ -53,7 +54,8 @@ class Metrics(pulumi.ComponentResource):
 
     Builds:
       - `<name>-exporter`: on the controller's host, the Slurm and GPU exporter
-        (files/slurm_exporter.py) as a daemon run as nobody, on the host's NAT bridge address.
+        (files/slurm_exporter.py) as a daemon run as nobody, on the host's NAT bridge address,
+        which a firewall guard keeps for Prometheus's container (and the host) only.
       - `<name>-container`: a clone of the node image on the NAT bridge at `metrics.nat_address`.
       - `<name>-prometheus`: Debian's prometheus installed in it, its scrape config, alert rules,
         listen address and retention; create waits for /-/ready. Its data lives in the
@@ -90,6 +92,7 @@ class Metrics(pulumi.ComponentResource):
                 "EXPORTER_SETTINGS": setup.exporter_settings,
                 "EXPORTER_ADDRESS": setup.exporter_address,
                 "EXPORTER_PORT": str(metrics.exporter_port),
+                "EXPORTER_GUARD": setup.exporter_guard,
                 **{key: path.read_text() for key, path in EXPORTER_SOURCES.items()},
             },
             placed=True,

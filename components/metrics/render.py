@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from components.config_types import guard_tag
 from components.metrics.config import MetricsConfig
 from components.metrics.prices import PricedCluster, node_prices
 
@@ -31,6 +32,15 @@ class MetricsCluster(PricedCluster, Protocol):
 def exporter_address(config: MetricsCluster) -> str:
     """The Slurm and GPU exporter listens on the controller host's address on its NAT bridge."""
     return str(config.controller_host.network.nat_bridge.address.ip)
+
+
+def exporter_guard(config: MetricsCluster) -> str:
+    """The exporter's firewall guard (components/files/lib/guards.sh): on the host's NAT-bridge
+    address every container reaches, only Prometheus's container (and the host) may ask it;
+    a job looping on it would load slurmctld and read every account's spend."""
+    metrics = config.metrics
+    tag = guard_tag(config.name, "exporter")
+    return f"{tag},exporter,{exporter_address(config)},{metrics.exporter_port},{metrics.nat_address}"
 
 
 def render_prometheus_config(config: MetricsCluster) -> str:

@@ -47,6 +47,12 @@ class ServedNfs(StrictModel):
         "change other users' files on every host; false only where every host's root is trusted",
     )
     client: NfsClient = Field("kernel", description=CLIENT_DESCRIPTION)
+    adopt_existing: StrictBool = Field(
+        False,
+        description="serve `directory` although it already holds files the cluster did not make (they "
+        "become readable and writable from every host and node); default false: the serving host's "
+        "preflight refuses such a directory before anything changes",
+    )
 
 
 class EfsShare(StrictModel):

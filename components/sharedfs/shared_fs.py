@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 import pulumi
 
+from components.config_types import guard_tag
+from components.host.gpu_host import ServedDirectory
 from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, serving_host
 from components.transport import Transport, host_command
 
@@ -60,6 +62,15 @@ def server_address(config: SharedFsCluster, efs_address: str | None = None) -> s
 def server_dir(config: SharedFsCluster) -> str:
     """The served export's config, pid file, log and recovery directory on the serving host."""
     return f"{config.host_cluster_dir(serving_host(config))}/nfs-server"
+
+
+def served_directory(config: SharedFsCluster, host: Any) -> ServedDirectory | None:
+    """What the serving host's preflight checks of the served directory (None elsewhere)."""
+    serving = serving_host(config)
+    if not serving or serving.name != host.name:
+        return None
+    fs = config.shared_fs
+    return ServedDirectory(directory=fs.directory, conf_dir=server_dir(config), adopt=fs.adopt_existing)
 
 
 def export_clients(config: SharedFsCluster) -> list[str]:
@@ -132,6 +143,18 @@ def host_packages(config: SharedFsCluster, host: Any) -> list[str]:
     return [*CLIENT_PACKAGES[fs.client], *(SERVER_PACKAGES if serving and serving.name == host.name else ())]
 
 
+def nfs_guard(config: SharedFsCluster, host: Any, server: str) -> str:
+    """The host's NFS guard (components/files/lib/guards.sh): its containers' subnets (NAT and
+    cluster) get no NFS to the server, whoever runs it (the site, EFS, the serving host): a job
+    would claim any uid (AUTH_SYS), and its traffic leaves masqueraded as the host's. The
+    serving host also guards its own INPUT."""
+    net = host.network
+    serving = serving_host(config)
+    word = f"{guard_tag(config.name, 'nfs')},nfs,{server},{config.shared_fs.port}"
+    word += f",{net.nat_bridge.subnet}+{net.cluster_bridge.subnet}"
+    return word + (",input" if serving and serving.name == host.name else "")
+
+
 def mount_state(config: SharedFsCluster, host: Any, efs_address: str | None = None) -> dict[str, str]:
     """The host-state lines of the shared filesystem (none without one): what boot.sh brings back."""
     fs = config.shared_fs
@@ -141,6 +164,7 @@ def mount_state(config: SharedFsCluster, host: Any, efs_address: str | None = No
     serving = serving_host(config)
     if serving and serving.name == host.name:
         state["NFS_SERVER"] = f"{server_dir(config)},{serving.address},{fs.port}"
+    state["NFS_GUARD"] = nfs_guard(config, host, server_address(config, efs_address))
     state["SHARED_MOUNT"] = (
         f"{fs.client},{server_address(config, efs_address)},{fs.port},{export_path(config)},{host.shared_dir},"
         f"{config.host_cluster_dir(host)}"
@@ -159,6 +183,7 @@ def nfs_server(
         create=FILES / "nfs_server_create.sh",
         delete=FILES / "nfs_server_delete.sh",
         environment={
+            "CLUSTER": config.name,
             "CONF_DIR": server_dir(config),
             "CONFIG_TEXT": render_ganesha_conf(config),
             "DIRECTORY": fs.directory,
@@ -178,7 +203,8 @@ def shared_mount(
     parent: pulumi.Resource,
     efs_address: pulumi.Input[str] | None = None,
 ):
-    """`<name>-shared-mount`: the export at the host's shared_dir; delete unmounts it there."""
+    """`<name>-shared-mount`: the export at the host's shared_dir, and the host's NFS guard;
+    delete unmounts it there and removes the guard."""
     fs = config.shared_fs
     environment = {
         "CLIENT": fs.client,
@@ -188,6 +214,9 @@ def shared_mount(
         "SHARED_DIR": host.shared_dir,
         "STATE_DIR": config.host_cluster_dir(host),
     }
+    environment["NFS_GUARD"] = pulumi.Output.from_input(environment["SERVER"]).apply(
+        lambda server: nfs_guard(config, host, server)
+    )
     if fs.client == "stand_in":
         environment["CLIENT_TEXT"] = CLIENT_PROGRAM.read_text()
     return host_command(

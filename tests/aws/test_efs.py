@@ -64,6 +64,10 @@ def test_every_host_mounts_the_target_before_its_nodes_and_at_boot(run, host):
     assert run.depends_on(f"cloud-{node}-lxc", f"cloud-{host}-shared-mount")
     state = inputs(run, f"cloud-{host}-boot-unit")["environment"]["GPUCLUSTER_HOST_STATE_TEXT"]
     assert f"SHARED_MOUNT=kernel,{mount['SERVER']},2049,/,/srv/gpucluster/cloud/shared," in state
+    # The host's containers get no NFS to the mount target (their traffic leaves as the host's).
+    guard = f"gpucluster:cloud:guard:nfs,nfs,{mount['SERVER']},2049,"
+    assert mount["NFS_GUARD"].startswith(guard) and not mount["NFS_GUARD"].endswith(",input")
+    assert f"NFS_GUARD={mount['NFS_GUARD']}\n" in state
     assert "nfs-common" in inputs(run, f"cloud-{host}-host-packages")["environment"]["GPUCLUSTER_PACKAGES"]
 
 

@@ -377,3 +377,33 @@ def test_nvidia_container_cli_without_libcuda_is_named(preflight, tmp_path):
     done = preflight(path_first=tools, GPU_STAND_IN="")
     assert done.returncode == 1
     assert "`nvidia-container-cli list --libraries` (NVIDIA's container toolkit) lists no libcuda.so" in done.stderr
+
+
+def test_a_served_directory_with_files_the_cluster_did_not_make_is_refused_unless_adopted(preflight, tmp_path):
+    served = tmp_path / "export"
+    served.mkdir()
+    (served / "passwd").write_text("someone's\n")
+    conf_dir = tmp_path / "nfs-server"
+    check = {"SERVED_DIRECTORY": str(served), "SERVED_CONF_DIR": str(conf_dir), "SERVED_ADOPT": ""}
+    done = preflight(**check)
+    assert done.returncode == 1
+    assert (
+        f"shared_fs.directory: {served} already exists and holds 1 entries the cluster did not make (e.g. passwd)"
+        in (done.stderr)
+    )
+    assert "shared_fs.adopt_existing: true" in done.stderr
+    assert preflight(**{**check, "SERVED_ADOPT": "1"}).returncode == 0
+    # Served by this cluster already (its server config names it; an older release's), or
+    # marked by it (made by it: a later apply, after a destroy too): served again.
+    conf_dir.mkdir()
+    (conf_dir / "ganesha.conf").write_text(f"EXPORT {{\n  Path = {served};\n}}\n")
+    assert preflight(**check).returncode == 0
+    (conf_dir / "ganesha.conf").unlink()
+    (served / ".gpucluster-served").write_text("pft\n")
+    assert preflight(**check).returncode == 0
+    (served / ".gpucluster-served").write_text("another\n")  # another cluster's
+    assert "holds 2 entries" in preflight(**check).stderr
+    # Missing or empty: nothing to refuse.
+    assert preflight(**{**check, "SERVED_DIRECTORY": str(tmp_path / "new")}).returncode == 0
+    (tmp_path / "empty").mkdir()
+    assert preflight(**{**check, "SERVED_DIRECTORY": str(tmp_path / "empty")}).returncode == 0

@@ -185,6 +185,20 @@ def test_metrics_ports_clashing_with_a_forward_or_the_served_nfs_port_are_refuse
     assert "metrics.exporter_port: 2049 is also shared_fs.port 2049 (the served NFS)" in error_of(config)
 
 
+def test_only_prometheus_and_the_host_may_reach_the_exporter_on_the_bridge_address():
+    # Its guard (components/files/lib/guards.sh; tests/test_firewall_guards.py runs it) is set
+    # and removed with the exporter, and brought back by the boot unit, checked by verify.
+    built = commands(with_metrics("e2e", **METRICS), "e2e")
+    exporter = built["e2e-metrics-exporter"]
+    guard = "gpucluster:e2e:guard:exporter,exporter,10.43.3.1,9481,10.43.3.30"
+    assert exporter.environment["EXPORTER_GUARD"] == guard
+    assert 'guard_up "$EXPORTER_GUARD"' in exporter.create and 'guard_down "$EXPORTER_GUARD"' in exporter.delete
+    text = built["e2e-boot-unit"].environment["HOST_STATE_TEXT"]
+    assert f"EXPORTER_GUARD={guard}\n" in text
+    plain = commands(stack_config("e2e"), "e2e")["e2e-boot-unit"].environment["HOST_STATE_TEXT"]
+    assert "GUARD" not in plain
+
+
 def test_the_boot_unit_and_verify_know_the_metrics_container_and_exporter():
     built = commands(with_metrics("e2e", **METRICS), "e2e")
     text = built["e2e-boot-unit"].environment["HOST_STATE_TEXT"]

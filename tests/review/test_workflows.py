@@ -238,18 +238,28 @@ def test_the_preview_job_has_credentials_but_no_write_token_and_the_comment_job_
 def _locked() -> dict[str, tuple[str, list[str]]]:
     """requirements.lock: name -> (version, hashes)."""
     entries = {}
-    for line in (ROOT / "requirements.lock").read_text().splitlines():
+    # One requirement per logical line; its hashes continue it on lines ending in a backslash.
+    text = (ROOT / "requirements.lock").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
         if line and not line.startswith("#"):
-            pin, *hashes = line.split(" --hash=")
+            pin, *hashes = line.split()
             name, version = pin.split("==")
-            entries[name.lower().replace("_", "-")] = (version, hashes)
+            assert all(h.startswith("--hash=") for h in hashes), line
+            entries[name.lower().replace("_", "-")] = (version, [h.removeprefix("--hash=") for h in hashes])
     return entries
 
 
 def test_jobs_with_secrets_or_a_write_token_install_only_hashed_pins():
     """Item 2 of issue 35 (M9): the credentialed preview job installed requirements.txt, whose
     ranges let a new release of any dependency read the passphrase."""
-    for workflow, job_name in (("review.yml", "preview"), ("review.yml", "comment"), ("review-post.yml", "post")):
+    jobs_with_secrets = (
+        ("review.yml", "preview"),
+        ("review.yml", "comment"),
+        ("review-post.yml", "post"),
+        ("deploy.yml", "deploy"),
+        ("deploy.yml", "matrix"),
+    )
+    for workflow, job_name in jobs_with_secrets:
         jobs = _load(workflow)["jobs"]
         job = jobs.get(job_name) or next(j for j in jobs.values() if "pull-requests" in j.get("permissions", {}))
         installs = [s["run"] for s in job["steps"] if "pip install" in s.get("run", "")]
@@ -259,6 +269,41 @@ def test_jobs_with_secrets_or_a_write_token_install_only_hashed_pins():
     for name, (version, hashes) in _locked().items():
         assert re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", version), name
         assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), name
+
+
+def test_the_lock_installs_on_every_python_and_machine_it_is_for():
+    """Issue 35 (M9): the lock held one file's hash per package (CPython 3.11 on x86_64), so a
+    runner with another Python or machine failed its hash check: now every file of the
+    version, so each compiled package has a wheel per Python and machine."""
+    locked = _locked()
+    for name in ("pydantic-core", "pyyaml", "cffi", "cryptography", "grpcio"):
+        assert len(locked[name][1]) >= 6, (name, len(locked[name][1]))
+    from tools.lock_requirements import MACHINES, PYTHONS
+
+    assert PYTHONS == ("3.11", "3.12", "3.13") and MACHINES == ("x86_64", "aarch64")
+    header = (ROOT / "requirements.lock").read_text().splitlines()[1]
+    assert "CPython 3.11, 3.12, 3.13 on Linux x86_64, aarch64" in header
+
+
+def test_the_lock_tool_keeps_every_file_and_names_what_a_python_it_is_for_would_lack():
+    from tools.lock_requirements import lock_text, missing_anywhere
+
+    def item(name, requires=(), extras=()):
+        metadata = {"name": name, "version": "1.0", "requires_dist": list(requires)}
+        return {
+            "metadata": metadata,
+            "requested_extras": list(extras),
+            "download_info": {"archive_info": {"hash": "sha256=aa"}},
+        }
+
+    report = {"install": [item("a", ['b; python_version < "3.11"', 'c; extra == "x"', "d"], extras=["x"]), item("d")]}
+    assert missing_anywhere(report) == ['c; extra == "x" (of a)']  # b only below 3.11: not needed
+    report["install"].append(item("c", ['e; python_version >= "3.13"', 'f; platform_machine == "aarch64"']))
+    assert missing_anywhere(report) == ['e; python_version >= "3.13" (of c)', 'f; platform_machine == "aarch64" (of c)']
+    text = lock_text({"install": [item("a")]}, lambda name, version: ["aa", "bb"])
+    assert text.endswith("a==1.0 \\\n    --hash=sha256:aa \\\n    --hash=sha256:bb\n")
+    with pytest.raises(SystemExit, match="the file pip picked"):
+        lock_text({"install": [item("a")]}, lambda name, version: ["bb"])
 
 
 def test_the_lock_satisfies_requirements_txt():

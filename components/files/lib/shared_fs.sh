@@ -10,6 +10,26 @@ nfs_server_up() {
   wait_until 30 "the NFS server at $address:$port" tcp_connects "$address" "$port"
 }
 
+# The served directory's marker: the cluster that made it (a root-owned file in a sticky
+# directory: no user can remove it), so a later apply, after a destroy too, serves it again.
+SERVED_MARKER=.gpucluster-served
+
+# served_directory_problem DIR CLUSTER CONF_DIR: one line when DIR exists with files that this
+# cluster did not make (no marker of it, not what its server config at CONF_DIR serves):
+# serving would hand them read-write to every host and node.
+served_directory_problem() {
+  local dir=$1 cluster=$2 conf=$3/ganesha.conf count
+  [ -d "$dir" ] || return 0
+  [ "$(cat "$dir/$SERVED_MARKER" 2>/dev/null)" != "$cluster" ] || return 0
+  grep -qxF "  Path = $dir;" "$conf" 2>/dev/null && return 0
+  count=$(find "$dir" -mindepth 1 -maxdepth 1 -printf . | wc -c)
+  [ "$count" = 0 ] && return 0
+  echo "shared_fs.directory: $dir already exists and holds $count entries the cluster did not make (e.g." \
+    "$(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | head -n 3 | paste -sd, -)); serving it would" \
+    "export them read-write to every host and node: choose a new or empty directory, or set" \
+    "shared_fs.adopt_existing: true to serve them"
+}
+
 nfs_server_pid() { daemon_pid "$1/ganesha.pid" ganesha.nfsd "$1/ganesha.conf"; }
 
 # shared_mount_up CLIENT SERVER PORT EXPORT DIR STATE_DIR: the export mounted at DIR, by the

@@ -18,6 +18,10 @@ done
 # With several hosts: routes to the other hosts' container subnets (SUBNET,VIA ...).
 read -ra routes <<< "${ROUTES:-}"
 [ "${#routes[@]}" = 0 ] || routes_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "${routes[@]}"
+# The firewall guards (components/files/lib/guards.sh): the exporter's, the shared filesystem's.
+for guard in ${EXPORTER_GUARD:-} ${NFS_GUARD:-}; do
+  guard_up "$guard"
+done
 log "$CLUSTER: bridges, ip_forward, routes and firewall rules in place"
 # The shared filesystem (shared_fs), after the network: the server where this host serves it,
 # then the mount at the shared directory, which waits for the server; before any node binds it.

@@ -156,6 +156,13 @@ if [ -n "${CONTROLLER_PORT:-}" ] && ss -Htln "sport = :$CONTROLLER_PORT" | grep 
   problems+=("port $CONTROLLER_PORT (slurmctld) is in use on this host, by another cluster's slurmctld or another program (slurm.controller.placement: host): place this cluster's controller in a node container")
 fi
 
+# The directory this host serves (shared_fs: served): files there before the cluster are
+# refused unless the config adopts them (shared_fs.adopt_existing).
+if [ -n "${SERVED_DIRECTORY:-}" ] && [ -z "${SERVED_ADOPT:-}" ]; then
+  line=$(served_directory_problem "$SERVED_DIRECTORY" "$CLUSTER" "$SERVED_CONF_DIR")
+  [ -z "$line" ] || problems+=("$line")
+fi
+
 # Containers: a name already taken must be ours.
 while read -r container; do
   image=$IMAGE

@@ -62,6 +62,9 @@ expected_rules=$(
     IFS=, read -r tag host_port address port sources <<< "$forward"
     forward_rules "$tag" "$host_port" "$address" "$port" "$sources"
   done
+  for guard in ${EXPORTER_GUARD:-} ${NFS_GUARD:-}; do
+    guard_rules "$guard"
+  done
 )
 while read -r rule; do
   check "iptables rule: $rule" MISSING rule_present "$rule"

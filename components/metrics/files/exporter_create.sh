@@ -1,8 +1,10 @@
 # The cluster's Slurm and GPU exporter, on the controller's host (where the cluster's Slurm
 # client and munged are): a plain daemon run as nobody, like the web app's snapshot writer,
 # listening on the host's NAT bridge address only; restarted when its program or settings change.
+# Its guard (first: nothing listens unguarded) lets only Prometheus's container reach it there.
 require CLUSTER CLUSTER_DIR SLURM_CONF EXPORTER_SETTINGS EXPORTER_ADDRESS EXPORTER_PORT \
-  EXPORTER_SOURCE SLURM_TEXT_SOURCE COST_SOURCE
+  EXPORTER_SOURCE SLURM_TEXT_SOURCE COST_SOURCE EXPORTER_GUARD
+guard_up "$EXPORTER_GUARD"
 dir="$CLUSTER_DIR/metrics"
 program="$dir/slurm_exporter.py"
 pidfile="$dir/exporter.pid"

@@ -2,10 +2,15 @@
 # (its config, pid file, log and recovery directory in CONF_DIR): the host's own NFS setup,
 # if any, is left alone. The directory is made (mode 1777, like /tmp: with root squashed,
 # every user makes their own directory there) only where it is missing.
-require CONF_DIR CONFIG_TEXT DIRECTORY ADDRESS PORT
+# It is marked as the cluster's when made here, or when the cluster serves it already (an
+# apply of an older release made it), so the preflight serves it again after a destroy.
+require CLUSTER CONF_DIR CONFIG_TEXT DIRECTORY ADDRESS PORT
 if [ ! -d "$DIRECTORY" ]; then
   mkdir -p "$DIRECTORY"
   chmod 1777 "$DIRECTORY"
+  echo "$CLUSTER" > "$DIRECTORY/$SERVED_MARKER"
+elif [ ! -e "$DIRECTORY/$SERVED_MARKER" ] && grep -qxF "  Path = $DIRECTORY;" "$CONF_DIR/ganesha.conf" 2>/dev/null; then
+  echo "$CLUSTER" > "$DIRECTORY/$SERVED_MARKER"
 fi
 restart=no
 printf '%s' "$CONFIG_TEXT" | write_if_changed "$CONF_DIR/ganesha.conf" 0644 && restart=yes
