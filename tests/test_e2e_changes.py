@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.e2e_teardown import STACK, e2e_config, remove_outside_namespace, remove_stand_in_gpus, teardown
 from tests.harness.engine_cluster import (
     CommandFailedError,
     State,
@@ -22,7 +23,6 @@ from tests.harness.engine_cluster import (
     host_commands,
     up,
 )
-from tests.harness.e2e_teardown import STACK, e2e_config, remove_outside_namespace, remove_stand_in_gpus, teardown
 from tests.harness.program_harness import run_program
 from tests.test_e2e import (
     check_cluster,

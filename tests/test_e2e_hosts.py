@@ -1,10 +1,11 @@
 """End-to-end over SSH: the e2e stack's one host reached over SSH, and a cluster of two hosts.
 
 Every command of an SSH host is a `remote.Command`, run by the real engine's pulumi-command
-provider over SSH (tests/harness/engine_cluster.py), through an sshd that the test starts with
-its own config file, port and drop-in directory (tests/harness/ssh_hosts.py). The second host is a network namespace with its own bridges,
-routes, iptables rules, sshd, LXC path, state and run directories. Everything is removed in
-`finally` blocks, and the host is compared with its state before the test.
+provider over SSH (tests/harness/engine_cluster.py), through an sshd that the test starts
+with its own config file, port and drop-in directory (tests/harness/ssh_hosts.py). The second
+host is a network namespace with its own bridges, routes, iptables rules, sshd, LXC path,
+state and run directories. Everything is removed in `finally` blocks, and the host is
+compared with its state before the test.
 """
 
 import shlex
@@ -19,7 +20,6 @@ from components.host_state import render_host_state
 from components.stack_config import parse_stack_config
 from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts
-from tests.harness.engine_cluster import State, apply, destroy_state, host_commands, makes_the_munge_key, up
 from tests.harness.e2e_teardown import (
     FIRST_HOST_SECRET,
     SECOND_HOST,
@@ -35,6 +35,7 @@ from tests.harness.e2e_teardown import (
     two_host_config,
     two_ssh_hosts_config,
 )
+from tests.harness.engine_cluster import State, apply, destroy_state, host_commands, makes_the_munge_key, up
 from tests.harness.program_harness import run_program
 from tests.test_e2e import (
     check_cluster,
