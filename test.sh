@@ -22,4 +22,6 @@ fi
 ensure_venv
 venv/bin/python -m ruff check .
 venv/bin/python -m ruff format --check .
-exec venv/bin/python -m pytest "$@"
+# Two workers: the tests that change nothing on the host run beside the host's own, which go
+# to one worker one at a time (tests/conftest.py HOST_NEUTRAL). `-n 0` runs everything serially.
+exec venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

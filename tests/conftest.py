@@ -1,8 +1,54 @@
 """Fixtures shared by the end-to-end tests."""
 
 import signal
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Tests that change nothing on the host (mocks, rendering, previews, a loopback API server,
+# their own temporary files). `./test.sh` runs two pytest-xdist workers (`--dist loadgroup`):
+# these are shared between both, while every other test (the end-to-end clusters, whatever
+# makes links, rules, mounts, containers or daemons, and all that is not listed here) goes to
+# one worker, one at a time, as in a serial run: the host snapshots they compare stay theirs.
+HOST_NEUTRAL = (
+    "tests/app/",
+    "tests/aws/test_ec2.py",
+    "tests/aws/test_ec2_config.py",
+    "tests/aws/test_ec2_replacement.py",
+    "tests/aws/test_efs.py",
+    "tests/aws/test_user_data.py",
+    "tests/burst/test_burst_config.py",
+    "tests/burst/test_burst_destroy.py",
+    "tests/burst/test_burst_graph.py",
+    "tests/burst/test_burst_programs.py",
+    "tests/burst/test_burst_programs_standalone.py",
+    "tests/burst/test_burst_slurm_conf.py",
+    "tests/harness/test_plan.py",
+    "tests/kubernetes/",
+    "tests/metrics/test_render.py",
+    "tests/review/",
+    "tests/test_config.py",
+    "tests/test_docs.py",
+    "tests/test_fixtures.py",
+    "tests/test_graph.py",
+    "tests/test_hosts.py",
+    "tests/test_layers.py",
+    "tests/test_layout.py",
+    "tests/test_moves.py",
+    "tests/test_outputs.py",
+    "tests/test_pulumi_wrappers.py",
+    "tests/test_stacks.py",
+    "tests/upgrade/test_upgrade.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = item.path.relative_to(ROOT).as_posix()
+        marked = item.get_closest_marker("e2e") or item.get_closest_marker("privileged")
+        if marked or not path.startswith(HOST_NEUTRAL):
+            item.add_marker(pytest.mark.xdist_group("host"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,6 +8,7 @@ state and run directories. Everything is removed in `finally` blocks, and the ho
 compared with its state before the test.
 """
 
+import base64
 import shlex
 import tempfile
 import time
@@ -245,6 +246,16 @@ def test_two_hosts_one_slurm(capsys):
         state_file = Path(f"{SECOND_STATE}/host-state.env").read_text()
         assert "ROUTES=10.43.3.0/24,10.45.0.1" in state_file, state_file
         routes_survive_a_lost_route(config, report)
+
+        # The state holds the secrets encrypted only: neither the generated munge key nor the
+        # SSH private key (set as the README tells a user) is in `pulumi stack export`.
+        exported = state.engine.export()
+        munge_key = base64.b64encode(Path(f"/var/lib/gpucluster/{CLUSTER}/munge.key").read_bytes()).decode()
+        key_body = "".join(line for line in server["client_key"].splitlines() if "PRIVATE KEY" not in line)
+        found = {"munge key": munge_key[:40] in exported, "SSH private key": key_body[:40] in exported}
+        report.append("secrets found in `pulumi stack export`: " + ", ".join(f"{k}: {v}" for k, v in found.items()))
+        assert not any(found.values()) and "PRIVATE KEY" not in exported, found
+        assert '"ciphertext"' in exported, "the state holds the secrets encrypted"
 
         # Apply again: nothing changes; every create once more converges on both hosts.
         _, actions = up(state, commands)

@@ -345,7 +345,7 @@ def _replaced_with(root: str, new: list[HostCommand], actions: dict[str, str]) -
     Diff says replace), and the delete-before-replace resources naming one of them in
     replace_with. A resource replaced with root that is not delete-before-replace itself is
     replaced as any other, new copy first and old copy deleted at the end of the update: the
-    engine's order (measured with pulumi 3.253: tests/test_engine.py), even when what it
+    engine's order (measured with pulumi 3.253: tests/test_e2e_changes.py), even when what it
     lived in was deleted first."""
     found, frontier = set(), {root}
     while frontier:

@@ -92,6 +92,8 @@ class State:
     engine: Engine | None = None
     known: dict[str, HostCommand] = field(default_factory=dict)
     """The commands of the programs applied, by name (unique in a stack)."""
+    last: Update | None = None
+    """The engine's last run on this stack (its steps, in the engine's order)."""
 
     @property
     def resources(self) -> dict[str, command_executor.StateEntry]:
@@ -148,6 +150,7 @@ def up(state: State, new: Program, timeout: int = 900) -> tuple[Timeline, dict[s
         engine.set_secret(key, value)
     _latest[new.key] = engine
     update = engine.up(check=False, timeout=timeout)
+    state.last = update
     if update.returncode != 0:
         raise CommandFailedError(f"pulumi up of stack {new.stack} failed ({update.returncode}):\n{update.output}")
     return _timeline(update), update.actions()

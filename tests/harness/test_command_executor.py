@@ -115,7 +115,7 @@ def test_update_deletes_what_is_gone(tmp_path):
 
 
 def test_delete_before_replace_deletes_the_old_one_and_what_is_replaced_with_it_first(tmp_path):
-    """As the engine does it (tests/test_engine.py): the delete-before-replace chain goes first,
+    """As the engine does it (tests/test_e2e_changes.py): the delete-before-replace chain goes first,
     dependents first; a resource replaced with it that is not delete-before-replace itself is
     created anew and its old copy deleted at the end, after the new copy exists."""
     log = tmp_path / "log"

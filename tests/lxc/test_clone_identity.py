@@ -1,6 +1,6 @@
 """What lives inside a container is replaced with it, and the engine deletes the old copy of
 such a command only after its new copy exists in the new clone of the same name
-(tests/test_engine.py saw it: the old slurmd's delete ran last). Each such delete leaves a
+(the real engine showed it: the old slurmd's delete ran last). Each such delete leaves a
 clone other than the one its create reported (`clone=ID`) alone; a create of an earlier
 release reported nothing and its delete runs as before."""
 
