@@ -43,12 +43,22 @@ HOST_NEUTRAL = (
 )
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = item.path.relative_to(ROOT).as_posix()
-        marked = item.get_closest_marker("e2e") or item.get_closest_marker("privileged")
-        if marked or not path.startswith(HOST_NEUTRAL):
-            item.add_marker(pytest.mark.xdist_group("host"))
+    # Under `--dist loadgroup` each worker's items carry their group in the node id; without it
+    # the host's tests would run two at a time (pytest-xdist 3.8 under pytest 9 does not group).
+    if config.getoption("loadgroup", default=False):
+        ungrouped = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+        if ungrouped:
+            raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]}: see requirements.txt's pytest pin")
+
+
+def pytest_itemcollected(item):
+    # At collection, before pytest-xdist reads the groups (pytest_collection_modifyitems).
+    path = item.path.relative_to(ROOT).as_posix()
+    marked = item.get_closest_marker("e2e") or item.get_closest_marker("privileged")
+    if marked or not path.startswith(HOST_NEUTRAL):
+        item.add_marker(pytest.mark.xdist_group("host"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,11 +5,13 @@ down and the host is as before. Its node image is copied from the one the other 
 (or built), and purged at the end.
 """
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.harness.engine import ready
 from tests.harness.program_harness import ROOT
@@ -19,7 +21,22 @@ pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 CLUSTER = "nogpu"
 COPIED = ["up.sh", "down.sh", "pulumi.sh", "verify.sh", "purge-kept.sh", "tools", "Pulumi.yaml", "__main__.py"]
-COPIED += ["components", "stacks", "requirements.txt", "ops"]
+COPIED += ["components", "stacks", "requirements.txt", "ops", "review"]
+# The sample comment of a pull request's preview against a real state (docs/previews.md): what
+# review.preview wrote for a change adding node c004 to the running nogpu cluster. Its counts,
+# table and labels are compared; GPUCLUSTER_WRITE_SAMPLE=1 rewrites the file from this run.
+ENGINE_SAMPLE = ROOT / "docs" / "review-comment-sample-engine.md"
+SAMPLE_INTRO = """# A sample review comment from the real engine
+
+Written by `tests/test_e2e_up.py` (`GPUCLUSTER_WRITE_SAMPLE=1 ./test.sh tests/test_e2e_up.py`;
+the test checks it is current): `python -m review.preview nogpu` through the real engine, against
+the state of a `nogpu` cluster that `./up.sh` brought up, for a pull request adding node `c004`
+to `stacks/Pulumi.nogpu.yaml`. A same-repository pull request gets this comment (with, as in
+[the offline sample](review-comment-sample.md), the offline render's diff of the generated
+files between the table and the preview).
+
+"""
+PREVIEW_DETAILS = "<details><summary>pulumi preview --diff"
 
 
 def run(project: Path, command: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -68,6 +85,7 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
         again = run(project, "./up.sh nogpu --yes --expect-no-changes")
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert "42 unchanged" in again.stdout, again.stdout[-2000:]
+        report.append(preview_of_a_new_node(project))
         down = run(project, "./down.sh nogpu --yes")
         assert down.returncode == 0, down.stdout[-3000:] + down.stderr[-3000:]
         assert "Resources:\n    - 42 deleted" in down.stdout, down.stdout[-2000:]
@@ -80,3 +98,39 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
     assert host_snapshot() == before
     with capsys.disabled():
         print("\n" + "\n".join(report))
+
+
+def preview_of_a_new_node(project: Path) -> str:
+    """review.preview of a change adding node c004, against the running cluster's state; the
+    stack file is put back afterwards."""
+    stack_file = project / "stacks" / f"Pulumi.{CLUSTER}.yaml"
+    original = stack_file.read_text()
+    document = yaml.safe_load(original)
+    cluster = document["config"]["gpu-cluster:cluster"]
+    cluster["nodes"].append({"name": "c004", "nat_address": "10.48.3.6", "cluster_address": "10.48.5.5"})
+    cluster["gpu"]["stand_in"]["count"] += 1
+    stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    try:
+        preview = run(
+            project,
+            'export PATH="$(tools/pulumi-cli.sh):$PATH" PULUMI_BACKEND_URL="file://$PWD/.pulumi-state" '
+            f"PULUMI_SKIP_UPDATE_CHECK=true; venv/bin/python -m review.preview {CLUSTER} --out preview",
+        )
+    finally:
+        stack_file.write_text(original)
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+    comment = (project / "preview" / "comment.md").read_text()
+    summary = comment.split(PREVIEW_DETAILS)[0]
+    assert "| create | `nogpu-c004-lxc` |" in summary and "| create | `nogpu-c004-slurm-slurmd` |" in summary, summary
+    assert "Running jobs die" not in summary and "| delete |" not in summary, summary
+    assert PREVIEW_DETAILS in comment and "nogpu-c004-lxc" in comment.split(PREVIEW_DETAILS)[1]
+    document = SAMPLE_INTRO + "````markdown\n" + comment.rstrip("\n") + "\n````\n"
+    if os.environ.get("GPUCLUSTER_WRITE_SAMPLE") == "1":
+        ENGINE_SAMPLE.write_text(document)
+    written = ENGINE_SAMPLE.read_text() if ENGINE_SAMPLE.exists() else ""
+    # The preview's own text lists steps in the order the engine ran them: only the part above
+    # it (headline, table, labels) must be what this run shows.
+    assert written.split(PREVIEW_DETAILS)[0] == document.split(PREVIEW_DETAILS)[0], (
+        f"{ENGINE_SAMPLE.relative_to(ROOT)} is stale: GPUCLUSTER_WRITE_SAMPLE=1 ./test.sh tests/test_e2e_up.py"
+    )
+    return f"$ python -m review.preview {CLUSTER}   (node c004 added)\n" + summary.strip()
