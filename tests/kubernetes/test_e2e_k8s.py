@@ -15,8 +15,10 @@ ends itself. Needs the kept control plane and plugin (tools/k8s-control-plane.sh
 
 import copy
 import json
+import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -139,10 +141,36 @@ def ops(update) -> dict[str, str]:
     return {name: op for op, name in update.steps(custom_only=False)}
 
 
+# CI (.ci/run) builds the control plane and the plugin beside the other tests and names the
+# build's log here: this test waits for it, and fails (never skips) without its pieces.
+BUILD_LOG = "GPUCLUSTER_K8S_BUILD_LOG"
+
+
+def build_status(log: Path) -> tuple[str | None, str]:
+    """The background build's exit status (its log's last line, `exit=N`; None while it runs)
+    and the log's end."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    last = (text.rstrip().splitlines() or [""])[-1]
+    return (last.removeprefix("exit=") if last.startswith("exit=") else None), text[-3000:]
+
+
+def wait_for_the_build(log: Path, seconds: int = 3600) -> None:
+    """Until the background build ended; fails, with the log's end, when it failed or outlived
+    `seconds`."""
+    deadline = time.monotonic() + seconds
+    while (status := build_status(log))[0] is None:
+        assert time.monotonic() < deadline, f"the k8s control plane's build ({log}) did not end:\n{status[1]}"
+        time.sleep(5)
+    assert status[0] == "0", f"the k8s control plane's build failed ({log}):\n{status[1]}"
+
+
 @pytest.fixture
 def cluster(tmp_path: Path):
+    if os.environ.get(BUILD_LOG):
+        wait_for_the_build(Path(os.environ[BUILD_LOG]))
     reason = missing()
     if reason:
+        assert not os.environ.get(BUILD_LOG), f"the k8s stack cannot be tested for real: {reason}"
         pytest.skip(reason)
     with cp.ControlPlane(tmp_path / "control-plane") as control_plane:
         yield control_plane
@@ -301,3 +329,17 @@ def _lifecycle(api: cp.ControlPlane, engine: Engine, config: dict) -> None:
             f"/apis/{group}/{api.get(f'/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}')['spec']['versions'][0]['name']}/{plural}"
         )
         assert listed == [], (crd, [o["metadata"]["name"] for o in listed])
+
+
+def test_ci_waits_for_the_control_plane_build_and_names_its_failure(tmp_path):
+    log = tmp_path / "build.log"
+    assert build_status(log)[0] is None  # not started yet
+    log.write_text("building kube-apiserver\n")
+    assert build_status(log)[0] is None
+    with pytest.raises(AssertionError, match="did not end"):
+        wait_for_the_build(log, seconds=0)
+    log.write_text("building kube-apiserver\ngo: module lookup failed\nexit=1\n")
+    with pytest.raises(AssertionError, match=r"build failed(.|\n)*module lookup failed"):
+        wait_for_the_build(log)
+    log.write_text("built\nexit=0\n")
+    wait_for_the_build(log)
