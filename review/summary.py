@@ -114,7 +114,8 @@ def summarize(stack: str, events: Iterable[EngineEvent]) -> Summary:
                 parents[meta.urn] = state.parent
             op = OpType(meta.op)
             if op not in HIDDEN:
-                steps[meta.urn] = (op, tuple(meta.keys or meta.diffs or ()))
+                # Sorted: the engine lists a step's changed keys in no fixed order.
+                steps[meta.urn] = (op, tuple(sorted(meta.keys or meta.diffs or ())))
         elif event.summary_event:
             engine_counts = {OpType(op): n for op, n in event.summary_event.resource_changes.items()}
         elif event.diagnostic_event and event.diagnostic_event.severity == "error":

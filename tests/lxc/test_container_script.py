@@ -5,6 +5,7 @@ it writes from this host's online CPUs."""
 import contextlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,14 @@ def no_monitor_cgroups_left():
     """A failed lxc-start leaves its monitor's cgroups (lxc.monitor.cst-c000-N) in every
     hierarchy: remove the ones of this test's container, so no host comparison sees them."""
     yield
-    for path in Path("/sys/fs/cgroup").glob("*/lxc.*.cst-c000*"):
-        # One still holding a process stays: left for the kernel, never forced.
-        with contextlib.suppress(OSError):
-            path.rmdir()
+    # The failed start's monitor may take a moment to leave its cgroup; one still holding a
+    # process after that stays: left for the kernel, never forced.
+    deadline = time.monotonic() + 10
+    while (left := list(Path("/sys/fs/cgroup").glob("*/lxc.*.cst-c000*"))) and time.monotonic() < deadline:
+        for path in left:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        time.sleep(0.2)
 
 
 def run_create(tmp_path: Path, pattern: str = "", **changes: str) -> subprocess.CompletedProcess:

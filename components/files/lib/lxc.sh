@@ -9,7 +9,16 @@ lxc-copy() { command lxc-copy ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc-create() { command lxc-create ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc-destroy() { command lxc-destroy ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc-info() { command lxc-info ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
-lxc-start() { command lxc-start ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
+# lxc-start -n NAME ...: first the empty cgroups a start cut short (a crash, a killed run) left
+# under the container's fixed cgroup names (lxc.cgroup.dir.monitor and .container): LXC does
+# not reuse them, and the container would fail to start ("ABORTING") from then on.
+lxc-start() {
+  local args=("$@") i
+  for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+    [ "${args[i]}" != -n ] || clear_stale_cgroups "${args[i + 1]}"
+  done
+  command lxc-start ${LXC_PATH:+-P "$LXC_PATH"} "$@"
+}
 lxc-stop() { command lxc-stop ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc-wait() { command lxc-wait ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc_exists() { [ -f "$(lxc_dir "$1")/config" ]; }
@@ -45,6 +54,17 @@ lxc_mark() {
   rm -f "$(lxc_pending_marker "$2" "$3")"
 }
 lxc_running() { [ "$(lxc-info -n "$1" -sH 2>/dev/null)" = RUNNING ]; }
+
+# clear_stale_cgroups NAME: a stopped container's monitor and payload cgroups (v1 and v2),
+# removed where empty; rmdir never removes a cgroup with a process in it.
+clear_stale_cgroups() {
+  local dir
+  ! lxc_running "$1" || return 0
+  for dir in /sys/fs/cgroup/lxc.monitor."$1" /sys/fs/cgroup/lxc.payload."$1" \
+    /sys/fs/cgroup/*/lxc.monitor."$1" /sys/fs/cgroup/*/lxc.payload."$1"; do
+    [ ! -d "$dir" ] || find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
 
 # in_ct CONTAINER COMMAND...: run a command in a container with a clean environment. Nodes
 # run systemd: systemctl skips the packages' SysV scripts (syncing them runs update-rc.d, a
