@@ -1,4 +1,4 @@
-"""Fixtures shared by the end-to-end tests."""
+"""Fixtures shared by the end-to-end tests, and which tests may run beside them (pytest-xdist groups)."""
 
 import signal
 from pathlib import Path

@@ -97,6 +97,18 @@ def cpusets_are_dealt(config: dict, report: list[str]) -> None:
         report.append(f"{container}: cpuset {running} (CPUs={count})")
 
 
+# A TCP connection to HOST PORT from where it runs: open, refused, or what else happened.
+CONNECT = """import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    print("open")
+except ConnectionRefusedError:
+    print("refused")
+except OSError as error:
+    print(f"other: {error}")
+"""
+
+
 def host_snapshot() -> dict:
     """What a destroy must restore: /etc, network, firewall, containers, daemons."""
     etc = sorted(

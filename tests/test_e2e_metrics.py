@@ -19,7 +19,7 @@ from tests.harness.e2e_teardown import METRICS, STACK, metrics_config, teardown
 from tests.harness.engine_cluster import CommandFailedError, State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import wait_for
-from tests.test_e2e import leftovers, require_host, sh, slurm_env
+from tests.test_e2e import CONNECT, leftovers, require_host, sh, slurm_env
 
 pytestmark = pytest.mark.e2e
 
@@ -52,18 +52,6 @@ def exporter_answers() -> bool:
             return b"gpucluster_slurm_up 1" in response.read()
     except OSError:
         return False
-
-
-# A TCP connection to HOST PORT from where it runs: open, refused, or what else happened.
-CONNECT = """import socket, sys
-try:
-    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
-    print("open")
-except ConnectionRefusedError:
-    print("refused")
-except OSError as error:
-    print(f"other: {error}")
-"""
 
 
 def connects_from(container: str) -> str:

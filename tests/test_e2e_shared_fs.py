@@ -32,7 +32,7 @@ from tests.harness.engine_cluster import CommandFailedError, State, destroy, des
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
 from tests.harness.ssh_hosts import SshHost
-from tests.test_e2e import host_snapshot, leftovers, require_host, sh, slurm_env
+from tests.test_e2e import CONNECT, host_snapshot, leftovers, require_host, sh, slurm_env
 
 pytestmark = pytest.mark.e2e
 CLUSTER = "e2en"
@@ -61,18 +61,6 @@ SACCT_FORMAT = "JobID,JobName,User,Account,NodeList,AllocTRES,State"
 BLOCK_TAG = "gpucluster-e2e-site:e2en-no-direct-ssh"
 BLOCK = ["OUTPUT", "-d", SECOND.address, "-p", "tcp", "--dport", str(SECOND.port),
          "-m", "comment", "--comment", BLOCK_TAG, "-j", "REJECT", "--reject-with", "tcp-reset"]  # fmt: skip
-
-
-# A TCP connection to HOST PORT from where it runs: open, refused, or what else happened.
-CONNECT = """import socket, sys
-try:
-    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
-    print("open")
-except ConnectionRefusedError:
-    print("refused")
-except OSError as error:
-    print(f"other: {error}")
-"""
 
 
 def config_of(host_key: str = PLACEHOLDER_KEY, jump_key: str = PLACEHOLDER_KEY) -> dict:
