@@ -10,7 +10,8 @@ without PyTorch: a bf16 SIZE^3 matrix multiply (cublasGemmEx, fp32 accumulation)
 and a device-to-device copy of 1 GiB (cuMemcpyDtoD) in GB/s, each trial timed with CUDA events
 after a warm-up. cuBLAS comes from the CUDA toolkit (gpu.cuda_path, bound into the nodes) or
 pip's nvidia-cublas; without it the matmul is skipped, with the reason. The H100 numbers of
-docs/gpu.md were measured on 2026-11-25 (PyTorch there; the method here is the same kernel).
+docs/gpu.md were measured on 2026-11-25 (PyTorch there; the method here is the same kernel);
+its H200 numbers (2026-11-26) with this script.
 """
 
 import argparse

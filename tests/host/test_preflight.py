@@ -55,15 +55,25 @@ def preflight(tmp_path):
     }
     made_links: list[str] = []
 
-    def run(path_first: Path | None = None, **changes) -> subprocess.CompletedProcess:
+    def run(path_first: Path | None = None, hidden: tuple[str, ...] = (), **changes) -> subprocess.CompletedProcess:
         """The preflight with these parameters changed; `path_first`: a directory of fake host
-        tools (ldconfig, nvidia-container-cli) searched before the helpers' PATH."""
+        tools (ldconfig, nvidia-container-cli) searched before the helpers' PATH; `hidden`:
+        host programs it does not find (its PATH is then one directory of links to every
+        other program of the host's)."""
         before = host_state()
         text = PREFLIGHT
+        marker = "# ---- preflight.sh ----\n"
+        if hidden:
+            programs = tmp_path / "programs"
+            programs.mkdir(exist_ok=True)
+            for directory in ("/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+                for program in Path(directory).iterdir():
+                    if program.name not in hidden and not (programs / program.name).exists():
+                        (programs / program.name).symlink_to(program)
+            text = text.replace(marker, f'{marker}PATH="{programs}"\n')
         if path_first is not None:
-            marker = "# ---- preflight.sh ----\n"
-            text = PREFLIGHT.replace(marker, f'{marker}PATH="{path_first}:$PATH"\n')
-            assert text != PREFLIGHT
+            text = text.replace(marker, f'{marker}PATH="{path_first}:$PATH"\n')
+        assert text != PREFLIGHT or not (hidden or path_first)
         done = subprocess.run(
             [*INTERPRETER, text],
             env={"PATH": os.environ["PATH"], **environment, **changes},
@@ -141,6 +151,29 @@ def test_a_host_port_in_use_is_refused(preflight):
         done = preflight(HOST_PORTS=f"{port}\n")
     assert done.returncode == 1
     assert f"host port {port} is in use by a listening process" in done.stderr
+
+
+def test_without_iproute2_a_port_in_use_is_still_refused_and_the_missing_ip_is_named(preflight):
+    # Seen on a GPU host (a minimal Ubuntu image, 2026-11-26): no ip, no ss. The port checks
+    # read the kernel's tables; the subnet check names the package instead of passing blind.
+    with socket.socket(socket.AF_INET6) as listener:
+        listener.bind(("::", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = preflight(hidden=("ip", "ss"), HOST_PORTS=f"{port}\n", CONTROLLER_PORT=str(port))
+    assert done.returncode == 1
+    assert f"host port {port} is in use by a listening process" in done.stderr
+    assert f"port {port} (slurmctld) is in use on this host" in done.stderr
+    assert "iproute2 is not installed on this host (no `ip` command): the subnet check needs it" in done.stderr
+    assert "command not found" not in done.stderr, done.stderr
+
+
+def test_a_free_port_passes_without_iproute2_too(preflight):
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        port = probe.getsockname()[1]  # bound, not listening
+        done = preflight(hidden=("ss",), HOST_PORTS=f"{port}\n")
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_foreign_container_with_a_node_name_is_refused(preflight):

@@ -101,7 +101,11 @@ fi
 
 # Subnets: no other interface (but our own bridges) may hold an address inside ours (Debian's lxc-net takes 10.0.3.1/24).
 # Run apart and its status checked: a check that cannot run is a problem, never a pass.
-if ! overlaps=$(python3 - "$owner_alias" "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" 2>&1 <<'PY'
+if ! command -v ip >/dev/null; then
+  # The host packages bring iproute2, but only after this check, which changes nothing.
+  problems+=("iproute2 is not installed on this host (no \`ip\` command): the subnet check needs it; install it first (apt-get install iproute2)")
+  overlaps=
+elif ! overlaps=$(python3 - "$owner_alias" "$NAT_ADDRESS" "$CLUSTER_SUBNET" "$NAT_BRIDGE" "$CLUSTER_BRIDGE" 2>&1 <<'PY'
 import ipaddress, json, pathlib, subprocess, sys
 owner, nat, cluster, *ours = sys.argv[1:]
 wanted = {"network.nat_bridge.address": ipaddress.ip_interface(nat).network,
@@ -133,9 +137,9 @@ if [ -n "${USERS:-}" ]; then
   done < <(users_check "${specs[@]}" 2>&1 || true)
 fi
 
-# Host ports: nothing may listen on a port we forward.
+# Host ports: nothing may listen on a port we forward (lib/ports.sh: the kernel's own tables).
 while read -r port; do
-  if ss -Htln "sport = :$port" | grep -q .; then
+  if tcp_listening "$port"; then
     problems+=("host port $port is in use by a listening process (web_app.host_port / forwards[].host_port)")
   fi
   # ...or already forwarded by someone else's DNAT rule.
@@ -151,7 +155,7 @@ while read -r port; do
 done < <(lines "$HOST_PORTS")
 
 # slurmctld on the host listens on its port on every address: one cluster per host can.
-if [ -n "${CONTROLLER_PORT:-}" ] && ss -Htln "sport = :$CONTROLLER_PORT" | grep -q . &&
+if [ -n "${CONTROLLER_PORT:-}" ] && tcp_listening "$CONTROLLER_PORT" &&
   [ -z "$(host_slurmctld_pid "$CLUSTER_DIR" "$CLUSTER_DIR/controller/slurm.conf")" ]; then
   problems+=("port $CONTROLLER_PORT (slurmctld) is in use on this host, by another cluster's slurmctld or another program (slurm.controller.placement: host): place this cluster's controller in a node container")
 fi
