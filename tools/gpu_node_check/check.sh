@@ -1,0 +1,68 @@
+#!/bin/bash
+# The GPU path on a real GPU host, without the cluster: the project's driver discovery, its
+# preflight, two node containers made from the project's own config lines (c000 owns
+# /dev/nvidia0, c001 no GPU), the acceptance probe (ops/verify_gpu.py) and gpu_health.sh in
+# them, and tools/gpu_overhead.py. Step two, as root on the GPU host (prepare.py first).
+# Its log: $OUT/log.txt (default /tmp/gpu-node-check). It removes what it made when it ends.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+DC=$ROOT/tools/gpu_node_check
+WORK=$DC/work
+export OUT=${OUT:-/tmp/gpu-node-check}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+step() { printf '\n===== %s (%ss)\n' "$*" "$SECONDS"; }
+
+step facts
+uname -a; cat /etc/os-release | head -2
+nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "cgroup fs: $(stat -fc %T /sys/fs/cgroup)"; echo "PID 1 cgroup: $(cat /proc/1/cgroup)"; echo "my cgroup: $(cat /proc/self/cgroup)"
+echo "root controllers: $(cat /sys/fs/cgroup/cgroup.controllers 2>&1)"; echo "root subtree: $(cat /sys/fs/cgroup/cgroup.subtree_control 2>&1)"
+ls -l /dev/nvidia* 2>&1
+ldconfig -p | grep -E 'libcuda|libnvidia-(ml|ptxjit)' 2>&1
+for p in nvidia-smi nvidia-container-cli python3 ip iptables ss; do printf '%s: %s\n' "$p" "$(command -v $p || echo none)"; done
+file "$(command -v nvidia-smi)" 2>/dev/null || head -c 300 "$(command -v nvidia-smi)"
+ls /usr/local/nvidia /usr/local/nvidia/lib64 2>&1 | head -40
+ls -d /usr/local/cuda* 2>&1; ls /usr/local/cuda/lib64/libcublas.so* 2>&1 | head -3
+findmnt -n -o TARGET,FSTYPE / ; findmnt -n -o TARGET,FSTYPE --target /opt 2>&1; findmnt -n -o TARGET,FSTYPE --target /usr/local/nvidia 2>&1
+python3 -c 'import sys; print(sys.executable, sys.version)'
+
+step "discovery: components/files/lib/gpu_driver.sh (gpu.driver_files empty)"
+libs() { source "$ROOT/components/files/lib/core.sh"; set +e; for l in "$@"; do source "$ROOT/components/files/lib/$l.sh"; done; }
+(libs gpu_driver; DRIVER_FILES=""; echo "method: $(gpu_driver_method)"; gpu_driver_mounts; echo "libcuda: $(gpu_driver_libcuda "$(gpu_driver_mounts)")") | tee "$WORK/mounts.txt"
+
+runcmd() { # NAME [VAR=VALUE...]: the command's create script with its environment (JSON)
+  python3 - "$@" <<'EOF'
+import json, os, subprocess, sys
+name, extra = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
+c = json.load(open("tools/gpu_node_check/work/commands.json"))[name]
+done = subprocess.run([*c["interpreter"], c["create"]], env={**os.environ, **c["environment"], **extra}, capture_output=True, text=True, timeout=120)
+print(f"exit {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-5000:]}")
+EOF
+}
+step "preflight as is (this shell's cgroup: $(cat /proc/self/cgroup))"
+runcmd dev-host-preflight
+step "preflight, gpu.driver_files naming no libcuda (must refuse, naming it)"
+runcmd dev-host-preflight DRIVER_FILES=/usr/local/nvidia/bin/nvidia-smi
+
+step "LXC 5.0.2 from Debian 12's debs in /opt/lxc"
+for d in "$WORK"/debs/*.deb; do dpkg -x "$d" /opt/lxc; done
+LD_LIBRARY_PATH=/opt/lxc/usr/lib/x86_64-linux-gnu
+LXCPATH=/var/lib/lxcdev; mkdir -p $LXCPATH /tmp/lxcbin
+for t in lxc-start lxc-stop lxc-attach lxc-info lxc-ls; do
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec /opt/lxc/usr/bin/%s -P %s "$@"\n' "$LD_LIBRARY_PATH" $t $LXCPATH > /tmp/lxcbin/$t; chmod +x /tmp/lxcbin/$t
+done
+export PATH=/tmp/lxcbin:$PATH
+sed -i 's#/usr/share/lxc#/opt/lxc/usr/share/lxc#g' /opt/lxc/usr/share/lxc/config/*.conf
+lxc-start --version
+
+# Part two runs as PID 1 of a new PID namespace, from the root cgroup (LXC's base cgroup is
+# PID 1's: as on a systemd host). The preflight runs again there.
+echo $$ > /sys/fs/cgroup/cgroup.procs 2>/dev/null || echo "(could not move into the root cgroup)"
+step "part two: unshare --pid --fork --mount-proc, from cgroup $(cat /proc/self/cgroup)"
+timeout 420 unshare --pid --fork --mount-proc bash "$DC/in_namespace.sh"
+echo "part two exit $?"
+step "removing what this check made"
+rm -rf /var/lib/lxcdev /tmp/ct /tmp/lxcbin /srv/gpucluster/dev /opt/lxc
+step done
