@@ -31,7 +31,7 @@ from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.network.port_forward import PortForward
-from components.sharedfs.config import EfsShare, serving_host
+from components.sharedfs.config import EfsShare, ServedNfs, serving_host
 from components.sharedfs.shared_fs import host_packages, nfs_server, served_directory, shared_mount
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
@@ -94,6 +94,9 @@ class GpuCluster(pulumi.ComponentResource):
         self.containers: dict[str, CudaContainer] = {}
         self.platforms: dict[str, ContainerPlatform] = {}
         self.host_users: dict[str, list[pulumi.Resource]] = {}
+        # What a container binding shared_dir (node, web app, Prometheus) waits for beyond its
+        # host's bridges and image: the host's shared mount where it is made after the bridges.
+        self.late_mounts: dict[str, list[pulumi.Resource]] = {}
         self.ec2_site, self.machines = ec2_site(name, config, self), {}
         # On EC2 the shared filesystem may be EFS: made before the hosts that mount it.
         self.efs = None
@@ -164,13 +167,21 @@ class GpuCluster(pulumi.ComponentResource):
             self.hosts[host.name] = gpu_host
             self.host_users[host.name] = [gpu_host.users] if gpu_host.users else []
             # With a shared filesystem, the nodes bind its mount: mounted before bridges and image.
-            mounted = [self._shared_fs(prefix, config, host, transport, gpu_host)] if config.shared_fs else []
+            # A one-host stack serves its export at its NAT bridge's address (for its burst nodes):
+            # there the bridges come first, then the server, the mount, and the containers.
+            late = not multi and isinstance(config.shared_fs, ServedNfs)
+            mounted = (
+                [self._shared_fs(prefix, config, host, transport, gpu_host)] if config.shared_fs and not late else []
+            )
             after_packages = pulumi.ResourceOptions(
                 parent=self, depends_on=[gpu_host.packages, gpu_host.shared_dir, *mounted]
             )
             bridges = Bridges(f"{prefix}-bridges", cluster, view.network, opts=after_packages, transport=transport)
             image = NodeImage(f"{prefix}-image", cluster, config.image, opts=after_packages, transport=transport)
             self.bridges_of[host.name], self.images[host.name] = bridges, image
+            self.late_mounts[host.name] = (
+                [self._shared_fs(prefix, config, host, transport, gpu_host, bridges)] if late else []
+            )
             if key is not None:
                 self.munge_keys[host.name] = host_command(
                     f"{prefix}-munge-key",
@@ -204,7 +215,7 @@ class GpuCluster(pulumi.ComponentResource):
                     ),
                     platform,
                     image=image.rootfs,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[bridges, image]),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[bridges, image, *self.late_mounts[host.name]]),
                     transport=transport,
                 )
         self.routes = routes(name, config, self) if multi or config.burst else {}
@@ -335,7 +346,12 @@ class GpuCluster(pulumi.ComponentResource):
                 self.platforms[web_host.name],
                 image=self.images[web_host.name].rootfs,
                 opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[self.bridges_of[web_host.name], self.images[web_host.name]]
+                    parent=self,
+                    depends_on=[
+                        self.bridges_of[web_host.name],
+                        self.images[web_host.name],
+                        *self.late_mounts[web_host.name],
+                    ],
                 ),
                 transport=self.transports[web_host.name],
                 prometheus_url=f"http://{config.metrics.nat_address}:{config.metrics.port}"
@@ -431,11 +447,19 @@ class GpuCluster(pulumi.ComponentResource):
         return self.efs.address.apply(lambda address: render_host_state(config, host, address))
 
     def _shared_fs(
-        self, prefix: str, config: ClusterConfig, host: ClusterHostConfig, transport: Transport, gpu_host: GpuHost
+        self,
+        prefix: str,
+        config: ClusterConfig,
+        host: ClusterHostConfig,
+        transport: Transport,
+        gpu_host: GpuHost,
+        bridges: Bridges | None = None,
     ) -> pulumi.Resource:
-        """The host's mount of the shared filesystem; on the serving host, first the server."""
+        """The host's mount of the shared filesystem; on the serving host, first the server
+        (after the host's `bridges` where it binds the NAT bridge's address)."""
         if serving_host(config) is not None and serving_host(config).name == host.name:
-            self.nfs_server = nfs_server(prefix, config, transport, [gpu_host.packages], self)
+            server_after = [gpu_host.packages, *([bridges] if bridges else [])]
+            self.nfs_server = nfs_server(prefix, config, transport, server_after, self)
         after = [gpu_host.packages, gpu_host.shared_dir, *([self.nfs_server] if self.nfs_server else [])]
         return shared_mount(prefix, config, host, transport, after, self, self.efs.address if self.efs else None)
 

@@ -160,6 +160,7 @@ def metrics(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource)
             depends_on=[
                 cluster.bridges_of[host.name],
                 cluster.images[host.name],
+                *cluster.late_mounts[host.name],
                 cluster.controller,
                 *cluster.routes.values(),
             ],

@@ -46,7 +46,7 @@ from components.network.rules import (
     rule_nat_addresses_in_subnet,
     rule_unique_addresses,
 )
-from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, rule_shared_fs, serving_host
+from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, rule_shared_fs, served_address
 from components.slurm.config import AccountingConfig, NodeConfig, SlurmConfig
 from components.slurm.rules import (
     rule_accounting,
@@ -93,8 +93,9 @@ class ClusterConfig(ClusterViews, StrictModel):
     )
     shared_fs: SharedFsConfig | None = Field(
         None,
-        description="one NFS export every host mounts at its shared_dir (with `hosts`): an existing one "
-        "(kind: nfs) or one the program serves from a host (kind: served); none: shared_dir is per host",
+        description="one NFS export every host mounts at its shared_dir (with `hosts`, or one host with `burst`: "
+        "the host and its burst nodes): an existing one (kind: nfs) or one the program serves from a host "
+        "(kind: served); none: shared_dir is per host",
     )
 
     @model_validator(mode="before")
@@ -213,7 +214,7 @@ def rule_burst_shared_fs(c):
         )
         return
     if isinstance(fs, ServedNfs):
-        server, field = serving_host(c).address, "the shared_fs server's address"
+        server, field = served_address(c), "the shared_fs server's address"
     else:
         try:
             server, field = IPv4Address(fs.server), "shared_fs.server"

@@ -518,7 +518,7 @@ RULE_CASES = [
     (
         "rule_shared_fs",
         _set("shared_fs", {"kind": "nfs", "server": "nfs.example.org", "path": "/export/local"}),
-        "cluster.shared_fs: needs `hosts`",
+        "cluster.shared_fs: needs `hosts` or `burst` (a one-host stack's shared_dir is on its only host already",
     ),
     (
         "rule_metrics_ports",

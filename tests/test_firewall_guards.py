@@ -13,6 +13,9 @@ from components.transport import INTERPRETER, helpers
 EXPORTER = "gpucluster:t:guard:exporter,exporter,10.43.3.1,9481,10.43.3.30"
 SITE_NFS = "gpucluster:t:guard:nfs,nfs,192.168.10.11,2049,10.43.3.0/24+10.45.0.0/24"
 SERVED_NFS = "gpucluster:t:guard:nfs,nfs,192.168.10.1,2049,10.43.3.0/24+10.45.0.0/24,input"
+# A one-host stack serving its export at its NAT bridge address (burst nodes mount it): the
+# host mounts it from that address, over lo, with a source inside the NAT subnet.
+BRIDGE_NFS = "gpucluster:t:guard:nfsbr,nfs,10.43.3.1,2049,10.43.3.0/24,input"
 
 
 def bash(text: str, *argv: str, namespace: bool = False) -> subprocess.CompletedProcess:
@@ -36,9 +39,10 @@ def test_the_rule_lines_of_each_guard():
         "-m comment --comment gpucluster:t:guard:exporter -j REJECT --reject-with tcp-reset"
     )
     nfs = [line.replace(" -m comment --comment gpucluster:t:guard:nfs -j REJECT", "") for line in lines[1:]]
+    # INPUT spares lo: the host's own mount of its own export is no container's traffic.
     assert nfs == [
         f"filter {chain} -s {subnet} -d 192.168.10.1/32 -p {proto} --dport 2049"
-        for chain in ("FORWARD", "INPUT")
+        for chain in ("FORWARD", "INPUT ! -i lo")
         for subnet in ("10.43.3.0/24", "10.45.0.0/24")
         for proto in ("tcp", "udp")
     ]
@@ -78,7 +82,7 @@ iptables -w -A FORWARD -i br0 -s 10.43.3.0/24 -j ACCEPT
 serve() { python3 -c 'import socket,sys
 s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen()
 while True: s.accept()[0].close()' "$@" </dev/null >/dev/null 2>&1 & }
-serve 10.43.3.1 9481; serve 192.168.10.1 2049
+serve 10.43.3.1 9481; serve 192.168.10.1 2049; serve 10.43.3.1 2049
 nsenter -t "$srv" -n python3 -c 'import socket,sys,threading
 def serve(port):
     s=socket.socket(); s.bind(("192.168.10.11", port)); s.listen()
@@ -109,6 +113,9 @@ echo "@ served"; probes; count nfs
 echo "after the unresolvable guard: $(count nfs)"
 guard_down "$EXPORTER"; guard_down "$SERVED_NFS"; guard_down "$SERVED_NFS"
 echo "@ down"; probes; count exporter; count nfs
+guard_up "$BRIDGE_NFS"
+echo "@ bridge"; probe node "$ct" 10.43.3.1 2049; probe host host 10.43.3.1 2049; count nfsbr
+guard_down "$BRIDGE_NFS"
 """
 
 
@@ -120,7 +127,8 @@ def section(out: str, name: str) -> list[str]:
 def test_a_node_container_is_refused_where_prometheus_and_the_host_get_through():
     for tool in ("unshare", "nsenter", "iptables"):
         assert shutil.which(tool), f"{tool} is missing"
-    done = bash(f"EXPORTER={EXPORTER} SITE_NFS={SITE_NFS} SERVED_NFS={SERVED_NFS}\n{SCENE}", namespace=True)
+    guards = f"EXPORTER={EXPORTER} SITE_NFS={SITE_NFS} SERVED_NFS={SERVED_NFS} BRIDGE_NFS={BRIDGE_NFS}"
+    done = bash(f"{guards}\n{SCENE}", namespace=True)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     every_probe = [
@@ -145,3 +153,6 @@ def test_a_node_container_is_refused_where_prometheus_and_the_host_get_through()
     assert "unresolved: error: cannot resolve nowhere.invalid" in out
     assert "after the unresolvable guard: nfs rules: 8" in out  # it left the rules as they were
     assert section(out, "down") == [*(f"{p} open" for p in every_probe), "exporter rules: 0", "nfs rules: 0"]
+    # The export at the NAT bridge's address: the node refused, the host's own mount (from
+    # 10.43.3.1, inside the guarded subnet, over lo) let through.
+    assert section(out, "bridge") == ["node -> 10.43.3.1:2049 refused", "host -> 10.43.3.1:2049 open", "nfsbr rules: 4"]

@@ -91,10 +91,98 @@ def test_a_system_directory_is_never_served(directory):
     assert f"shared_fs.directory: {directory} is" in message
 
 
-def test_a_one_host_stack_is_told_shared_fs_needs_hosts():
+def test_a_one_host_stack_without_burst_is_told_shared_fs_needs_hosts_or_burst():
     config = copy.deepcopy(stack_config("e2e"))
-    config["cluster"]["shared_fs"] = {"kind": "nfs", "server": "nfs.example.org", "path": "/export/e2e"}
-    assert "shared_fs: needs `hosts`" in error_of(config)
+    for shared_fs in (
+        {"kind": "nfs", "server": "nfs.example.org", "path": "/export/e2e"},
+        {"kind": "served", "directory": "/srv/gpucluster/e2e/export"},
+    ):
+        config["cluster"]["shared_fs"] = shared_fs
+        assert (
+            "shared_fs: needs `hosts` or `burst` (a one-host stack's shared_dir is on its only host already; "
+            "with a burst partition it is served to the burst nodes)"
+        ) in error_of(config)
+
+
+# ---- one host with a burst partition: the classic hybrid (one GPU box bursting to EC2) ----
+
+ONE_HOST_SERVED = {"kind": "served", "directory": "/srv/gpucluster/gpu/export"}
+
+
+def one_host_burst(shared_fs=ONE_HOST_SERVED) -> dict:
+    """The local stack (one host, NAT bridge 10.42.3.1/24) with a burst partition whose VPN
+    reaches 10.42.0.0/16, and a shared filesystem."""
+    from tests.burst.stack import burst_stack
+
+    config = burst_stack()
+    config["cluster"]["shared_fs"] = copy.deepcopy(shared_fs)
+    return config
+
+
+def test_a_one_host_stack_with_burst_serves_its_export_at_its_nat_bridge_address():
+    """The host's shared_dir is not on its burst nodes: the host serves it at its NAT bridge
+    address (inside burst.on_premises_cidrs), mounts it itself and admits the burst subnets."""
+    from components.sharedfs.shared_fs import burst_mount, served_address
+
+    config = parse_stack_config(one_host_burst()).cluster
+    assert str(served_address(config)) == "10.42.3.1"
+    assert export_clients(config) == ["10.42.3.1", "10.90.1.0/24", "10.90.2.0/24"]
+    conf = render_ganesha_conf(config)
+    assert "Bind_addr = 10.42.3.1;" in conf
+    assert "CLIENT { Clients = 10.42.3.1, 10.90.1.0/24, 10.90.2.0/24; Access_Type = RW; }" in conf
+    assert burst_mount(config) == "10.42.3.1:2049:/gpucluster-gpu"
+    state = host_state(config, config.cluster_hosts[0])
+    assert state["NFS_SERVER"] == "/var/lib/gpucluster/gpu/nfs-server,10.42.3.1,2049"
+    assert state["SHARED_MOUNT"] == (
+        "kernel,10.42.3.1,2049,/gpucluster-gpu,/srv/gpucluster/gpu/shared,/var/lib/gpucluster/gpu"
+    )
+    assert state["NFS_GUARD"] == "gpucluster:gpu:guard:nfs,nfs,10.42.3.1,2049,10.42.3.0/24+10.42.5.0/24,input"
+
+
+def test_a_one_host_stack_with_burst_mounts_a_sites_export_too():
+    site = {"kind": "nfs", "server": "10.42.7.9", "path": "/export/gpu"}
+    config = parse_stack_config(one_host_burst(site)).cluster
+    assert host_state(config, config.cluster_hosts[0])["SHARED_MOUNT"].startswith("kernel,10.42.7.9,2049,/export/gpu,")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda fs: fs.update(host="gpu1"), "shared_fs.host: 'gpu1' names a host, but this stack has no `hosts` list"),
+        (lambda fs: fs.update(directory="/etc/export"), "shared_fs.directory: /etc/export is"),
+        (
+            lambda fs: fs.update(directory="/srv/gpucluster/gpu/shared/x"),
+            "shared_fs.directory: /srv/gpucluster/gpu/shared/x and the shared_dir /srv/gpucluster/gpu/shared of",
+        ),
+        (lambda fs: fs.update(port=0), "shared_fs.served.port"),
+        (lambda fs: fs.clear() or fs.update(kind="efs"), "burst: shared_fs kind efs is in the EC2 site's VPC"),
+        (
+            lambda fs: fs.clear() or fs.update(kind="nfs", server="192.168.77.2", path="/x"),
+            "burst.on_premises_cidrs: shared_fs.server 192.168.77.2 is in none of them",
+        ),
+    ],
+)
+def test_a_one_host_stack_with_burst_still_refuses_a_bad_shared_fs_naming_the_field(change, message):
+    shared_fs = copy.deepcopy(ONE_HOST_SERVED)
+    change(shared_fs)
+    assert message in error_of(one_host_burst(shared_fs))
+
+
+def test_a_one_host_stack_serving_its_export_makes_bridges_then_server_then_mount_then_containers():
+    """The server binds the NAT bridge's address: the bridges come first; every container that
+    binds shared_dir (the nodes, the web app) waits for the mount."""
+    config = one_host_burst()
+    config["cluster"]["metrics"] = {"nat_address": "10.42.3.30"}
+    run = run_program(config, stack="local")
+    assert run.depends_on("gpu-nfs-server", "gpu-bridges-nat")
+    assert run.depends_on("gpu-shared-mount", "gpu-nfs-server")
+    assert run.depends_on("gpu-shared-mount", "gpu-host-shared-dir")
+    assert not run.depends_on("gpu-bridges-nat", "gpu-shared-mount")
+    for container in ("gpu-c000-lxc", "gpu-c003-lxc", "gpu-web-container-lxc", "gpu-metrics-container-lxc"):
+        assert run.depends_on(container, "gpu-shared-mount"), container
+    assert "nfs-ganesha" in env(run, "gpu-host-packages")["PACKAGES"].split()
+    assert env(run, "gpu-nfs-server")["ADDRESS"] == "10.42.3.1"
+    assert env(run, "gpu-shared-mount")["SERVER"] == "10.42.3.1"
 
 
 # ---- the export ----

@@ -162,6 +162,29 @@ def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
         runs = [subprocess.Popen([str(job)], stdout=subprocess.PIPE, text=True) for _ in range(8)]
         assert [r.communicate(timeout=60)[0] for r in runs] == ["ran\n"] * 8
 
+        # Slurm's default output file (sbatch without -o): the job's user opens slurm-<job>.out
+        # for stdout (created, truncated) and again for stderr, and both write; a file opened
+        # once more with truncation is truncated through the open handle. A second NFSv4 open of
+        # a file the client held open put libnfs's open state out of step with the server's:
+        # the client mounted again and the job's writes failed (EIO).
+        opens = ROOT / "opens.py"
+        opens.write_text(
+            "import os, sys\n"
+            "path, flags = sys.argv[1], os.O_WRONLY | os.O_CREAT\n"
+            "out, err = os.open(path, flags | os.O_TRUNC, 0o644), os.open(path, flags | os.O_APPEND, 0o644)\n"
+            "os.write(out, b'out\\n'); os.write(err, b'err\\n')\n"
+            "print(open(path).read(), end='')\n"
+            "again = os.open(path, flags | os.O_TRUNC, 0o644)\n"
+            "os.write(again, b'again\\n')\n"
+            "for fd in (out, err, again): os.close(fd)\n"
+        )
+        opens.chmod(0o644)
+        opened = as_user(2345, f"/usr/bin/python3 {opens} {shared}/slurm-1.out")
+        assert (opened.returncode, opened.stdout) == (0, "out\nerr\n"), opened
+        assert (export / "slurm-1.out").read_text() == "again\n"
+        assert "mounted again" not in Path(MOUNT["STATE_DIR"], "nfs-client.log").read_text()
+        (export / "slurm-1.out").unlink()
+
         with open(shared / "log", "w") as log:
             log.write("before\n")
             log.flush()

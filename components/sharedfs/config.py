@@ -1,5 +1,6 @@
 """Typed config of the cluster's shared filesystem: one NFS export that every host mounts at
-its `shared_dir`, so a job script written there once runs on the nodes of every host."""
+its `shared_dir`, so a job script written there once runs on the nodes of every host. A
+one-host stack has one only with a burst partition: its burst nodes mount it (the host too)."""
 
 from typing import Annotated, ClassVar, Literal
 
@@ -40,7 +41,11 @@ class ServedNfs(StrictModel):
     directory: SafePath = Field(
         description="where the files live on the serving host; destroy stops serving it and keeps every file"
     )
-    port: Port = Field(2049, description="the NFS port the server listens on, at the serving host's `address`")
+    port: Port = Field(
+        2049,
+        description="the NFS port the server listens on, at the serving host's `address` (a one-host stack: "
+        "its NAT bridge's address)",
+    )
     root_squash: StrictBool = Field(
         True,
         description="map root of every client to nobody (default): root on one host cannot then own or "
@@ -76,16 +81,29 @@ def serving_host(c):
     fs = c.shared_fs
     if not isinstance(fs, ServedNfs):
         return None
-    return c.host_named(fs.host) if fs.host else c.controller_host
+    return c.host_named(fs.host) if fs.host and c.multi_host else c.controller_host
+
+
+def served_address(c):
+    """Where a ServedNfs export is served (its server binds it; every host and burst node
+    mounts from it): the serving host's `address`, or, in a one-host stack (which has one only
+    beside a burst partition), the host's NAT bridge address, which the burst rules require in
+    burst.on_premises_cidrs; None for an existing export, or a serving host without `address`."""
+    if not isinstance(c.shared_fs, ServedNfs):
+        return None
+    if not c.multi_host:
+        return c.cluster_hosts[0].network.nat_bridge.address.ip
+    return serving_host(c).address
 
 
 def rule_shared_fs(c):
-    """shared_fs: several hosts, one mount path, a serving host that the others can reach."""
+    """shared_fs: several hosts (or one with a burst partition), one mount path, a serving
+    host that the others can reach."""
     fs = c.shared_fs
     if fs is None:
         return
     if not c.multi_host:
-        yield "shared_fs: needs `hosts` (a one-host stack's shared_dir is on its only host already)"
+        yield from _one_host_shared_fs(c)
         return
     first = c.hosts[0].shared_dir
     for i, host in enumerate(c.hosts[1:], start=1):
@@ -105,16 +123,43 @@ def rule_shared_fs(c):
     if fs.host is not None and fs.host not in names:
         yield f"shared_fs.host: {fs.host!r} is not one of hosts[].name ({', '.join(names)})"
         return
-    problem = served_directory_problem(fs.directory)
-    if problem:
-        yield problem
     server = serving_host(c)
     where = "shared_fs.host" if fs.host else f"shared_fs (served by the controller's host {server.name!r})"
-    if server.address is None:
+    if served_address(c) is None:
         yield f"{where}: host {server.name!r} has no `address`, which the other hosts mount the export from"
     if server.retired:
         yield f"{where}: host {server.name!r} is retired; serve the export from a live host"
-    for label, path in (("shared_dir", first), ("state_dir", server.state_dir), ("lxc_dir", server.lxc_dir)):
+    yield from _served_directory_problems(fs, server)
+
+
+def _one_host_shared_fs(c):
+    """A one-host stack's shared_dir is on its only host: a shared filesystem only serves its
+    burst nodes (rule_burst_shared_fs: the server inside burst.on_premises_cidrs, no EFS)."""
+    fs = c.shared_fs
+    if c.burst is None:
+        yield (
+            "shared_fs: needs `hosts` or `burst` (a one-host stack's shared_dir is on its only host already; "
+            "with a burst partition it is served to the burst nodes)"
+        )
+        return
+    if not isinstance(fs, ServedNfs):
+        return
+    if fs.host is not None:
+        yield f"shared_fs.host: {fs.host!r} names a host, but this stack has no `hosts` list (it serves from its host)"
+        return
+    yield from _served_directory_problems(fs, c.cluster_hosts[0])
+
+
+def _served_directory_problems(fs, server):
+    """The served directory: no system directory, apart from the serving host's own directories."""
+    problem = served_directory_problem(fs.directory)
+    if problem:
+        yield problem
+    for label, path in (
+        ("shared_dir", server.shared_dir),
+        ("state_dir", server.state_dir),
+        ("lxc_dir", server.lxc_dir),
+    ):
         if _nested(fs.directory, path):
             yield (
                 f"shared_fs.directory: {fs.directory} and the {label} {path} of host {server.name!r} lie one "

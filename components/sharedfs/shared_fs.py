@@ -1,5 +1,7 @@
 """The cluster's shared filesystem: an NFS export (the site's, or served by the program from one
-of its hosts) mounted at every host's shared_dir, which the nodes bind at the same path.
+of its hosts) mounted at every host's shared_dir, which the nodes bind at the same path; with a
+burst partition, burst nodes mount it there too (a one-host stack has one only then, served at
+its NAT bridge address).
 
 What is rendered here is a pure function of the config: the server's config, the mount of
 each host (also written to the host state, so the boot unit mounts it again after a reboot).
@@ -12,7 +14,7 @@ import pulumi
 
 from components.config_types import guard_tag
 from components.host.gpu_host import ServedDirectory
-from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, serving_host
+from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, served_address, serving_host
 from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
@@ -35,6 +37,8 @@ class SharedFsCluster(Protocol):
     """the burst config (its `subnets`, each a `cidr`), or None"""
 
     @property
+    def multi_host(self) -> bool: ...
+    @property
     def cluster_hosts(self) -> list[Any]: ...
     @property
     def controller_host(self) -> Any: ...
@@ -56,7 +60,7 @@ def server_address(config: SharedFsCluster, efs_address: str | None = None) -> s
     fs = config.shared_fs
     if isinstance(fs, EfsShare):
         return efs_address or "<efs mount target>"
-    return str(serving_host(config).address) if isinstance(fs, ServedNfs) else fs.server
+    return str(served_address(config)) if isinstance(fs, ServedNfs) else fs.server
 
 
 def server_dir(config: SharedFsCluster) -> str:
@@ -74,11 +78,13 @@ def served_directory(config: SharedFsCluster, host: Any) -> ServedDirectory | No
 
 
 def export_clients(config: SharedFsCluster) -> list[str]:
-    """Who may mount a served export: the cluster's hosts, and the burst subnets (a burst node
-    mounts it itself, as root, over the VPN), no one else. Not the hosts' container subnets:
-    nodes see the share through their host's bind mount and never speak NFS, and a job that
-    did would claim any uid (AUTH_SYS)."""
-    clients = []
+    """Who may mount a served export: the cluster's hosts (a one-host stack's host mounts its
+    own export from the served address), and the burst subnets (a burst node mounts it itself,
+    as root, over the VPN), no one else. Not the hosts' container subnets: nodes see the share
+    through their host's bind mount and never speak NFS, and a job that did would claim any
+    uid (AUTH_SYS)."""
+    own = None if config.multi_host else served_address(config)
+    clients = [str(own)] if own else []
     for host in config.cluster_hosts:
         address = host.address or getattr(host.connection, "address", None)
         if address:
@@ -100,14 +106,14 @@ def burst_mount(config: SharedFsCluster) -> str:
 def render_ganesha_conf(config: SharedFsCluster) -> str:
     """NFS-Ganesha serving only this export, over NFSv4 and TCP, to the cluster's hosts only,
     from privileged ports only."""
-    fs, host = config.shared_fs, serving_host(config)
+    fs = config.shared_fs
     squash = "root_squash" if fs.root_squash else "no_root_squash"
     return (
         f"# gpu-cluster {config.name}: the shared filesystem (rendered; components/sharedfs)\n"
         "NFS_CORE_PARAM {\n"
         "  Protocols = 4;\n"
         f"  NFS_Port = {fs.port};\n"
-        f"  Bind_addr = {host.address};\n"
+        f"  Bind_addr = {served_address(config)};\n"
         "  Enable_NLM = false;\n"
         "  Enable_RQUOTA = false;\n"
         "}\n"
@@ -163,7 +169,7 @@ def mount_state(config: SharedFsCluster, host: Any, efs_address: str | None = No
     state = {}
     serving = serving_host(config)
     if serving and serving.name == host.name:
-        state["NFS_SERVER"] = f"{server_dir(config)},{serving.address},{fs.port}"
+        state["NFS_SERVER"] = f"{server_dir(config)},{served_address(config)},{fs.port}"
     state["NFS_GUARD"] = nfs_guard(config, host, server_address(config, efs_address))
     state["SHARED_MOUNT"] = (
         f"{fs.client},{server_address(config, efs_address)},{fs.port},{export_path(config)},{host.shared_dir},"
@@ -187,7 +193,7 @@ def nfs_server(
             "CONF_DIR": server_dir(config),
             "CONFIG_TEXT": render_ganesha_conf(config),
             "DIRECTORY": fs.directory,
-            "ADDRESS": str(serving_host(config).address),
+            "ADDRESS": str(served_address(config)),
             "PORT": str(fs.port),
         },
         opts=pulumi.ResourceOptions(parent=parent, depends_on=after),

@@ -203,3 +203,31 @@ def test_the_boot_makes_each_person_and_mounts_the_share_as_the_hosts_do(tmp_pat
         f"mount -t nfs4 -o port=2049,hard 10.42.3.1:/gpucluster-x {tmp_path / 'shared'}",
     ]
     assert (tmp_path / "shared").is_dir()
+
+
+def test_shared_dir_and_its_parents_are_open_to_every_user_after_the_key_s_umask(tmp_path):
+    """The boot writes the munge key under `umask 077`; shared_dir and the parents it makes
+    must still let every user's job through (a job of bstuser on a burst node could not open
+    its output file in shared_dir: the e2e test, tests/burst/test_e2e_burst.py)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"getent": "exit 0", "mountpoint": "exit 0"}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    shared = tmp_path / "srv" / "gpucluster" / "x" / "shared"
+    text = render_user_data("10.42.3.2", "us-east-1", SECRET, None, SOCKET, (), str(shared), "10.42.3.1:2049:/x")
+    assignments = "".join(
+        line + "\n" for line in text.splitlines() if line.split("=")[0] in ("PEOPLE", "SHARED_DIR", "SHARED_MOUNT")
+    )
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\numask 077\n" + assignments + people_and_mount_block(text)],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    modes = {str(d.relative_to(tmp_path)): oct(d.stat().st_mode & 0o777) for d in (shared, *shared.parents[:3])}
+    assert modes == {
+        "srv/gpucluster/x/shared": "0o755", "srv/gpucluster/x": "0o755", "srv/gpucluster": "0o755", "srv": "0o755"
+    }, modes  # fmt: skip

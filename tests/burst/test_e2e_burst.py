@@ -15,8 +15,18 @@ for each terminated one it removes the container. What the burst AMI carries and
 image lacks is given by the stand-in: a unit that runs the seed's user data at boot (as
 cloud-init runs a script user data; cloud-init itself is tested in tests/aws/test_e2e_ec2_boot.py),
 boto3 (this venv's, bound read-only), the instance role's credentials (a file: moto checks
-none), a stand-in GPU at /dev/nvidia0, and `slurmd -b`: a container shares the host's boot
-time, which slurmctld takes for a node that never rebooted and ignores while it powers up.
+none), a stand-in GPU at /dev/nvidia0, `slurmd -b` (a container shares the host's boot
+time, which slurmctld takes for a node that never rebooted and ignores while it powers up),
+and an NFS client, which this machine's kernel lacks: Debian's libnfs13, python3-fusepy and
+libfuse2 installed into the AMI, the project's user-space client
+(components/sharedfs/files/nfs_stand_in_client.py) copied in, /dev/fuse bound in, and a
+`mount` in /usr/local/sbin that runs that client (a transient unit of its own, as the kernel's
+mount outlives the boot's unit) for the boot's `mount -t nfs4 -o port=P,... SERVER:EXPORT DIR`
+and hands every other mount to /usr/bin/mount.
+
+The cluster has the shared filesystem a one-host cluster with a burst partition has: served
+by the host (NFS-Ganesha at its NAT bridge address) and mounted by the host (the stand-in
+client: `client: stand_in`) and by each burst node at shared_dir.
 
 Capacity errors are injected into moto's CreateFleet in this process (moto never runs out).
 """
@@ -40,6 +50,7 @@ import requests
 from moto.server import ThreadedMotoServer
 
 from components.burst.cloud import template_name
+from components.sharedfs.shared_fs import CLIENT_PROGRAM
 from tests.burst.moto_ec2 import _template_data, no_capacity_for
 from tests.harness.command_executor import apply, destroy, host_commands
 from tests.harness.program_harness import run_program, stack_config
@@ -63,9 +74,32 @@ BOTO_SITE = Path(boto3.__file__).parents[1]
 LOG = Path(f"/var/log/gpucluster-burst/{CLUSTER}.log")
 RECONCILER = f"gpucluster-burst-{CLUSTER}-reconcile.service"
 AMI = f"{CLUSTER}-ami"  # the burst AMI's stand-in: a copy of the node image, instances its clones
+SHARED_DIR = f"/srv/gpucluster/{CLUSTER}/shared"
+EXPORT_DIR = f"/srv/gpucluster/{CLUSTER}/export"  # the served files, on the host; destroy keeps them
 BURST_TAG = "gpucluster:burst"
 IPTABLES_DEBS = ("iptables", "libip4tc2", "libip6tc2", "libxtables12", "libnftnl11", "libnetfilter-conntrack3",
                  "libnfnetlink0")  # fmt: skip
+NFS_CLIENT_DEBS = ("libnfs13", "python3-fusepy", "libfuse2")  # the stand-in client's (CLIENT_PACKAGES["stand_in"])
+CLIENT_IN_AMI = "/usr/local/lib/gpucluster-nfs/nfs_stand_in_client.py"
+# The AMI's `mount` for NFSv4 (the boot's only one): the stand-in client in a unit of its own,
+# until DIR is a mountpoint; anything else goes to the real mount.
+MOUNT_WRAPPER = f"""#!/bin/sh
+# The burst AMI stand-in's NFS client (tests/burst/test_e2e_burst.py): this machine's kernel has none.
+if [ "$#" = 6 ] && [ "$1" = -t ] && [ "$2" = nfs4 ] && [ "$3" = -o ]; then
+  port=$(printf '%s\\n' "$4" | tr , '\\n' | sed -n 's/^port=//p')
+  server=${{5%%:*}} export=${{5#*:}} dir=$6
+  systemd-run --quiet --collect --unit=standin-nfs-client \\
+    -p StandardOutput=append:/var/log/standin-nfs-client.log -p StandardError=append:/var/log/standin-nfs-client.log \\
+    /usr/bin/python3 {CLIENT_IN_AMI} "$server" "${{port:-2049}}" "$export" "$dir" || exit 32
+  for _ in $(seq 100); do
+    mountpoint -q "$dir" && exit 0
+    sleep 0.1
+  done
+  echo "the stand-in NFS client did not mount $dir (/var/log/standin-nfs-client.log)" >&2
+  exit 32
+fi
+exec /usr/bin/mount "$@"
+"""
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
@@ -73,7 +107,7 @@ def burst_config(endpoint: str) -> dict:
     config = stack_config("e2e")
     cluster = config["cluster"]
     cluster["name"] = CLUSTER
-    cluster["host"]["shared_dir"] = f"/srv/gpucluster/{CLUSTER}/shared"
+    cluster["host"]["shared_dir"] = SHARED_DIR
     cluster["network"] = {
         "nat_bridge": {"name": f"{CLUSTER}br0", "address": "10.53.3.1/24"},
         "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": "10.53.5.0/24"},
@@ -83,6 +117,9 @@ def burst_config(endpoint: str) -> dict:
     cluster["slurm"] = {"controller": {"placement": "host"}, "partitions": [{"name": "local", "default": True}]}
     cluster.pop("web_app")
     cluster["users"] = [{"name": "bstuser", "uid": 2391, "gid": 2391}]  # N4: made on burst nodes too
+    # N4: shared_dir on the burst nodes too: the host serves it at its NAT bridge address (in
+    # on_premises_cidrs); the host mounts it with the stand-in client (no kernel NFS client here).
+    cluster["shared_fs"] = {"kind": "served", "directory": EXPORT_DIR, "client": "stand_in"}
     cluster["burst"] = {
         "region": REGION,
         "ami": "ami-0a1b2c3d4e5f67890",
@@ -213,6 +250,10 @@ def make_ami() -> None:
             f"lxc.cgroup.devices.allow = c {os.major(gpu)}:{os.minor(gpu)} rwm\n"
             f"lxc.cgroup2.devices.allow = c {os.major(gpu)}:{os.minor(gpu)} rwm\n"
             f"lxc.mount.entry = {BOTO_SITE} usr/local/lib/gpucluster-aws-sdk none bind,ro,create=dir 0 0\n"
+            # FUSE, for the stand-in NFS client (a kernel NFS client needs no device).
+            "lxc.mount.entry = /dev/fuse dev/fuse none bind,create=file 0 0\n"
+            "lxc.cgroup.devices.allow = c 10:229 rwm\n"
+            "lxc.cgroup2.devices.allow = c 10:229 rwm\n"
         )
     root = ami / "rootfs"
     files = {
@@ -231,15 +272,22 @@ def make_ami() -> None:
         "etc/systemd/system/slurmd.service.d/standin-boot-time.conf": (
             "[Service]\nExecStart=\nExecStart=/usr/sbin/slurmd -D -s -b $SLURMD_OPTIONS\n"
         ),
+        # The NFS client (a real AMI's nfs-common and kernel): the project's stand-in client.
+        CLIENT_IN_AMI.lstrip("/"): CLIENT_PROGRAM.read_text(),
+        "usr/local/sbin/mount": MOUNT_WRAPPER,
     }
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
-    # The AMI's iptables (docs/burst.md "The image"): the boot's IMDS rule needs it.
+    (root / "usr/local/sbin/mount").chmod(0o755)
+    # The AMI's iptables (docs/burst.md "The image"): the boot's IMDS rule needs it; and the
+    # stand-in NFS client's libraries.
     debs = Path(tempfile.mkdtemp(prefix="bst-ami-debs-"))
     try:
-        subprocess.run(["apt-get", "download", *IPTABLES_DEBS], cwd=debs, capture_output=True, check=True, timeout=120)
+        download = ["apt-get", "download", *IPTABLES_DEBS, *NFS_CLIENT_DEBS]
+        subprocess.run(download, cwd=debs, capture_output=True, check=True, timeout=120)
         sh("dpkg", f"--root={root}", "--force-depends", "-i", *sorted(str(d) for d in debs.glob("*.deb")), timeout=120)
+        sh("chroot", str(root), "ldconfig")  # fusepy finds libfuse through the cache
     finally:
         shutil.rmtree(debs, ignore_errors=True)
     wants = root / "etc/systemd/system/multi-user.target.wants"
@@ -263,6 +311,14 @@ def remove_burst_host_parts() -> None:
     sh("ip", "link", "del", BRIDGE, check=False)
     shutil.rmtree(GPU_DIR, ignore_errors=True)
     LOG.unlink(missing_ok=True)
+
+
+def remove_served_files() -> None:
+    """The served files destroy keeps (docs/hosts.md: `rm -rf <directory>` after destroy)."""
+    if not Path(SHARED_DIR).is_mount():  # never through a mount a cut-short run left
+        shutil.rmtree(EXPORT_DIR, ignore_errors=True)
+    for directory in (Path(SHARED_DIR).parent, Path(SHARED_DIR).parent.parent):
+        sh("rmdir", str(directory), check=False)  # only when empty: /srv/gpucluster may be another's too
 
 
 class World:
@@ -300,6 +356,7 @@ def world():
         run = run_program(burst_config(endpoint), stack=CLUSTER)
         commands = host_commands(run)
         destroy(commands)  # what a cut-short run left
+        remove_served_files()
         commands = make_aws(ec2, run, commands)
         started = time.monotonic()
         apply(commands)
@@ -318,6 +375,7 @@ def world():
                 destroy(commands)
         finally:
             remove_burst_host_parts()
+            remove_served_files()
             if server._thread is not None:  # started
                 server.stop()
     assert leftovers(CLUSTER) == []
@@ -349,7 +407,11 @@ def diagnostics(world: World) -> str:
     ctld_tail = "\n".join(ctld.read_text().splitlines()[-40:]) if ctld.exists() else "(no slurmctld.log there)"
     inside = ""
     for name in world.containers():  # the stand-in instances' own logs, read from their overlay
-        for log_file in ("var/log/gpucluster-burst-boot.log", "var/log/slurm/slurmd.log"):
+        for log_file in (
+            "var/log/gpucluster-burst-boot.log",
+            "var/log/slurm/slurmd.log",
+            "var/log/standin-nfs-client.log",
+        ):
             path = Path(f"/var/lib/lxc/{name}/overlay/delta/{log_file}")
             tail = "\n".join(path.read_text(errors="replace").splitlines()[-15:]) if path.exists() else "(none)"
             inside += f"{name} /{log_file}:\n{tail}\n"
@@ -553,12 +615,66 @@ def test_4_a_boot_that_never_completes_ends_at_resume_timeout(world, capsys):
     transcript(report, capsys, "burst: boot never completes")
 
 
-def test_6_destroy_with_a_burst_node_running_leaves_no_instance(world, capsys):
+def test_6_a_user_submits_from_shared_dir_and_the_output_lands_there(world, capsys):
+    """N4: an ordinary configured user submits from shared_dir on the host, with the default
+    output file; the job runs on a burst node as that user, in that directory (the node's
+    mount of the host's export), and its output lands in shared_dir."""
+    report: list[str] = []
+    served, workdir = Path(EXPORT_DIR) / "bstuser", Path(SHARED_DIR) / "bstuser"
+    served.mkdir(exist_ok=True)
+    os.chown(served, 2391, 2391)
+    report.append(f"$ mkdir {served}; chown 2391:2391 {served}   (on the host, in the served directory)")
+    submit = ["runuser", "-u", "bstuser", "--", "env", f"SLURM_CONF={SLURM['SLURM_CONF']}", "sbatch", "--parsable",
+              "-p", "burst", "--gres=gpu:1", "--wrap", "id -un; hostname; pwd"]  # fmt: skip
+    done = subprocess.run(submit, cwd=workdir, capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip().split(";")[0]
+    report.append(
+        f"(bstuser, in {workdir}) $ sbatch -p burst --gres=gpu:1 --wrap 'id -un; hostname; pwd'  -> job {job}"
+    )
+    waiting = ("PENDING", "CONFIGURING", "")
+    wait_for("the job started", lambda: job_field(job, "JobState") not in waiting, RESUME_TIMEOUT_S + 30, world)
+    # The node's boot mounted shared_dir before slurmd started: a mountpoint of the host's export.
+    (container,) = world.containers()
+    mount = sh("lxc-attach", "-n", container, "--", "findmnt", "-n", "-o", "SOURCE,TARGET,FSTYPE", SHARED_DIR,
+               check=False).stdout  # fmt: skip
+    assert mount.split()[:2] == [f"10.53.3.1:/gpucluster-{CLUSTER}", SHARED_DIR], mount + diagnostics(world)
+    report.append(f"{container}: $ findmnt {SHARED_DIR}\n{mount.strip()}")
+    wait_for("the job ended", lambda: job_field(job, "JobState") not in (*waiting, "RUNNING", "COMPLETING"), 60, world)
+    kept = served / f"slurm-{job}.out"
+    ended = sh("scontrol", "show", "job", job, env=SLURM).stdout
+    ended += f"{kept}: {kept.read_text() if kept.exists() else '(none)'}\n"
+    assert job_field(job, "JobState") == "COMPLETED", ended + diagnostics(world)
+    node = job_field(job, "NodeList")
+    assert node.startswith("burst-"), node
+    fields = {f: job_field(job, f) for f in ("UserId", "WorkDir", "StdOut", "NodeList")}
+    report.append(f"job {job} COMPLETED: " + " ".join(f"{k}={v}" for k, v in fields.items()))
+    assert fields["StdOut"] == str(workdir / f"slurm-{job}.out"), fields
+    wanted = f"bstuser\n{node}\n{workdir}\n"
+    # In shared_dir on the host, read by its user (root is nobody on the export: root_squash).
+    output = workdir / f"slurm-{job}.out"
+
+    def in_shared_dir() -> str:
+        return sh("runuser", "-u", "bstuser", "--", "cat", str(output), check=False).stdout
+
+    wait_for(f"{output}", lambda: in_shared_dir() == wanted, 15, world)
+    listing = sh("runuser", "-u", "bstuser", "--", "ls", "-ln", str(output)).stdout.strip()
+    report.append(f"(bstuser) $ ls -ln {output}\n{listing}\n(bstuser) $ cat {output}\n{in_shared_dir().rstrip()}")
+    # The served file itself: the user's, as the server stored it.
+    assert kept.read_text() == wanted
+    assert (kept.stat().st_uid, kept.stat().st_gid) == (2391, 2391), sh("ls", "-ln", str(kept)).stdout
+    report.append(f"$ ls -ln {kept}\n{sh('ls', '-ln', str(kept)).stdout.strip()}\n$ cat {kept}\n{wanted.rstrip()}")
+    transcript(report, capsys, "burst: a user's job from shared_dir, its output in shared_dir")
+
+
+def test_7_destroy_with_a_burst_node_running_leaves_no_instance(world, capsys):
     report: list[str] = []
     job = sbatch("-p", "burst", "--gres=gpu:1", "--wrap", "sleep 600")
     wait_for("the job running", lambda: job_field(job, "JobState") == "RUNNING", RESUME_TIMEOUT_S + 30, world)
     running = [(i["InstanceId"], i["State"]["Name"]) for i in world.live()]
     report.append(f"job {job} RUNNING on {job_field(job, 'NodeList')}; moto: {running}")
+    # The previous test's node, if it went down meanwhile, leaves with its instance.
+    wait_for("one burst container", lambda: len(world.containers()) == 1, 60, world)
     # N2: on the running node, the boot's IMDS rule is in place: a process of another uid than
     # root gets no packet to the metadata service out (root's boot-time fetch did get the key).
     (container,) = world.containers()
@@ -569,12 +685,12 @@ def test_6_destroy_with_a_burst_node_running_leaves_no_instance(world, capsys):
     refused = sh("lxc-attach", "-n", container, "--", *as_nobody, check=False)
     assert refused.returncode != 0 and "ConnectionRefusedError" in refused.stderr, refused
     report.append(f"{container}: IMDS rule present; uid 65534 -> 169.254.169.254:80: {refused.stderr.splitlines()[-1]}")
-    # N4: the cluster's people on the burst node, as on every node; shared_dir made (no shared_fs here).
+    # N4: the cluster's people on the burst node, as on every node; shared_dir the host's export.
     person = sh("lxc-attach", "-n", container, "--", "getent", "passwd", "bstuser", check=False).stdout
     assert person.startswith("bstuser:x:2391:2391:"), person
-    shared = sh("lxc-attach", "-n", container, "--", "test", "-d", f"/srv/gpucluster/{CLUSTER}/shared", check=False)
-    assert shared.returncode == 0
-    report.append(f"{container}: {person.strip()}; /srv/gpucluster/{CLUSTER}/shared present")
+    shared = sh("lxc-attach", "-n", container, "--", "mountpoint", SHARED_DIR, check=False)
+    assert shared.returncode == 0, shared
+    report.append(f"{container}: {person.strip()}; {SHARED_DIR}: {shared.stdout.strip()}")
     host = ec2_host(world)
     removal = destroy(world.commands)
     states = [(i["InstanceId"], i["State"]["Name"]) for i in world.plane.instances()]

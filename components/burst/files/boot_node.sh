@@ -67,8 +67,10 @@ done
 # The shared directory, where the hosts have it: the shared filesystem mounted there (the
 # kernel's NFSv4 client, as root: a reserved port), so a job submitted from it runs in it and
 # writes its output there. Without a shared filesystem it is a directory of this instance only.
+# Made 0755 with its parents, whatever the umask the key was written under: every user's job
+# goes through them.
 if [ -n "$SHARED_DIR" ]; then
-  mkdir -p "$SHARED_DIR"
+  (umask 022 && mkdir -p "$SHARED_DIR")
   if [ -n "$SHARED_MOUNT" ]; then
     IFS=: read -r nfs_server nfs_port nfs_export <<< "$SHARED_MOUNT"
     for attempt in $(seq 30); do

@@ -7,9 +7,11 @@
 #     the host itself (over lo).
 #   TAG,nfs,SERVER,PORT,SUBNETS[,input]: no NFS (TCP and UDP PORT) from the container SUBNETS
 #     ('+'-separated) to SERVER through this host (FORWARD: masqueraded, a job's traffic would
-#     come from the host's address) and, with `input`, to this host itself (it serves it).
+#     come from the host's address) and, with `input`, to this host itself (it serves it), but
+#     over lo: the host's own mount of its own export (a one-host stack serves it at its NAT
+#     bridge address, a source inside SUBNETS) is no container's.
 guard_rules() {
-  local tag kind a b c d address subnet proto chain
+  local tag kind a b c d address subnet proto chain from
   IFS=, read -r tag kind a b c d <<< "$1"
   case "$kind" in
     exporter)
@@ -18,9 +20,11 @@ guard_rules() {
     nfs)
       for address in $(ipv4_addresses "$a"); do
         for chain in FORWARD ${d:+INPUT}; do
+          from=""
+          [ "$chain" = FORWARD ] || from=" ! -i lo"
           for subnet in ${c//+/ }; do
             for proto in tcp udp; do
-              printf '%s\n' "filter $chain -s $subnet -d $address/32 -p $proto --dport $b -m comment --comment $tag -j REJECT"
+              printf '%s\n' "filter $chain$from -s $subnet -d $address/32 -p $proto --dport $b -m comment --comment $tag -j REJECT"
             done
           done
         done

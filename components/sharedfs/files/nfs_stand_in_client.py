@@ -80,6 +80,7 @@ for _name, _restype, _argtypes in (
     ("nfs_pwrite", ctypes.c_int, [_P, _P, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p]),
     ("nfs_fsync", ctypes.c_int, [_P, _P]),
     ("nfs_truncate", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint64]),
+    ("nfs_ftruncate", ctypes.c_int, [_P, _P, ctypes.c_uint64]),
     ("nfs_mkdir2", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int]),
     ("nfs_rmdir", ctypes.c_int, [_P, ctypes.c_char_p]),
     ("nfs_unlink", ctypes.c_int, [_P, ctypes.c_char_p]),
@@ -167,9 +168,12 @@ class NfsFs(fusepy.Operations):
         return handle
 
     def _shared(self, path: str, flags: int) -> int | None:
-        """An open of `path` already made with the same access: its handle serves this one too."""
+        """An open of `path` already made with the same access, or read-write (a handle made by
+        `create` is, and serves a later write-only or read-only open of the file: Slurm opens a
+        job's output file once for stdout and again for stderr): its handle serves this one too."""
+        wanted = flags & os.O_ACCMODE
         for key, entry in self.handles.items():
-            if entry[1] == path and entry[2] & os.O_ACCMODE == flags & os.O_ACCMODE and entry[0] is not None:
+            if entry[1] == path and entry[0] is not None and entry[2] & os.O_ACCMODE in (wanted, os.O_RDWR):
                 return key
         return None
 
@@ -209,7 +213,9 @@ class NfsFs(fusepy.Operations):
         with self.mutex:
             flags &= ~(os.O_CREAT | os.O_EXCL)
             shared = self._shared(path, flags)
-            if shared is not None and not flags & os.O_TRUNC:
+            if shared is not None:
+                if flags & os.O_TRUNC:
+                    self._truncate_open(path, self.handles[shared][0], 0)
                 return self._keep(shared, None, path, flags)
             handle = _P()
             self._call(f"open {path}", lambda nfs: LIBNFS.nfs_open(nfs, path.encode(), flags, ctypes.byref(handle)))
@@ -242,7 +248,17 @@ class NfsFs(fusepy.Operations):
 
     def truncate(self, path, length, fh=None):
         with self.mutex:
-            self._call(f"truncate {path}", lambda nfs: LIBNFS.nfs_truncate(nfs, path.encode(), length))
+            key = self.opened.get(fh) if fh is not None else self._shared(path, os.O_WRONLY)
+            handle = self.handles[key][0] if key in self.handles else None
+            if handle is not None:
+                self._truncate_open(path, handle, length)
+            else:
+                self._call(f"truncate {path}", lambda nfs: LIBNFS.nfs_truncate(nfs, path.encode(), length))
+
+    def _truncate_open(self, path: str, handle, length: int) -> None:
+        """A file this client holds open is truncated through its open handle: truncating it by
+        path opens it once more, which puts libnfs's open state out of step with the server's."""
+        self._call(f"truncate {path}", lambda nfs: LIBNFS.nfs_ftruncate(nfs, handle, length))
 
     def fsync(self, path, datasync, fh):
         with self.mutex:
