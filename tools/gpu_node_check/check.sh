@@ -12,7 +12,7 @@ WORK=$DC/work
 export OUT=${OUT:-/tmp/gpu-node-check}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
-step() { printf '\n===== %s (%ss)\n' "$*" "$SECONDS"; }
+source "$DC/common.sh"
 
 step facts
 uname -a; cat /etc/os-release | head -2
@@ -29,18 +29,8 @@ findmnt -n -o TARGET,FSTYPE / ; findmnt -n -o TARGET,FSTYPE --target /opt 2>&1; 
 python3 -c 'import sys; print(sys.executable, sys.version)'
 
 step "discovery: components/files/lib/gpu_driver.sh (gpu.driver_files empty)"
-libs() { source "$ROOT/components/files/lib/core.sh"; set +e; for l in "$@"; do source "$ROOT/components/files/lib/$l.sh"; done; }
 (libs gpu_driver; DRIVER_FILES=""; echo "method: $(gpu_driver_method)"; gpu_driver_mounts; echo "libcuda: $(gpu_driver_libcuda "$(gpu_driver_mounts)")") | tee "$WORK/mounts.txt"
 
-runcmd() { # NAME [VAR=VALUE...]: the command's create script with its environment (JSON)
-  python3 - "$@" <<'EOF'
-import json, os, subprocess, sys
-name, extra = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
-c = json.load(open("tools/gpu_node_check/work/commands.json"))[name]
-done = subprocess.run([*c["interpreter"], c["create"]], env={**os.environ, **c["environment"], **extra}, capture_output=True, text=True, timeout=120)
-print(f"exit {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-5000:]}")
-EOF
-}
 step "preflight as is (this shell's cgroup: $(cat /proc/self/cgroup))"
 runcmd dev-host-preflight
 step "preflight, gpu.driver_files naming no libcuda (must refuse, naming it)"

@@ -7,17 +7,10 @@ WORK=$ROOT/tools/gpu_node_check/work
 LXCPATH=/var/lib/lxcdev
 # The containers stop and their rootfs go however this ends.
 trap 'for n in dev-c000 dev-c001; do lxc-stop -n $n -k >/dev/null 2>&1; done; umount /tmp/ct/*/root 2>/dev/null' EXIT
-step() { printf '\n===== %s (%ss)\n' "$*" "$SECONDS"; }
-libs() { source "$ROOT/components/files/lib/core.sh"; set +e +u; for l in "$@"; do source "$ROOT/components/files/lib/$l.sh"; done; }
-env_of() { python3 -c 'import json,sys; print(json.load(open("tools/gpu_node_check/work/commands.json"))[sys.argv[1]]["environment"][sys.argv[2]])' "$@"; }
+source tools/gpu_node_check/common.sh
 
 step "preflight in part two (PID 1 here: $(cat /proc/1/cgroup))"
-python3 - <<'EOF'
-import json, os, subprocess
-c = json.load(open("tools/gpu_node_check/work/commands.json"))["dev-host-preflight"]
-done = subprocess.run([*c["interpreter"], c["create"]], env={**os.environ, **c["environment"]}, capture_output=True, text=True, timeout=120)
-print(f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-EOF
+runcmd dev-host-preflight
 
 # The driver as the node image has it: none. The rootfs is an overlay of this machine's own /
 # with every driver file, the driver's directory and the CUDA toolkit hidden (whiteouts).
