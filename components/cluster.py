@@ -37,11 +37,12 @@ from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
 from components.slurm.slurm_conf import (
+    NODE_DAEMON_MEMORY_MB,
     SLURMCTLD_PORT,
-    accounting_settings,
     render_gres_conf,
     render_slurm_conf,
     render_slurmdbd_conf,
+    slurmd_start_plugins,
 )
 from components.transport import Machine, Transport, connect, generated_secret, host_command
 
@@ -152,6 +153,7 @@ class GpuCluster(pulumi.ComponentResource):
                 gpu_devices=view.gpu.devices,
                 control_devices=view.gpu.control_devices,
                 node_cpus=max((node.cpus for node in view.nodes), default=1),
+                node_memory_mb=sum(node.memory + NODE_DAEMON_MEMORY_MB for node in view.nodes),
                 host_ports=[forward.host_port for forward in view.all_forwards],
                 controller_port=SLURMCTLD_PORT if controller_here and not config.controller_node else None,
                 containers=containers,
@@ -212,6 +214,7 @@ class GpuCluster(pulumi.ComponentResource):
                         gpu_devices=gpus[node.name],
                         cpus=node.cpus,
                         cpu_slot=slots[node.name],
+                        memory_mb=node.memory + NODE_DAEMON_MEMORY_MB,
                     ),
                     platform,
                     image=image.rootfs,
@@ -257,6 +260,7 @@ class GpuCluster(pulumi.ComponentResource):
                 munge_key=self.munge_keys.get(database.name),
                 client=clients.get(database.name),
             )
+        slurm_conf = render_slurm_conf(config, controller_hostname)
         self.controller = SlurmController(
             f"{name}-slurm",
             config.host_identity(controller_host),
@@ -265,7 +269,7 @@ class GpuCluster(pulumi.ComponentResource):
                 address=config.controller_address,
                 container=config.container_name(controller_node.name) if controller_node else None,
             ),
-            slurm_conf=render_slurm_conf(config, controller_hostname),
+            slurm_conf=slurm_conf,
             gres_conf=render_gres_conf(config),
             container=self.containers[controller_node.name].lxc if controller_node else None,
             lives_on=self.containers[controller_node.name].lives_on if controller_node else None,
@@ -317,7 +321,7 @@ class GpuCluster(pulumi.ComponentResource):
                     container=self.containers[node.name].lxc,
                     gpu_devices=gpus[node.name],
                     health_check=config.slurm.health_check,
-                    job_acct_gather=accounting_settings(config).get("JobAcctGatherType"),
+                    start_plugins=slurmd_start_plugins(slurm_conf),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
                     transport=self.transports[host.name],
                 )

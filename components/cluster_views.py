@@ -230,13 +230,13 @@ class ClusterViews:
         return [device for device in host.gpu.devices if device not in reserved]
 
     def gpu_assignment(self) -> dict[str, list[str]]:
-        """GPU device paths of each node, from its own host's devices (less the web app's own):
-        shared means every node starts at the first GPU of its host's pool."""
+        """GPU device paths of each node, from its own host's devices (less the web app's own),
+        dealt in node order: a GPU belongs to one node."""
         assignment, next_gpu = {}, Counter()
         for node in self.nodes:
             host = self.node_host(node)
             pool = self.host_gpu_pool(host)
-            start = 0 if host.gpu.share_between_nodes else next_gpu[host.name]
+            start = next_gpu[host.name]
             assignment[node.name] = pool[start : start + node.gpus]
             next_gpu[host.name] += node.gpus
         return assignment

@@ -32,6 +32,7 @@ from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_d
 from components.lxc.rules import (
     rule_device_paths,
     rule_gpu_devices,
+    rule_gpu_shards,
     rule_gpus_match_devices,
     rule_stand_in_gpus,
     rule_unique_node_names,
@@ -243,6 +244,7 @@ CLUSTER_RULES = (
     rule_gpu_devices,
     rule_stand_in_gpus,
     rule_gpus_match_devices,
+    rule_gpu_shards,
     rule_web_app_gpus,
     rule_controller_node,
     rule_partitions,

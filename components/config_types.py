@@ -29,6 +29,9 @@ class StrictModel(BaseModel):
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]
 
+# A Slurm node's memory (its RealMemory, in MB) where the stack sets none: per CPU it schedules.
+DEFAULT_MEMORY_MB_PER_CPU = 1024
+
 
 def written_as_text(value):
     """Addresses and networks are text: a number (`address: 10`) is a typo, not 0.0.0.10."""

@@ -160,7 +160,8 @@ def validate(paths: list[Path]) -> int:
 
 
 def new_site(name: str, nodes: int = 2, subnet: str = "10.50") -> str:
-    """A valid starting stack file for a site with `nodes` nodes sharing one GPU."""
+    """A valid starting stack file for a site with `nodes` nodes and one GPU: the first node
+    owns it, split into as many Slurm shards as there are nodes, the others have none."""
     from components.stack_config import NAMESPACE, parse_stack_config
 
     short = name[:9]
@@ -171,7 +172,7 @@ def new_site(name: str, nodes: int = 2, subnet: str = "10.50") -> str:
             "nat_bridge": {"name": f"{short}br0", "address": f"{subnet}.3.1/24"},
             "cluster_bridge": {"name": f"{short}br1", "subnet": f"{subnet}.5.0/24"},
         },
-        "gpu": {"devices": ["/dev/nvidia0"], "share_between_nodes": nodes > 1},
+        "gpu": {"devices": ["/dev/nvidia0"]},
         "nodes": [
             {"name": f"c{i:03d}", "nat_address": f"{subnet}.3.{2 + i}", "cluster_address": f"{subnet}.5.{1 + i}"}
             for i in range(nodes)
@@ -181,11 +182,18 @@ def new_site(name: str, nodes: int = 2, subnet: str = "10.50") -> str:
             "partitions": [{"name": "gpu", "default": True}],
         },
     }
+    if nodes > 1:
+        # A job per shard at once needs a core each on the GPU's node.
+        cluster["nodes"][0] |= {"cpus": nodes, "gpu_shards": nodes}
+        for node in cluster["nodes"][1:]:
+            node["gpus"] = 0
     parse_stack_config({"cluster": cluster})  # refuse to write what `pulumi up` would refuse
     body = yaml.safe_dump({"config": {f"{NAMESPACE}:cluster": cluster}}, sort_keys=False, default_flow_style=None)
     return (
         f"{HEADER}\n"
-        f"# Site {name}: {nodes} node(s) sharing /dev/nvidia0. Adjust devices, addresses and partitions;\n"
+        f"# Site {name}: {nodes} node(s); c000 has /dev/nvidia0"
+        + (f", which {nodes} jobs may share (Slurm shards: --gres=shard:1)" if nodes > 1 else "")
+        + ". Adjust devices, addresses and partitions;\n"
         f"# keys and accepted values: components/config.py. Check with `venv/bin/python -m review.stacks validate`.\n"
         f"{body}"
     )

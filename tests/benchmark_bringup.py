@@ -104,12 +104,16 @@ def bench_config(nodes: int) -> dict:
                 "nat_bridge": {"name": f"{CLUSTER}br0", "address": f"{NAT_PREFIX}.1/24"},
                 "cluster_bridge": {"name": f"{CLUSTER}br1", "subnet": f"{CLUSTER_PREFIX}.0/24"},
             },
-            "gpu": {"stand_in": {"count": 1}, "share_between_nodes": True},
+            # c000 owns the stand-in GPU; the others have none (a GPU belongs to one node).
+            "gpu": {"stand_in": {"count": 1}},
             "nodes": [
                 {
                     "name": f"c{i:03d}",
                     "nat_address": f"{NAT_PREFIX}.{10 + i}",
                     "cluster_address": f"{CLUSTER_PREFIX}.{1 + i}",
+                    "gpus": 0 if i else 1,
+                    # Small nodes: many fit this host's memory (the preflight adds their limits up).
+                    "memory_mb": 256,
                 }
                 for i in range(nodes)
             ],

@@ -25,9 +25,14 @@ def cluster_config(nodes: int) -> dict:
                 "nat_bridge": {"name": "benchbr0", "address": "10.50.0.1/16"},
                 "cluster_bridge": {"name": "benchbr1", "subnet": "10.51.0.0/16"},
             },
-            "gpu": {"devices": ["/dev/nvidia0"], "share_between_nodes": True},
+            "gpu": {"devices": ["/dev/nvidia0"]},
             "nodes": [
-                {"name": f"n{i:03d}", "nat_address": str(base_nat + i), "cluster_address": str(base_cluster + i)}
+                {
+                    "name": f"n{i:03d}",
+                    "nat_address": str(base_nat + i),
+                    "cluster_address": str(base_cluster + i),
+                    "gpus": 0 if i else 1,
+                }
                 for i in range(nodes)
             ],
             "web_app": {"nat_address": "10.50.0.5"},

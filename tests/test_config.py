@@ -48,11 +48,12 @@ def test_stack_files_validate(stack):
     assert config.controller_node.name == "c000"
 
 
-def test_gpus_are_assigned_one_per_node_unless_shared():
+def test_a_gpu_belongs_to_one_node():
     e2e = parse_stack_config(stack_config("e2e")).cluster
     assert e2e.gpu_assignment() == {f"c00{i}": [f"/run/gpucluster-e2e-dev/nvidia{i}"] for i in range(4)}
+    # The tutorial's GPU: c000 owns it (in shards), the other nodes have none.
     local = parse_stack_config(stack_config("local")).cluster
-    assert set(map(tuple, local.gpu_assignment().values())) == {("/dev/nvidia0",)}
+    assert local.gpu_assignment() == {"c000": ["/dev/nvidia0"], "c001": [], "c002": [], "c003": []}
 
 
 def test_stand_in_gpus_are_the_devices_in_the_clusters_private_directory():
@@ -108,7 +109,7 @@ def test_forward_sources_are_networks():
 def test_hostlist_groups_mixed_names():
     cluster = local_cluster()
     cluster["nodes"].append({"name": "gpu7", "nat_address": "10.42.3.30", "cluster_address": "10.42.5.30"})
-    cluster["gpu"]["share_between_nodes"] = True
+    cluster["nodes"][-1]["gpus"] = 0
     assert ClusterConfig.model_validate(cluster).hostlist == "c[000-003],gpu7"
 
 
@@ -367,24 +368,30 @@ RULE_CASES = [
     ),
     (
         "rule_gpus_match_devices",
-        _set("gpu.share_between_nodes", False),
-        "cluster.nodes[].gpus: the nodes ask for 4 GPUs in all but gpu.devices declares 1; add devices, "
-        "lower nodes[].gpus, or set gpu.share_between_nodes: true",
+        _set("nodes.1.gpus", 1),
+        "cluster.nodes[].gpus: the nodes ask for 2 GPUs in all but gpu.devices declares 1; add devices, "
+        "or lower nodes[].gpus (several jobs share a GPU as Slurm shards: nodes[].gpu_shards)",
     ),
     (
         "rule_gpus_match_devices",
-        _set("nodes.1.gpus", 2),
-        "cluster.nodes[1].gpus: 2 GPUs but gpu.devices declares only 1",
+        _set("gpu.share_between_nodes", True),
+        "cluster.gpu.share_between_nodes: true is no longer accepted: nodes each claiming the same GPU let "
+        "Slurm start several jobs that each believe they have the whole GPU. Give the GPU to one node",
+    ),
+    (
+        "rule_gpu_shards",
+        _set("nodes.1.gpu_shards", 2),
+        "cluster.nodes[1].gpu_shards: c001 has no GPU to share (nodes[1].gpus is 0)",
     ),
     (
         "rule_gpus_match_devices",
-        _set("gpu", {"stand_in": {"count": 2}}),
+        _all(_set("gpu", {"stand_in": {"count": 2}}), *(_set(f"nodes.{i}.gpus", 1) for i in (1, 2, 3))),
         "cluster.nodes[].gpus: the nodes ask for 4 GPUs in all but gpu.stand_in.count declares 2; "
-        "raise gpu.stand_in.count, lower nodes[].gpus",
+        "raise gpu.stand_in.count, or lower nodes[].gpus",
     ),
     (
         "rule_stand_in_gpus",
-        _set("gpu", {"stand_in": {"count": 1}, "devices": ["/dev/nvidia0"], "share_between_nodes": True}),
+        _set("gpu", {"stand_in": {"count": 1}, "devices": ["/dev/nvidia0"]}),
         "cluster.gpu.devices: cannot be set together with gpu.stand_in, whose stand-ins are the devices "
         "(/run/gpucluster-gpu-dev/nvidia0); remove gpu.devices, or remove gpu.stand_in to use real GPUs",
     ),
@@ -408,7 +415,7 @@ RULE_CASES = [
         # Its own GPU (not shared) is taken out of the nodes' pool: none is left for them.
         "rule_gpus_match_devices",
         _set("web_app.share_gpus", False),
-        "cluster.nodes[0].gpus: 1 GPUs but gpu.devices declares only 0 besides the web app's 1",
+        "cluster.nodes[].gpus: the nodes ask for 1 GPUs in all but gpu.devices declares 0 besides the web app's 1",
     ),
     (
         "rule_controller_node",
@@ -1315,5 +1322,5 @@ def test_the_web_app_listens_on_a_port_an_unprivileged_user_can_bind(port):
 
 @pytest.mark.parametrize("name", ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia0a"])
 def test_a_driver_control_device_is_not_a_gpu(name):
-    change = _all(_set("gpu.devices", ["/dev/nvidia0", f"/dev/{name}"]), _set("gpu.share_between_nodes", True))
+    change = _set("gpu.devices", ["/dev/nvidia0", f"/dev/{name}"])
     assert f"cluster.gpu.devices[1]: /dev/{name} is not a GPU (a GPU is nvidia<N>" in error_after(change)

@@ -101,12 +101,15 @@ def raw_clusters(draw) -> dict:
             "cluster_address": f"10.77.5.{i + 1}",
             "gpus": pick(st.integers(0, 2), INT_LIKE),
             "cpus": pick(st.integers(1, 8), INT_LIKE, st.just(0)),
+            "memory_mb": pick(st.integers(64, 65536), INT_LIKE, st.just(63)),
         }
         for i, node in enumerate(names)
     ]
-    share = pick(st.booleans(), st.sampled_from(["yes", 1]))
+    for node in nodes:
+        if node["gpus"] == 1:  # shards split a node's own GPUs (a node without any is refused)
+            node["gpu_shards"] = pick(st.integers(0, 8), st.just("2"))
     wanted = sum(n["gpus"] for n in nodes if isinstance(n["gpus"], int))
-    gpu_count = draw(st.integers(1, 4)) if share is True else max(wanted, 1)
+    gpu_count = max(wanted, 1)
     device_dir = draw(st.sampled_from(["/dev", f"/run/gpucluster-{name}-dev"]))
     devices = pick(
         st.just([f"{device_dir}/nvidia{i}" for i in range(gpu_count)]), st.lists(HOSTILE_DIR, min_size=1, max_size=2)
@@ -147,7 +150,6 @@ def raw_clusters(draw) -> dict:
         },
         "gpu": {
             "devices": devices,
-            "share_between_nodes": share,
             "cuda_path": pick(st.sampled_from(["/usr/local/cuda", "/opt/cuda", None]), HOSTILE_DIR),
         },
         "nodes": nodes,
@@ -385,7 +387,7 @@ HOSTILE = [
     ("nodes[0].gpus", ("nodes", 0, "gpus"), COERCED_INT),
     ("nodes[1].cpus", ("nodes", 1, "cpus"), COERCED_INT),
     ("web_app.max_concurrent_jobs", ("web_app", "max_concurrent_jobs"), COERCED_INT),
-    ("gpu.share_between_nodes", ("gpu", "share_between_nodes"), st.sampled_from(["yes", "true", 1, 0])),
+    ("gpu.share_between_nodes", ("gpu", "share_between_nodes"), st.sampled_from(["yes", "true", 1, 0, True])),
 ]
 
 

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field, model_validator
 from components.aws.config import INSTANCE_TYPE_PATTERN, Price, _aws_block_size, _resource_id
 from components.aws.prices import VCPUS
 from components.config_types import (
+    DEFAULT_MEMORY_MB_PER_CPU,
     SLURM_RESERVED_PARTITION_NAMES,
     Address,
     Hostname,
@@ -64,6 +65,18 @@ class BurstPartition(StrictModel):
         900, ge=30, le=7200, description="ResumeTimeout: seconds from start to slurmd registered, else DOWN"
     )
     capacity: Literal["on-demand", "spot"] = Field("on-demand", description="on-demand or spot instances")
+    memory_mb: StrictInt | None = Field(
+        None,
+        ge=64,
+        le=16777216,
+        description="memory Slurm schedules on a node in MB (RealMemory): at most the smallest type's, less "
+        "what the system keeps. Default: 1024 per CPU",
+    )
+
+    @property
+    def memory(self) -> int:
+        """The node's schedulable memory in MB (memory_mb, or 1024 per CPU)."""
+        return self.memory_mb if self.memory_mb is not None else DEFAULT_MEMORY_MB_PER_CPU * self.cpus
 
     @model_validator(mode="after")
     def _name_types_and_cpus(self) -> "BurstPartition":

@@ -90,6 +90,7 @@ class GpuHost(pulumi.ComponentResource):
         containers: list[str],
         controller_port: int | None = None,
         stand_in_gpus: int = 0,
+        node_memory_mb: int = 0,
         device_dir: str | None = None,
         driver_files: list[str] | tuple[str, ...] = (),
         users: tuple[UserConfig, ...] = (),
@@ -141,6 +142,8 @@ class GpuHost(pulumi.ComponentResource):
             "CONTROL_DEVICES": env_list(control_devices),
             "CLUSTER_DIR": cluster.cluster_dir,
             "NODE_CPUS": str(node_cpus),
+            # What this host's node containers may hold in all (their memory limits).
+            "NODE_MEMORY_MB": str(node_memory_mb),
             # The driver check (real GPUs need libcuda.so.1): gpu.driver_files, else found on the host.
             "DRIVER_FILES": env_list(driver_files),
             "GPU_STAND_IN": "1" if stand_in_gpus else "",

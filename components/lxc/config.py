@@ -65,8 +65,9 @@ class GpuConfig(StrictModel):
     )
     share_between_nodes: StrictBool = Field(
         False,
-        description="let several nodes use the same GPU (the tutorial shares one GPU between "
-        "four nodes); off, each GPU belongs to one node",
+        description="removed: several nodes each claiming the same GPU as their own let Slurm start that "
+        "many jobs that each believe they have the whole GPU, and no node can confine it. A GPU belongs "
+        "to one node; jobs share it as Slurm shards (nodes[].gpu_shards). Only false is accepted",
     )
     cuda_path: SafePath | None = Field(
         "/usr/local/cuda",

@@ -55,6 +55,7 @@ class ContainerSpec:
     gpu_devices: list[str]
     cpus: int | None = None  # a Slurm node's CPUs: its cpuset; None: no pinning (the web app)
     cpu_slot: int = 0  # where the node's CPUs start in its host's online CPU list (cpu_slots)
+    memory_mb: int | None = None  # the container's memory limit; None: none (the web app)
     # (host directory, path in the container) pairs bound read-only (the web app's snapshot);
     # the host directory must exist before the container starts
     read_only_mounts: tuple[tuple[str, str], ...] = ()
@@ -131,6 +132,15 @@ def render_lxc_config(
             f"# CPUs: {spec.cpus} of the host's online CPUs from place {spec.cpu_slot} of their list, as many as\n"
             "# slurm.conf's CPUs= (the cpuset lines are appended by the container script, which reads the list).\n"
         )
+    if spec.memory_mb is not None:
+        limit = spec.memory_mb * 1024 * 1024
+        lines += [
+            "# Memory: the node's jobs (Slurm's RealMemory) and its own daemons, and no more: a node past it\n",
+            "# meets its own OOM killer, never its neighbours'. Each version's key; LXC uses its host's.\n",
+            f"lxc.cgroup.memory.limit_in_bytes = {limit}\n",
+            f"lxc.cgroup2.memory.max = {limit}\n",
+            "lxc.cgroup2.memory.swap.max = 0\n",
+        ]
     lines.append(
         "# GPUs: the devices cgroup allows exactly the devices bound below, by their host numbers\n"
         "# (appended by the container script; no GPU or control device is allowed by major alone).\n"

@@ -66,9 +66,12 @@ def rule_gpus_match_devices(c) -> Iterator[str]:
         besides = f" besides the web app's {reserved}" if reserved else ""
         source = f"{prefix}gpu.stand_in.count" if gpu.stand_in else f"{prefix}gpu.devices"
         if gpu.share_between_nodes:
-            for i, node in nodes:
-                if node.gpus > declared:
-                    yield (f"nodes[{i}].gpus: {node.gpus} GPUs but {source} declares only {declared}{besides}")
+            yield (
+                f"{prefix}gpu.share_between_nodes: true is no longer accepted: nodes each claiming the same GPU "
+                "let Slurm start several jobs that each believe they have the whole GPU. Give the GPU to one node "
+                "and let jobs share it as Slurm shards: remove share_between_nodes, set nodes[].gpus: 0 on the "
+                "other nodes and nodes[].gpu_shards on the GPU's node (docs/changes.md)"
+            )
             continue
         wanted = sum(node.gpus for _, node in nodes)
         if wanted > declared:
@@ -76,9 +79,16 @@ def rule_gpus_match_devices(c) -> Iterator[str]:
             more = f"raise {prefix}gpu.stand_in.count" if gpu.stand_in else "add devices"
             yield (
                 f"nodes[].gpus: the nodes{on} ask for {wanted} GPUs in all but {source} declares "
-                f"{declared}{besides}; {more}, lower nodes[].gpus, or set {prefix}gpu.share_between_nodes: true "
-                "to share GPUs between nodes"
+                f"{declared}{besides}; {more}, or lower nodes[].gpus (several jobs share a GPU as "
+                "Slurm shards: nodes[].gpu_shards)"
             )
+
+
+def rule_gpu_shards(c) -> Iterator[str]:
+    """Shards split a node's own GPUs: a node without GPUs has none to split."""
+    for i, node in enumerate(c.nodes):
+        if node.gpu_shards and not node.gpus:
+            yield f"nodes[{i}].gpu_shards: {node.name} has no GPU to share (nodes[{i}].gpus is 0)"
 
 
 # A GPU's device node: nvidia0, nvidia1... (nvidiactl, nvidia-uvm, nvidia-modeset are the driver's).

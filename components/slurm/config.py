@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, StringConstraints
 
 from components.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTITION_NAMES: used through this module)
+    DEFAULT_MEMORY_MB_PER_CPU,
     SLURM_RESERVED_PARTITION_NAMES,
     Address,
     Hostname,
@@ -26,6 +27,10 @@ from components.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTITION_NA
 SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
 # SLURM_RESERVED_PARTITION_NAMES: in components/config_types.py (burst partitions use it too).
 
+
+# What a node container may hold besides its jobs (systemd, munged, slurmd and the job
+# steps' slurmstepd), in MB. DEFAULT_MEMORY_MB_PER_CPU: in components/config_types.py.
+NODE_DAEMON_MEMORY_MB = 256
 
 _TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)
 
@@ -71,7 +76,27 @@ class NodeConfig(StrictModel):
         description="CPUs of the node: Slurm's CPUs= and the container's cpuset (that many of the host's "
         "online CPUs, dealt to its nodes in turn); the preflight checks the host has them",
     )
+    memory_mb: StrictInt | None = Field(
+        None,
+        ge=64,
+        le=16777216,
+        description="memory of the node in MB: Slurm's RealMemory, what its jobs may hold in all, and the "
+        "container's memory limit (that plus NODE_DAEMON_MEMORY_MB for the node's own daemons); the "
+        "preflight checks the host has it for all its nodes. Default: 1024 per CPU",
+    )
+    gpu_shards: StrictInt = Field(
+        0,
+        ge=0,
+        le=128,
+        description="Slurm shards of each of the node's GPUs (gres/shard): that many jobs may share one GPU "
+        "at once, each asking for --gres=shard:1 and confined to that GPU; 0: none, a GPU goes to one job",
+    )
     host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
+
+    @property
+    def memory(self) -> int:
+        """The node's memory in MB (memory_mb, or 1024 per CPU)."""
+        return self.memory_mb if self.memory_mb is not None else DEFAULT_MEMORY_MB_PER_CPU * self.cpus
 
 
 class ControllerConfig(StrictModel):

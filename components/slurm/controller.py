@@ -9,6 +9,7 @@ import pulumi
 from components.config_types import ClusterIdentity
 from components.options import child_options
 from components.slurm.accounting import AccountingDatabase, AccountingSetup
+from components.slurm.slurm_conf import render_cgroup_conf
 from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
@@ -139,6 +140,7 @@ class SlurmController(pulumi.ComponentResource):
                 **where,
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
+                "CGROUP_CONF_TEXT": render_cgroup_conf(),
             },
             # Moved to another host: the old slurmctld is stopped there before the new one starts
             # (never two). In a container, slurmctld lives there: a new container needs it set up again.

@@ -25,8 +25,9 @@ class SlurmNode(pulumi.ComponentResource):
 
     With a health check, the GPU health program (files/gpu_health.sh, slurm.conf's
     HealthCheckProgram) is installed with the node's GPU devices and the major:minor of the
-    host's device nodes behind them. With job accounting, slurmd restarts when its job
-    accounting plugin changes (it loads it at start only).
+    host's device nodes behind them. slurmd restarts when the plugins it loads at start only
+    change (`start_plugins`: process tracking, task containment, job accounting); running
+    jobs keep their slurmstepd and go on.
     """
 
     node_name: pulumi.Output[str]
@@ -40,7 +41,7 @@ class SlurmNode(pulumi.ComponentResource):
         container: pulumi.Resource,
         gpu_devices: list[str] | None = None,
         health_check: HealthCheckConfig | None = None,
-        job_acct_gather: str | None = None,
+        start_plugins: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -60,8 +61,8 @@ class SlurmNode(pulumi.ComponentResource):
             environment["GPU_HEALTH_DEVICES"] = env_list(
                 f"{path} {container_device_path(path)}" for path in gpu_devices or []
             )
-        if job_acct_gather:
-            environment["JOB_ACCT_GATHER"] = job_acct_gather
+        if start_plugins:
+            environment["SLURMD_START_PLUGINS"] = start_plugins
         self.slurmd = host_command(
             f"{name}-slurmd",
             transport=transport,

@@ -12,7 +12,13 @@ from typing import Protocol
 from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
 from components.rendering import HEADER, container_device_path
-from components.slurm.config import AccountingConfig, NodeConfig, SlurmConfig, slurm_hostlist
+from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for the container's limit)
+    NODE_DAEMON_MEMORY_MB,
+    AccountingConfig,
+    NodeConfig,
+    SlurmConfig,
+    slurm_hostlist,
+)
 
 SLURMCTLD_PORT = 6817
 
@@ -94,19 +100,23 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         "SlurmdSpoolDir": "/var/lib/slurm/slurmd",
         "SlurmdPidFile": "/run/slurmd.pid",
         "SlurmdLogFile": "/var/log/slurm/slurmd.log",
-        # No cgroup delegation inside LXC: track processes by /proc, no task containment.
-        "ProctrackType": "proctrack/linuxproc",
-        "TaskPlugin": "task/none",
+        # Jobs contained in their node (cgroup.conf): a job's processes are tracked and ended by
+        # its cgroup, it runs on its cores, holds its memory and opens only its GPUs.
+        "ProctrackType": "proctrack/cgroup",
+        "TaskPlugin": "task/cgroup,task/affinity",
         "SelectType": "select/cons_tres",
-        "SelectTypeParameters": "CR_Core",
+        # Memory is scheduled: a job gets what it asks for (--mem, else DefMemPerCPU) and no more.
+        "SelectTypeParameters": "CR_Core_Memory",
+        "DefMemPerCPU": default_memory_per_cpu(config),
         "SchedulerType": "sched/backfill",
-        "GresTypes": "gpu",
+        "GresTypes": "gpu,shard" if any(node.gpu_shards for node in config.nodes) else "gpu",
         "MpiDefault": "none",
         "MailProg": "/bin/true",
         "ReturnToService": 2,
         "SlurmdTimeout": 120,
         "SwitchType": "switch/none",
-        "JobAcctGatherType": "jobacct_gather/none",
+        # A job's usage (sstat, sacct's MaxRSS) read from its cgroup.
+        "JobAcctGatherType": "jobacct_gather/cgroup",
         "JobCompType": "jobcomp/none",
         "AccountingStorageType": "accounting_storage/none",
         **accounting_settings(config, munge_socket),
@@ -120,7 +130,8 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
             "NodeName": node.name,
             "NodeAddr": node.nat_address,
             "CPUs": node.cpus,
-            "Gres": f"gpu:{len(gpus[node.name])}" if gpus[node.name] else None,
+            "RealMemory": node.memory,
+            "Gres": node_gres(len(gpus[node.name]), node.gpu_shards),
             "State": "UNKNOWN",
         }
         for node in config.nodes
@@ -151,6 +162,50 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         for partition in (config.burst.partitions if config.burst else [])
     )
     return text
+
+
+# What slurmd loads at its start only (a change needs a restart of slurmd, not a reconfigure).
+SLURMD_START_KEYS = ("ProctrackType", "TaskPlugin", "JobAcctGatherType")
+
+
+def slurmd_start_plugins(slurm_conf: str) -> str:
+    """The settings of SLURMD_START_KEYS in a rendered slurm.conf, as one line."""
+    found = dict(line.split("=", 1) for line in slurm_conf.splitlines() if line.startswith(SLURMD_START_KEYS))
+    return " ".join(f"{key}={found[key]}" for key in SLURMD_START_KEYS if key in found)
+
+
+def node_gres(gpus: int, shards_per_gpu: int) -> str | None:
+    """A node's Gres=: its GPUs, and its shards (shards_per_gpu of each GPU) where it has them."""
+    if not gpus:
+        return None
+    return f"gpu:{gpus},shard:{gpus * shards_per_gpu}" if shards_per_gpu else f"gpu:{gpus}"
+
+
+def default_memory_per_cpu(config: SlurmCluster) -> int:
+    """DefMemPerCPU: what a job that does not say --mem gets per CPU, the smallest share of
+    any node (memory / CPUs), so that such a job fits every node and a node's jobs together
+    never hold more than it has."""
+    shares = [node.memory // node.cpus for node in config.nodes]
+    shares += [p.memory // p.cpus for p in (config.burst.partitions if config.burst else [])]
+    return min(shares, default=1)
+
+
+def render_cgroup_conf() -> str:
+    """cgroup.conf: served with slurm.conf to the configless nodes. Slurm picks the plugin of
+    the cgroup version its node runs (autodetect: v1 on a host with v1 hierarchies, v2 on a
+    systemd host); the container gives it its own cgroup tree (components/lxc/lxc_conf.py).
+    A job's cgroup holds its cores, its memory with no swap beyond it, and its GPUs: the
+    devices of the GRES it was not given are denied."""
+    settings = {
+        "CgroupPlugin": "autodetect",
+        "ConstrainCores": "yes",
+        "ConstrainDevices": "yes",
+        "ConstrainRAMSpace": "yes",
+        "AllowedRAMSpace": 100,
+        "ConstrainSwapSpace": "yes",
+        "AllowedSwapSpace": 0,
+    }
+    return HEADER + "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
 def burst_settings(config: SlurmCluster) -> dict[str, object]:
@@ -188,6 +243,7 @@ def burst_node_lines(config: SlurmCluster) -> str:
         {
             "NodeName": slurm_hostlist(partition.node_names),
             "CPUs": partition.cpus,
+            "RealMemory": partition.memory,
             "Gres": f"gpu:{partition.gres_gpus}" if partition.gres_gpus else None,
             "Feature": f"cloud,{partition.name}",
             "Weight": 100,
@@ -217,8 +273,6 @@ def accounting_settings(config: SlurmCluster, munge_socket: str | None = None) -
         "AccountingStorageTRES": "gres/gpu",
         # Jobs of users without an association are refused; GrpTRES and QOS limits hold.
         "AccountingStorageEnforce": "associations,limits,qos",
-        # Reads /proc: works in LXC, where the cgroup plugin has no delegated hierarchy.
-        "JobAcctGatherType": "jobacct_gather/linux",
         "JobAcctGatherFrequency": 30,
     }
 
@@ -266,6 +320,13 @@ def render_gres_conf(config: SlurmCluster) -> str:
                 {"NodeName": node, "Name": "gpu", "File": container_device_path(path)}
                 for node, paths in config.gpu_assignment().items()
                 for path in paths
+            ),
+            # Each GPU's shards, on the node that owns it: a shard job is confined to that GPU.
+            *(
+                {"NodeName": node.name, "Name": "shard", "Count": node.gpu_shards, "File": container_device_path(path)}
+                for node in config.nodes
+                if node.gpu_shards
+                for path in config.gpu_assignment()[node.name]
             ),
             # An instance's own GPUs, /dev/nvidia0 up.
             *(

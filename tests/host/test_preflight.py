@@ -338,6 +338,15 @@ def test_more_cpus_than_the_host_has_are_refused(preflight):
     assert preflight(NODE_CPUS=str(os.cpu_count())).returncode == 0
 
 
+def test_more_memory_than_the_host_has_is_refused(preflight):
+    total_mb = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal:"))) // 1024
+    done = preflight(NODE_MEMORY_MB=str(total_mb))
+    assert done.returncode == 1
+    assert f"nodes[].memory_mb: this host's nodes need {total_mb} MB in all" in done.stderr
+    assert f"the host has {total_mb} MB, of which 1024 MB stay with the host" in done.stderr
+    assert preflight(NODE_MEMORY_MB=str(total_mb - 1024)).returncode == 0
+
+
 def test_a_control_device_that_is_not_a_character_device_is_refused(preflight, tmp_path):
     fake = tmp_path / "nvidiactl"
     fake.touch()

@@ -24,7 +24,9 @@ DEVICE_DIR = Path("/run/gpucluster-nogpu-dev")
 def commands(count: int | None = None) -> dict[str, HostCommand]:
     config = stack_config(STACK)
     if count is not None:
-        config["cluster"]["gpu"] = {"stand_in": {"count": count}, "share_between_nodes": True}
+        config["cluster"]["gpu"] = {"stand_in": {"count": count}}
+        for i, node in enumerate(config["cluster"]["nodes"]):
+            node["gpus"] = 1 if i < count else 0
     return {command.name: command for command in host_commands(run_program(config, stack=STACK))}
 
 

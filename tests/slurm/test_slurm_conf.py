@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from components.config import ClusterConfig
-from components.slurm.slurm_conf import format_line, render_gres_conf, render_slurm_conf
+from components.slurm.slurm_conf import (
+    format_line,
+    render_cgroup_conf,
+    render_gres_conf,
+    render_slurm_conf,
+    slurmd_start_plugins,
+)
 from tests.harness.program_harness import stack_config
 
 
@@ -48,7 +54,7 @@ def test_slurm_conf_node_and_partition_lines():
     assert "SlurmctldParameters=enable_configless" in body
     assert "AuthInfo=socket=/run/gpucluster-e2e/munge.socket" in body
     assert [line for line in body if line.startswith("NodeName=")] == [
-        f"NodeName=c00{i} NodeAddr=10.43.3.{i + 2} CPUs=2 Gres=gpu:1 State=UNKNOWN" for i in range(4)
+        f"NodeName=c00{i} NodeAddr=10.43.3.{i + 2} CPUs=2 RealMemory=2048 Gres=gpu:1 State=UNKNOWN" for i in range(4)
     ]
     assert [line for line in body if line.startswith("PartitionName=")] == [
         "PartitionName=tutorial Nodes=c[000-003] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
@@ -66,7 +72,7 @@ def test_node_without_gpus_has_no_gres():
     raw = config.model_dump(mode="json")
     raw["nodes"][3]["gpus"] = 0
     config = ClusterConfig.model_validate(raw)
-    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 State=UNKNOWN" in render_slurm_conf(config, "c000")
+    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 RealMemory=2048 State=UNKNOWN" in render_slurm_conf(config, "c000")
     assert "c003" not in render_gres_conf(config)
 
 
@@ -81,9 +87,63 @@ def test_gres_conf_matches_the_node_lines():
         assert re.search(rf"NodeName={node.name} .*Gres=gpu:{len(files)} ", slurm)
 
 
-def test_shared_gpu_appears_on_every_node():
-    gres = lines(render_gres_conf(cluster("local")))
-    assert gres == [f"NodeName=c00{i} Name=gpu File=/dev/nvidia0" for i in range(4)]
+def test_a_shared_gpu_is_shards_on_the_node_that_owns_it():
+    # The tutorial's GPU: c000 owns it whole (gpu:1) and as four shards; no other node claims it.
+    config = cluster("local")
+    assert lines(render_gres_conf(config)) == [
+        "NodeName=c000 Name=gpu File=/dev/nvidia0",
+        "NodeName=c000 Name=shard Count=4 File=/dev/nvidia0",
+    ]
+    body = lines(render_slurm_conf(config, "c000"))
+    assert "GresTypes=gpu,shard" in body
+    nodes = [line for line in body if line.startswith("NodeName=")]
+    assert nodes[0] == "NodeName=c000 NodeAddr=10.42.3.2 CPUs=4 RealMemory=4096 Gres=gpu:1,shard:4 State=UNKNOWN"
+    assert all("Gres=" not in line for line in nodes[1:])
+
+
+def test_shards_are_counted_per_gpu():
+    raw = copy.deepcopy(stack_config("e2e")["cluster"])
+    raw["gpu"]["stand_in"]["count"] = 6
+    raw["nodes"][3] |= {"gpus": 2, "gpu_shards": 3}
+    config = ClusterConfig.model_validate(raw)
+    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 RealMemory=2048 Gres=gpu:2,shard:6 State=UNKNOWN" in (
+        render_slurm_conf(config, "c000")
+    )
+    shards = [line for line in lines(render_gres_conf(config)) if "Name=shard" in line]
+    assert shards == [
+        "NodeName=c003 Name=shard Count=3 File=/dev/nvidia3",
+        "NodeName=c003 Name=shard Count=3 File=/dev/nvidia5",
+    ]
+
+
+def test_jobs_are_contained_and_memory_is_scheduled():
+    raw = copy.deepcopy(stack_config("e2e")["cluster"])
+    raw["nodes"][0]["memory_mb"] = 1000  # 500 per CPU: the smallest share is every job's default
+    body = lines(render_slurm_conf(ClusterConfig.model_validate(raw), "c000"))
+    for setting in (
+        "ProctrackType=proctrack/cgroup",
+        "TaskPlugin=task/cgroup,task/affinity",
+        "SelectTypeParameters=CR_Core_Memory",
+        "DefMemPerCPU=500",
+        "JobAcctGatherType=jobacct_gather/cgroup",
+    ):
+        assert setting in body
+    assert lines(render_cgroup_conf()) == [
+        "CgroupPlugin=autodetect",
+        "ConstrainCores=yes",
+        "ConstrainDevices=yes",
+        "ConstrainRAMSpace=yes",
+        "AllowedRAMSpace=100",
+        "ConstrainSwapSpace=yes",
+        "AllowedSwapSpace=0",
+    ]
+
+
+def test_slurmd_restarts_for_the_plugins_it_loads_at_start_only():
+    text = render_slurm_conf(cluster(), "c000")
+    assert slurmd_start_plugins(text) == (
+        "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity JobAcctGatherType=jobacct_gather/cgroup"
+    )
 
 
 def test_controller_on_the_host_keeps_its_state_in_the_cluster_dir():

@@ -61,12 +61,12 @@ lxc_file_bind_targets() {
 # reads it.
 lxc_conf_settings() { sed -E '/^[[:space:]]*(#|$)/d; s/^[[:space:]]*([^=[:space:]]+)[[:space:]]*=[[:space:]]*/\1 = /; s/[[:space:]]+$//'; }
 
-# Settings a running container takes live (its cpuset, by lxc-cgroup), and settings it keeps
+# Settings a running container takes live (its cpuset and memory limit, by lxc-cgroup), and settings it keeps
 # until its next start without harm to what runs in it: capabilities, AppArmor, the cgroup
 # placement, the devices allow list (the device nodes themselves are mount entries, and any
 # change of those restarts), autostart. Every other setting (network, mounts, rootfs, name)
 # needs a restart.
-LXC_LIVE_KEYS='lxc\.cgroup2?\.cpuset\.cpus'
+LXC_LIVE_KEYS='lxc\.cgroup2?\.cpuset\.cpus|lxc\.cgroup\.memory\.limit_in_bytes|lxc\.cgroup2\.memory\.(max|swap\.max)'
 LXC_NEXT_START_KEYS='lxc\.(cap\.(drop|keep)|apparmor\.[a-z_.]+|cgroup\.dir\.[a-z.]+|cgroup2?\.devices\.(allow|deny)|start\.[a-z]+)'
 
 # lxc_conf_keys REGEX: the settings on stdin (lxc_conf_settings) whose key matches REGEX,
@@ -108,11 +108,21 @@ lxc_restart_keys() {
 # lxc_needs_restart OLD NEW: whether the running container must restart to take NEW.
 lxc_needs_restart() { [ -n "$(lxc_restart_keys "$1" "$2")" ]; }
 
-# lxc_apply_cpuset CONTAINER CONFIG: the running container's cpuset as CONFIG sets it (the
-# host's online CPUs when CONFIG pins none).
-lxc_apply_cpuset() {
-  local cpus
+# lxc_apply_limits CONTAINER CONFIG: the running container's cpuset and memory limit as CONFIG
+# sets them (the host's online CPUs and no memory limit where CONFIG sets none), with the
+# keys of the host's cgroup version (v2 only where /sys/fs/cgroup is the unified hierarchy).
+lxc_apply_limits() {
+  local cpus memory
   cpus=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2?\.cpuset\.cpus = //p' | head -n1)
   [ -n "$cpus" ] || cpus=$(cat /sys/devices/system/cpu/online)
-  lxc-cgroup -n "$1" cpuset.cpus "$cpus"
+  lxc-cgroup -n "$1" cpuset.cpus "$cpus" || return 1
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    memory=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2\.memory\.max = //p' | head -n1)
+    lxc-cgroup -n "$1" memory.max "${memory:-max}" || return 1
+    memory=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2\.memory\.swap\.max = //p' | head -n1)
+    lxc-cgroup -n "$1" memory.swap.max "${memory:-max}"
+  else
+    memory=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup\.memory\.limit_in_bytes = //p' | head -n1)
+    lxc-cgroup -n "$1" memory.limit_in_bytes "${memory:--1}"
+  fi
 }

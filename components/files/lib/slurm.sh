@@ -61,7 +61,7 @@ stop_ct_slurmctld() {
     chown -R slurm:slurm "$saved.new" 2>/dev/null || true
     rm -rf "$saved" && mv "$saved.new" "$saved"
   fi
-  in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/systemd/system/slurmctld.service.d/gpucluster.conf
+  in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/cgroup.conf /etc/systemd/system/slurmctld.service.d/gpucluster.conf
 }
 
 # restore_ct_slurmctld CONTAINER: a slurmctld about to start there for the first time takes

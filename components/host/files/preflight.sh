@@ -28,6 +28,14 @@ online=$(getconf _NPROCESSORS_ONLN)
 [ "$NODE_CPUS" -le "$online" ] ||
   problems+=("nodes[].cpus: a node asks for $NODE_CPUS CPUs but this host has $online online: lower nodes[].cpus")
 
+# Memory: the node containers' limits together (nodes[].memory_mb and their daemons') fit in
+# this host's memory, less HOST_RESERVED_MB for the host itself: a node never meets an OOM
+# killer its limit did not call. The kernel's MemTotal, in MB.
+HOST_RESERVED_MB=1024
+total_mb=$(($(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo) / 1024))
+[ "${NODE_MEMORY_MB:-0}" -le $((total_mb - HOST_RESERVED_MB)) ] ||
+  problems+=("nodes[].memory_mb: this host's nodes need ${NODE_MEMORY_MB} MB in all (nodes[].memory_mb and what each node keeps for its own daemons) but the host has ${total_mb} MB, of which ${HOST_RESERVED_MB} MB stay with the host: lower nodes[].memory_mb (default 1024 per CPU) or place nodes on another host")
+
 # GPU device nodes: character devices with NVIDIA's major (195).
 devices=()
 while read -r device; do

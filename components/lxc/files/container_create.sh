@@ -79,7 +79,7 @@ grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
   printf 'lxc.include = %s\n' "$dir/gpucluster.conf" >> "$dir/config"
 
 # A running container restarts (and its jobs die) only for a setting that needs it; the
-# cpuset is applied live; the settings it keeps until its next start are named.
+# cpuset and the memory limit are applied live; the settings it keeps until its next start are named.
 if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
   if lxc_needs_restart "$old_config" "$config"; then
     log "$CONTAINER: $(lxc_restart_keys "$old_config" "$config" | paste -sd ' ' -) changed, which only a restart applies: restarting (its jobs end)"
@@ -87,10 +87,10 @@ if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
     lxc-stop -n "$CONTAINER" -t 30 >&2
   else
     if [ -n "$(lxc_conf_changed_keys "$old_config" "$config" "$LXC_LIVE_KEYS")" ]; then
-      if lxc_apply_cpuset "$CONTAINER" "$config"; then
-        log "$CONTAINER: cpuset applied to the running container"
+      if lxc_apply_limits "$CONTAINER" "$config"; then
+        log "$CONTAINER: $(lxc_conf_changed_keys "$old_config" "$config" "$LXC_LIVE_KEYS" | paste -sd ' ' -) applied to the running container"
       else
-        log "$CONTAINER: the cpuset could not be applied live: restarting (its jobs end)"
+        log "$CONTAINER: the cpuset or memory limit could not be applied live: restarting (its jobs end)"
         lxc-stop -n "$CONTAINER" -t 30 >&2
       fi
     fi

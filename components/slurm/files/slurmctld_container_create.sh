@@ -2,7 +2,7 @@
 # the daemon. A changed node list or accounting setting restarts slurmctld (Slurm 22.05 cannot
 # add nodes or switch accounting plugins on a reconfigure); any other change is applied with
 # `scontrol reconfigure`, which also pushes the new files to the configless nodes.
-require CONTAINER SLURM_CONF_PATH SLURM_CONF_TEXT GRES_CONF_TEXT
+require CONTAINER SLURM_CONF_PATH SLURM_CONF_TEXT GRES_CONF_TEXT CGROUP_CONF_TEXT
 report_clone "$CONTAINER"
 stop_other_slurmctld "$CONTAINER"
 restore_ct_slurmctld "$CONTAINER"
@@ -13,6 +13,7 @@ warn_cpus_changed "$old_conf"
 changed=1
 slurm_conf_text | ct_write_if_changed "$CONTAINER" /etc/slurm/slurm.conf 0644 root:root && changed=0
 printf '%s' "$GRES_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/gres.conf 0644 root:root && changed=0
+printf '%s' "$CGROUP_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/cgroup.conf 0644 root:root && changed=0
 # Restarted until it runs: with job accounting, a slurmctld that starts before slurmdbd
 # answers (a reboot starts every container at once) exits, and must try again.
 if printf '[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nRestartSec=5\n' |

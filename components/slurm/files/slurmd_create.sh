@@ -7,8 +7,8 @@ trap 'rm -rf "$stage"' EXIT
 ct_stage_munge "$stage"
 {
   printf 'SLURMD_OPTIONS="--conf-server %s"\n' "$CONF_SERVER"
-  # slurmd loads its job accounting plugin at start only: a change restarts it.
-  [ -z "${JOB_ACCT_GATHER:-}" ] || printf '# JobAcctGatherType=%s\n' "$JOB_ACCT_GATHER"
+  # slurmd loads these plugins at start only (containment, job accounting): a change restarts it.
+  [ -z "${SLURMD_START_PLUGINS:-}" ] || printf '# %s\n' "$SLURMD_START_PLUGINS"
 } | ct_stage "$stage" /etc/default/slurmd 0644 root:root
 # The GPU health check (HealthCheckProgram) and the devices it expects, with the major:minor
 # of the host's device nodes the container's are bound to.
