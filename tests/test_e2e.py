@@ -391,7 +391,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-health": "replace",
             f"{cluster}-boot-unit": "update",
         }
-        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(6)}, "nvidiactl": (195, 255)}
+        assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(7)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids
         states = sh("sinfo", "-h", "-N", "-o", "%N %T", env=slurm_env(cluster)).stdout.split()
         assert states.count("idle") == 5, states
@@ -399,6 +399,10 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"grow 4 -> 5 nodes: {growth.wall_seconds:.1f} s; changed: "
             + ", ".join(f"{name} ({action})" for name, action in sorted(changed(actions).items()))
         )
+        if placement == "container":  # once: containment is the nodes', wherever slurmctld runs
+            from tests.test_e2e_containment import jobs_are_contained
+
+            jobs_are_contained(cluster, slurm_env(cluster), report)
         total = time.monotonic() - started
     finally:
         remove_outside_namespace()

@@ -109,7 +109,8 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         "SelectTypeParameters": "CR_Core_Memory",
         "DefMemPerCPU": default_memory_per_cpu(config),
         "SchedulerType": "sched/backfill",
-        "GresTypes": "gpu,shard" if any(node.gpu_shards for node in config.nodes) else "gpu",
+        # Both always: nodes[].gpu_shards added later changes no daemon's plugins.
+        "GresTypes": "gpu,shard",
         "MpiDefault": "none",
         "MailProg": "/bin/true",
         "ReturnToService": 2,
@@ -165,7 +166,7 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
 
 
 # What slurmd loads at its start only (a change needs a restart of slurmd, not a reconfigure).
-SLURMD_START_KEYS = ("ProctrackType", "TaskPlugin", "JobAcctGatherType")
+SLURMD_START_KEYS = ("ProctrackType", "TaskPlugin", "JobAcctGatherType", "GresTypes")
 
 
 def slurmd_start_plugins(slurm_conf: str) -> str:

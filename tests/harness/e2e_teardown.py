@@ -54,7 +54,8 @@ def remove_stand_in_gpus() -> None:
 
 def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = False) -> dict:
     """The e2e stack's config with slurmctld placed in c000 ('container') or on the host;
-    optionally with another partition MaxTime, and grown by a fifth node (c004)."""
+    optionally with another partition MaxTime, and grown by a fifth node (c004: two GPUs, each
+    in two Slurm shards, where tests/test_e2e_containment.py runs its jobs)."""
     config = stack_config(STACK)
     cluster = config["cluster"]
     cluster["slurm"]["controller"] = (
@@ -63,8 +64,17 @@ def e2e_config(placement: str, *, max_time: str | None = None, grow: bool = Fals
     if max_time:
         cluster["slurm"]["partitions"][0]["max_time"] = max_time
     if grow:
-        cluster["nodes"].append({"name": "c004", "nat_address": "10.43.3.6", "cluster_address": "10.43.5.5"})
-        cluster["gpu"]["stand_in"]["count"] = 6  # the web app keeps nvidia4; c004 gets nvidia5
+        cluster["nodes"].append(
+            {
+                "name": "c004",
+                "nat_address": "10.43.3.6",
+                "cluster_address": "10.43.5.5",
+                "cpus": 2,
+                "gpus": 2,
+                "gpu_shards": 2,
+            }
+        )
+        cluster["gpu"]["stand_in"]["count"] = 7  # the web app keeps nvidia4; c004 gets nvidia5 and nvidia6
     return config
 
 

@@ -339,7 +339,8 @@ def test_more_cpus_than_the_host_has_are_refused(preflight):
 
 
 def test_more_memory_than_the_host_has_is_refused(preflight):
-    total_mb = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal:"))) // 1024
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total_mb = int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal:"))) // 1024
     done = preflight(NODE_MEMORY_MB=str(total_mb))
     assert done.returncode == 1
     assert f"nodes[].memory_mb: this host's nodes need {total_mb} MB in all" in done.stderr

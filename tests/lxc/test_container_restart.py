@@ -57,7 +57,14 @@ def test_the_upgrade_from_the_last_release_restarts_no_node():
     old, new = release_config(), current_config()
     assert old != new
     assert not needs_restart(old, new)
-    assert changed_keys(old, new, "LXC_LIVE_KEYS") == ["lxc.cgroup.cpuset.cpus", "lxc.cgroup2.cpuset.cpus"]
+    # The cpuset, and the memory limit a node now has (each cgroup version's key): both live.
+    assert changed_keys(old, new, "LXC_LIVE_KEYS") == [
+        "lxc.cgroup.cpuset.cpus",
+        "lxc.cgroup.memory.limit_in_bytes",
+        "lxc.cgroup2.cpuset.cpus",
+        "lxc.cgroup2.memory.max",
+        "lxc.cgroup2.memory.swap.max",
+    ]
     later = changed_keys(old, new, "LXC_NEXT_START_KEYS")
     assert {"lxc.cap.drop", "lxc.apparmor.allow_nesting", "lxc.cgroup2.devices.allow"} <= set(later)
 
@@ -78,6 +85,13 @@ def test_a_new_address_a_new_gpu_or_a_new_mount_restarts():
     assert needs_restart(new + gpu, new)
     present = "lxc.mount.entry = /bin/sh bin/sh-too none bind,ro,optional,create=file 0 0\n"
     assert needs_restart(new + present, new), "an optional mount whose source exists is a real mount"
+
+
+def test_a_new_memory_limit_is_live():
+    new = current_config()
+    smaller = new.replace(f"= {2304 * 1024 * 1024}", f"= {1280 * 1024 * 1024}")
+    assert smaller != new and not needs_restart(new, smaller)
+    assert changed_keys(new, smaller, "LXC_LIVE_KEYS") == ["lxc.cgroup.memory.limit_in_bytes", "lxc.cgroup2.memory.max"]
 
 
 def test_a_new_cpuset_is_live_and_other_devices_wait_for_the_next_start():
@@ -137,7 +151,10 @@ def test_the_create_over_a_container_of_the_last_release_keeps_it_running(tmp_pa
     assert done.returncode == 0, done.stderr
     assert [call for call in calls if call.startswith(("lxc-stop", "lxc-start"))] == []
     assert "lxc-cgroup -n e2e-c000 cpuset.cpus 0,1" in calls
-    assert "cpuset applied to the running container" in done.stderr
+    # c000's 2048 MB for its jobs and 256 MB for its daemons, with this host's (v1) key.
+    assert f"lxc-cgroup -n e2e-c000 memory.limit_in_bytes {2304 * 1024 * 1024}" in calls
+    assert "lxc.cgroup.memory.limit_in_bytes lxc.cgroup2.cpuset.cpus" in done.stderr
+    assert "applied to the running container" in done.stderr
     assert "lxc.cap.drop" in done.stderr and "until it next starts" in done.stderr
 
 

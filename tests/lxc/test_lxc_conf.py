@@ -12,6 +12,7 @@ from pathlib import Path
 
 from components.config import ClusterConfig
 from components.lxc.lxc_conf import ContainerSpec, container_devices, cpu_slots, render_lxc_config
+from components.slurm.config import NODE_DAEMON_MEMORY_MB
 from components.transport import helpers
 from tests.harness.program_harness import stack_config
 
@@ -29,7 +30,12 @@ def lines(text: str) -> list[str]:
 def node_lxc_config(config: ClusterConfig, index: int = 0) -> str:
     node = config.nodes[index]
     spec = ContainerSpec(
-        node.name, node.nat_address, node.cluster_address, config.gpu_assignment()[node.name], node.cpus
+        node.name,
+        node.nat_address,
+        node.cluster_address,
+        config.gpu_assignment()[node.name],
+        node.cpus,
+        memory_mb=node.memory + NODE_DAEMON_MEMORY_MB,
     )
     return render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir, config.container_name(node.name))
 
@@ -118,6 +124,19 @@ def test_web_app_container_is_not_on_the_cluster_bridge():
     assert "lxc.net.1" not in text
     assert "lxc.net.0.ipv4.address = 10.43.3.10/24" in text
     assert "cpuset" not in text  # not a Slurm node: no CPUs to declare
+    assert "memory" not in text  # nor memory
+
+
+def test_a_node_container_holds_its_jobs_memory_and_its_daemons():
+    raw = copy.deepcopy(stack_config("e2e")["cluster"])
+    raw["nodes"][0]["memory_mb"] = 3000
+    body = lines(node_lxc_config(ClusterConfig.model_validate(raw)))
+    limit = (3000 + NODE_DAEMON_MEMORY_MB) * 1024 * 1024
+    assert [line for line in body if "memory" in line] == [
+        f"lxc.cgroup.memory.limit_in_bytes = {limit}",
+        f"lxc.cgroup2.memory.max = {limit}",
+        "lxc.cgroup2.memory.swap.max = 0",
+    ]
 
 
 def lxc_loads(text: str, tmp_path: Path) -> subprocess.CompletedProcess:

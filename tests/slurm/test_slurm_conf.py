@@ -48,7 +48,7 @@ def test_slurm_conf_node_and_partition_lines():
     text = render_slurm_conf(cluster(), "c000")
     assert text.startswith("# Managed by the gpu-cluster Pulumi program")
     body = lines(text)
-    assert "GresTypes=gpu" in body
+    assert "GresTypes=gpu,shard" in body
     assert "SelectType=select/cons_tres" in body
     assert "SlurmctldHost=c000(10.43.3.2)" in body
     assert "SlurmctldParameters=enable_configless" in body
@@ -142,7 +142,8 @@ def test_jobs_are_contained_and_memory_is_scheduled():
 def test_slurmd_restarts_for_the_plugins_it_loads_at_start_only():
     text = render_slurm_conf(cluster(), "c000")
     assert slurmd_start_plugins(text) == (
-        "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity JobAcctGatherType=jobacct_gather/cgroup"
+        "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity JobAcctGatherType=jobacct_gather/cgroup "
+        "GresTypes=gpu,shard"
     )
 
 

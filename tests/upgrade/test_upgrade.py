@@ -10,12 +10,14 @@ every other changed input needs a reason here.
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from components import transport
+from components.stack_config import ConfigError
 from tests.harness.plan import plan, records, summary
 from tests.harness.program_harness import ROOT, run_program, stack_config
 from tests.upgrade import lib_reach
@@ -31,7 +33,12 @@ ALLOWED_UPDATES: dict[str, str] = {
     "-host-packages": "packages are never removed; destroy lists them in the kept directory",
     "-lxc": (
         "a clone cut short is recognized by its pending marker in the cluster directory; the "
-        "devices cgroup allows the container's own devices (DEVICES) instead of every GPU"
+        "devices cgroup allows the container's own devices (DEVICES) instead of every GPU; a node "
+        "container's memory limit (applied live)"
+    ),
+    "-slurm-slurmd": (
+        "slurmd restarts once for the containment plugins it loads at start (SLURMD_START_PLUGINS); "
+        "running jobs keep their slurmstepd"
     ),
     "-rules": "a forward takes its allowed source networks (SOURCES, empty: any, as before)",
     # Kubernetes pods get a restrictive securityContext and no service-account token. The
@@ -49,8 +56,11 @@ ALLOWED_UPDATES: dict[str, str] = {
     "-web-container-lxc": "the app's container mounts the cluster snapshot read-only",
     "-web-service": "the app becomes a page with its API under /api/, its settings one JSON",
     "-slurm-munge-key": "a munge key already there is trusted only when root's alone",
-    "-slurm-client": "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2)",
-    "-slurm-slurmctld": "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2)",
+    "-slurm-client": "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2); jobs contained, memory scheduled",
+    "-slurm-slurmctld": (
+        "the e2e stack's nodes declare 2 CPUs (slurm.conf CPUs=2); jobs contained, memory scheduled "
+        "(slurm.conf, cgroup.conf: CGROUP_CONF_TEXT)"
+    ),
 }
 # Resource name suffix -> why an upgrade replaces it.
 ALLOWED_REPLACES: dict[str, str] = {
@@ -116,17 +126,33 @@ def test_an_edit_to_a_helper_file_reruns_the_commands_using_it_and_replaces_noth
 # What the Slurm daemons are started or reconfigured over: slurmctld's config files (a change
 # of a node line restarts slurmctld), the client copy, and what slurmd's create writes to
 # /etc/default/slurmd (a change restarts slurmd).
-SLURM_INPUTS = ("SLURM_CONF_TEXT", "GRES_CONF_TEXT", "CONF_SERVER", "JOB_ACCT_GATHER")
+SLURM_INPUTS = ("SLURM_CONF_TEXT", "GRES_CONF_TEXT", "CONF_SERVER")
+# What the upgrade to contained jobs changes in slurm.conf, and nothing else: the plugins, memory
+# as a scheduled resource, and each node line's RealMemory (its CPUs stay, so no job is aborted).
+CONTAINMENT_SETTINGS = {
+    "ProctrackType": ("proctrack/linuxproc", "proctrack/cgroup"),
+    "TaskPlugin": ("task/none", "task/cgroup,task/affinity"),
+    "SelectTypeParameters": ("CR_Core", "CR_Core_Memory"),
+    "DefMemPerCPU": (None, "1024"),
+    "GresTypes": ("gpu", "gpu,shard"),
+    "JobAcctGatherType": ("jobacct_gather/none", "jobacct_gather/cgroup"),
+}
 
 
-# The k8s stack file of the release is refused by a later rule (a notebook node_port needs
-# service_type NodePort): its users edit it, which is a change of the cluster.
-@pytest.mark.parametrize("stack", ["e2e", "local"])
-def test_a_program_upgrade_over_the_same_stack_file_leaves_slurm_as_it_is(stack):
+def _settings(text: str) -> dict[str, str]:
+    settings = [line for line in text.splitlines() if "=" in line and not line.startswith(("#", "NodeName="))]
+    return dict(line.split("=", 1) for line in settings)
+
+
+def _node_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("NodeName=")]
+
+
+def test_a_program_upgrade_over_the_same_stack_file_changes_slurm_only_for_containment():
     # A job ends when its node's CPUs change (Slurm aborts the jobs of a node whose core count
-    # changed), and a changed node line restarts slurmctld: the program alone changes neither.
-    old = snapshot(stack)
-    current = run_program(release_stack_config(old["commit"], stack), stack=stack)
+    # changed): the upgrade adds each node's RealMemory and keeps its CPUs.
+    old = snapshot("e2e")
+    current = run_program(release_stack_config(old["commit"], "e2e"), stack="e2e")
     new = {r.name: r.inputs.get("environment", {}) for r in current.resources}
     compared = 0
     for resource in old["resources"]:
@@ -136,5 +162,23 @@ def test_a_program_upgrade_over_the_same_stack_file_leaves_slurm_as_it_is(stack)
             continue
         compared += 1
         assert resource["name"] in new, f"{resource['name']} is gone"
-        assert {key: new[resource["name"]].get(key) for key in keys} == {key: environment.get(key) for key in keys}
+        for key in keys:
+            before, after = environment.get(key), new[resource["name"]].get(key)
+            if key != "SLURM_CONF_TEXT":
+                assert after == before, (resource["name"], key)
+                continue
+            changed = {
+                k: (_settings(before).get(k), _settings(after).get(k))
+                for k in _settings(before).keys() | _settings(after).keys()
+                if _settings(before).get(k) != _settings(after).get(k)
+            }
+            assert changed == CONTAINMENT_SETTINGS, resource["name"]
+            assert [re.sub(r" RealMemory=[0-9]+", "", line) for line in _node_lines(after)] == _node_lines(before)
     assert compared >= 3, "slurmctld, the client and the nodes' slurmd"
+
+
+def test_the_release_s_shared_gpu_stack_is_refused_with_its_migration():
+    # The release's local stack shares one GPU between four nodes: the upgrade stops before
+    # anything changes and says what to write instead (docs/changes.md).
+    with pytest.raises(ConfigError, match=r"gpu\.share_between_nodes: true is no longer accepted"):
+        run_program(release_stack_config(snapshot("local")["commit"], "local"), stack="local")

@@ -2,7 +2,7 @@
 # restart_lines: the lines of a slurm.conf on stdin that a reconfigure cannot apply, so a
 # change of them restarts slurmctld: the nodes (Slurm 22.05 cannot add nodes on a reconfigure)
 # and the accounting storage and job accounting plugins.
-restart_lines() { grep -E '^(NodeName|AccountingStorage[A-Za-z]*|JobAcctGather[A-Za-z]*)=' || true; }
+restart_lines() { grep -E '^(NodeName|AccountingStorage[A-Za-z]*|JobAcctGather[A-Za-z]*|SelectType[A-Za-z]*|ProctrackType|TaskPlugin|GresTypes)=' || true; }
 
 # slurm_node_cpus: "NAME CPUS" for each node line of a slurm.conf on stdin, sorted by name;
 # CPUs 1 where the line has none, as Slurm reads it.
