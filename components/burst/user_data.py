@@ -9,11 +9,29 @@ from ipaddress import IPv4Address
 from pathlib import Path
 
 FILES = Path(__file__).parent / "files"
+# The shared shell helpers (components/files/lib): the boot takes the functions it names in a
+# `#@LIB FILE FUNCTION...@` line from there, so a burst node checks and makes users[] with the
+# same code as every other node. Only those functions: user data is at most 16 KiB.
+LIB = Path(__file__).parents[1] / "files" / "lib"
+LIB_LINE = re.compile(r"^#@LIB (\S+) ([^@]+)@$", re.MULTILINE)
+USER_DATA_LIMIT = 16384  # bytes, EC2's limit before base64
 NODE_PLACEHOLDER = "@NODE_NAME@"
 SAFE = re.compile(r"^[A-Za-z0-9._:/-]*$")
 # NAME:UID:GID:GROUP of each person (users[]), comma-separated.
 PERSON = r"[a-z_][a-z0-9_-]*:[0-9]+:[0-9]+:[a-z_][a-z0-9_-]*"
 PEOPLE = re.compile(rf"^({PERSON}(,{PERSON})*)?$")
+
+
+def lib_functions(file: str, names: list[str]) -> str:
+    """The text of these functions of a helper file (each from `NAME() {` to its closing `}`)."""
+    text = (LIB / file).read_text()
+    parts = []
+    for name in names:
+        found = re.search(rf"^{re.escape(name)}\(\) \{{\n.*?^\}}\n", text, re.MULTILINE | re.DOTALL)
+        if not found:
+            raise ValueError(f"lib/{file} has no function {name}")
+        parts.append(found.group(0))
+    return f"# ---- lib/{file}: {' '.join(names)} ----\n{''.join(parts)}# ----\n"
 
 
 def render_user_data(
@@ -39,7 +57,7 @@ def render_user_data(
         "@SHARED_DIR@": shared_dir,
         "@SHARED_MOUNT@": shared_mount,
     }
-    text = (FILES / "boot_node.sh").read_text()
+    text = LIB_LINE.sub(lambda m: lib_functions(m.group(1), m.group(2).split()), (FILES / "boot_node.sh").read_text())
     people_text = ",".join(people)
     if not PEOPLE.match(people_text):
         raise ValueError(f"@PEOPLE@: {people_text!r} is not safe in the boot script")
@@ -48,6 +66,8 @@ def render_user_data(
         if not SAFE.match(value):  # values go into shell assignments unquoted
             raise ValueError(f"{placeholder}: {value!r} is not safe in the boot script")
         text = text.replace(placeholder, value)
+    if len(text.encode()) > USER_DATA_LIMIT - 1024:  # room for the node's name and growth
+        raise ValueError(f"the burst boot script is {len(text.encode())} bytes: EC2 takes {USER_DATA_LIMIT} at most")
     return text
 
 

@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from moto import mock_aws
@@ -250,6 +251,41 @@ def test_launch_records_are_updated_under_a_lock_so_none_is_lost(world):
         launches["burst-1"] = 1.0
     worker.join(10)
     assert state.read() == {"burst-1": 1.0, "burst-2": 2.0}
+
+
+def test_capacity_skips_reported_at_once_by_the_resume_threads_are_all_kept(tmp_path):
+    """P4: the resume program's 8 threads report capacity errors at nearly the same time (a
+    barrier releases them together): no write fails, and no thread's skip is lost."""
+    import threading
+
+    for trial in range(25):
+        config = {"state_dir": str(tmp_path / str(trial)), "capacity_skip_s": 600}
+        Path(config["state_dir"]).mkdir()
+        barrier, failures = threading.Barrier(8), []
+
+        def report(index: int, config=config, barrier=barrier, failures=failures) -> None:
+            barrier.wait()
+            try:
+                burst_common.skip_types(config, [f"type-{index}"], now=1000.0)
+            except Exception as error:  # noqa: BLE001 - any failure is the finding
+                failures.append(repr(error))
+
+        threads = [threading.Thread(target=report, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert failures == [], (trial, failures)
+        skipped = burst_common.skipped_types(config, now=1000.0)
+        assert sorted(skipped) == [f"type-{i}" for i in range(8)], (trial, skipped)
+        assert sorted(p.name for p in Path(config["state_dir"]).iterdir()) == ["skipped.json", "skipped.lock"]
+
+
+def test_a_skip_that_is_over_is_dropped_and_a_new_one_kept(tmp_path):
+    config = {"state_dir": str(tmp_path), "capacity_skip_s": 600}
+    burst_common.skip_types(config, ["g5.xlarge"], now=1000.0)
+    burst_common.skip_types(config, ["g4dn.xlarge"], now=2000.0)
+    assert burst_common.StateFile(config, "skipped.json").read() == {"g4dn.xlarge": 2600.0}
 
 
 def test_the_launch_templates_keep_imdsv2_the_group_and_encryption_where_moto_fleets_drop_them(world):

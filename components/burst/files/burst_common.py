@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,9 +118,17 @@ class StateFile:
             return {}
 
     def write(self, data: dict) -> None:
-        temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(data, sort_keys=True))
-        temporary.replace(self.path)
+        # A temporary file of this write's own: the resume program's threads write at once.
+        fd, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as out:
+                os.fchmod(out.fileno(), 0o644)
+                out.write(json.dumps(data, sort_keys=True))
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
 
     @contextlib.contextmanager
     def locked(self):
@@ -142,10 +151,14 @@ def skipped_types(config: dict, now: float | None = None) -> dict[str, float]:
 
 
 def skip_types(config: dict, names: list[str], now: float | None = None) -> float:
+    """Skip these types until capacity_skip_s from now; under the state's lock, as the resume
+    program's threads report capacity errors at nearly the same time."""
     now = time.time() if now is None else now
     until = now + config["capacity_skip_s"]
-    state = StateFile(config, "skipped.json")
-    state.write({**skipped_types(config, now), **{name: until for name in names}})
+    with StateFile(config, "skipped.json").locked() as skipped:
+        for name in [name for name, end in skipped.items() if end <= now]:
+            del skipped[name]  # a skip that is over
+        skipped.update(dict.fromkeys(names, until))
     return until
 
 
