@@ -381,6 +381,57 @@ def test_a_passphrase_left_inside_the_state_by_an_earlier_version_is_used_and_th
     assert not project.generated_passphrase.exists() and inside.read_text() == "made earlier\n"
 
 
+def test_the_same_checkout_through_a_symlink_uses_the_same_passphrase(tmp_path):
+    """The passphrase is keyed on the physical path: reached through a symlink, the checkout
+    opens its state with the passphrase generated before, and no second one is made."""
+    project = Project(tmp_path)
+    assert project.run("./pulumi.sh stack ls").returncode == 0
+    link = tmp_path / "link"
+    link.symlink_to(project.dir)
+    done = project.run(f"cd {link} && ./pulumi.sh stack ls")
+    assert done.returncode == 0, done.stderr
+    assert "generated" not in done.stderr
+    assert [p.name for p in project.generated_passphrase.parent.iterdir()] == [project.generated_passphrase.name]
+    for call in project.calls():
+        assert_wrapped(call, project)
+
+
+def test_a_moved_checkout_finds_its_passphrase_by_the_name_recorded_in_its_state(tmp_path):
+    project = Project(tmp_path)
+    assert project.run("./pulumi.sh stack ls").returncode == 0
+    passphrase = project.generated_passphrase
+    assert (project.state / "key-name").read_text() == f"{passphrase.name}\n"
+    project.calls()
+    moved = tmp_path / "moved"
+    project.dir.rename(moved)
+    project.dir = moved
+    done = project.run("./pulumi.sh stack ls")
+    assert done.returncode == 0, done.stderr
+    assert "generated" not in done.stderr
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(passphrase)
+    assert [p.name for p in passphrase.parent.iterdir()] == [passphrase.name]
+
+
+def test_a_passphrase_an_earlier_version_keyed_on_a_symlinked_path_is_still_found(tmp_path):
+    project = Project(tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(project.dir)
+    digest = hashlib.sha256(f"{link}/.pulumi-state".encode()).hexdigest()[:12]
+    older = project.generated_passphrase.parent / f"passphrase-{digest}"
+    older.parent.mkdir(parents=True)
+    older.write_text("made earlier\n")
+    done = project.run(f"cd {link} && ./pulumi.sh stack ls")
+    assert done.returncode == 0, done.stderr
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(older) and "generated" not in done.stderr
+    assert (project.state / "key-name").read_text() == f"{older.name}\n"
+    # From then on the checkout's own path finds it too, through the recorded name.
+    assert project.run("./pulumi.sh stack ls").returncode == 0
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(older)
+
+
 def test_a_passphrase_from_the_environment_is_used_as_given(tmp_path):
     project = Project(tmp_path)
     done = project.run("./pulumi.sh stack ls", PULUMI_CONFIG_PASSPHRASE="correct horse")
