@@ -31,6 +31,7 @@ HOST_NEUTRAL = (
     "tests/test_config.py",
     "tests/test_docs.py",
     "tests/test_fixtures.py",
+    "tests/test_gpu_node_check.py",
     "tests/test_graph.py",
     "tests/test_hosts.py",
     "tests/test_layers.py",
