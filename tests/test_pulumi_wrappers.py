@@ -25,7 +25,16 @@ INSTALLER = ROOT / "tools" / "pulumi-cli.sh"
 PINNED = re.search(r"^VERSION=(\S+)$", INSTALLER.read_text(), re.M).group(1)
 PINNED_SHA256 = re.search(r"^SHA256=([0-9a-f]{64})$", INSTALLER.read_text(), re.M).group(1)
 TARBALL = f"pulumi-v{PINNED}-linux-x64.tar.gz"
-PROJECT_FILES = ["up.sh", "pulumi.sh", "down.sh", "tools", "requirements.txt", "Pulumi.yaml", "stacks"]
+PROJECT_FILES = [
+    "up.sh",
+    "pulumi.sh",
+    "down.sh",
+    "tools",
+    "requirements.txt",
+    "requirements.lock",
+    "Pulumi.yaml",
+    "stacks",
+]
 # A port nothing listens on: the download fails at once, as it does without network.
 UNREACHABLE = f"http://127.0.0.1:9/{TARBALL}"
 
@@ -61,7 +70,7 @@ class Project:
                 shutil.copytree(source, self.dir / name)
             else:
                 shutil.copy2(source, self.dir / name)
-        # The real venv: up.sh finds its requirements installed and pip changes nothing.
+        # The real venv: up.sh finds its locked packages installed and pip changes nothing.
         (self.dir / "venv").symlink_to(ROOT / "venv")
         self.record = tmp_path / "pulumi-calls.jsonl"
         self.bin = tmp_path / "bin"
@@ -629,6 +638,8 @@ def venv_project(tmp_path: Path, *, root: bool) -> tuple[Path, dict]:
     (project / "tools").mkdir(parents=True)
     shutil.copy2(ROOT / "tools" / "setup.sh", project / "tools")
     (project / "requirements.txt").write_text("pulumi\n")
+    (project / "requirements.lock").write_text("pulumi==1.0 --hash=sha256:" + "a" * 64 + "\n")
+    (project / "requirements-test.lock").write_text("pytest==1.0 --hash=sha256:" + "b" * 64 + "\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, text in (
@@ -642,9 +653,9 @@ def venv_project(tmp_path: Path, *, root: bool) -> tuple[Path, dict]:
     return project, env
 
 
-def ensure_venv(project: Path, env: dict) -> tuple[subprocess.CompletedProcess, list[str]]:
+def ensure_venv(project: Path, env: dict, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     done = subprocess.run(
-        ["bash", "-c", "set -euo pipefail; source tools/setup.sh; ensure_venv"],
+        ["bash", "-c", f"set -euo pipefail; source tools/setup.sh; ensure_venv {shlex.join(args)}"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -656,7 +667,10 @@ def ensure_venv(project: Path, env: dict) -> tuple[subprocess.CompletedProcess, 
     return done, lines
 
 
-PIP_INSTALL = "venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt"
+# The locks only, every file checked against its sha256 and no dependency unlocked (P9).
+PIP_INSTALL = (
+    "venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r requirements.lock"
+)
 
 
 @pytest.mark.parametrize("broken", ["no python", "no pip"])
@@ -711,3 +725,23 @@ def test_up_test_and_verify_share_the_venv_setup():
         text = (ROOT / script).read_text()
         assert "source tools/setup.sh" in text and "ensure_venv" in text, script
         assert "python3 -m venv" not in text, script
+
+
+def test_the_test_tools_are_installed_only_for_the_tests(tmp_path):
+    """up.sh and verify.sh (as root, with the passphrase) install the program's lock only; the
+    test tools' lock comes beside it for ./test.sh and CI."""
+    project, env = venv_project(tmp_path, root=True)
+    (project / "venv" / "bin").mkdir(parents=True)
+    (project / "venv" / "bin" / "python").write_text('#!/bin/bash\necho "venv/bin/python $*" >> "$RECORD"\n')
+    (project / "venv" / "bin" / "python").chmod(0o755)
+    done, calls = ensure_venv(project, env, "test")
+    assert done.returncode == 0, done.stderr
+    assert calls == ["venv/bin/python -c import pip", f"{PIP_INSTALL} -r requirements-test.lock"]
+    for script in ("up.sh", "verify.sh"):
+        assert re.findall(r"^ensure_venv.*$", (ROOT / script).read_text(), re.M) == ["ensure_venv"], script
+    assert re.findall(r"^ensure_venv.*$", (ROOT / "test.sh").read_text(), re.M) == ["ensure_venv test"]
+    assert "ensure_venv test" in (ROOT / ".ci" / "run").read_text()
+    runtime = (ROOT / "requirements.txt").read_text().lower()
+    for tool in ("pytest", "ruff", "hypothesis", "moto", "kubernetes-validate", "check-jsonschema"):
+        assert not re.search(rf"^{tool}\b", runtime, re.M), f"{tool} is a test tool: requirements-test.txt"
+        assert re.search(rf"^{tool}\b", (ROOT / "requirements-test.txt").read_text().lower(), re.M), tool
