@@ -15,6 +15,12 @@ state=$root/.pulumi-state
 
 cli_dir=$("$root/tools/pulumi-cli.sh")
 export PATH="$cli_dir:$PATH"
+# The CLI built from its Go modules keeps its self-built provider in a PULUMI_HOME of its own
+# (tools/pulumi-cli.sh), never the user's ~/.pulumi; a release CLI uses the user's as usual.
+pulumi_home=$("$root/tools/pulumi-cli.sh" home)
+if [ "$cli_dir/home" = "$pulumi_home" ]; then
+  export PULUMI_HOME=$pulumi_home
+fi
 export PULUMI_BACKEND_URL="file://$state"
 export PULUMI_SKIP_UPDATE_CHECK=true
 # The file backend needs its folder, whatever supplies the passphrase (0700: it holds the

@@ -50,6 +50,7 @@ with open({record!r}, "a") as out:
         "argv": sys.argv[1:],
         "cwd": os.getcwd(),
         "backend": os.environ.get("PULUMI_BACKEND_URL"),
+        "pulumi_home": os.environ.get("PULUMI_HOME"),
         "passphrase_set": "PULUMI_CONFIG_PASSPHRASE" in os.environ,
         "passphrase_file": file,
         "passphrase_file_mode": oct(os.stat(file).st_mode & 0o777) if file and os.path.exists(file) else None,
@@ -239,7 +240,36 @@ def test_the_wrapper_uses_the_cli_installed_in_the_project(tmp_path):
     assert done.returncode == 0, done.stderr
     [call] = project.calls()
     assert call["executable"] == str(cli / "pulumi") and call["argv"] == ["stack", "ls", "--json"]
+    assert call["pulumi_home"] is None  # a release CLI: the user's own home, release plugins
     assert_wrapped(call, project)
+
+
+def test_the_self_built_kubernetes_provider_goes_to_the_kept_home_never_the_user_s(tmp_path):
+    """tools/k8s-control-plane.sh installs its provider (built at the official version number)
+    into the self-built pieces' PULUMI_HOME, as tools/pulumi-cli.sh does the command provider."""
+    project = Project(tmp_path, stand_in_on_path=False)
+    tarball = tmp_path / TARBALL
+    digest = fake_tarball(tarball, project.record)
+    cli = project.dir / ".pulumi-cli" / f"v{PINNED}"
+    subprocess.run([INSTALLER, "install", tarball, digest, cli], check=True)
+    shutil.copy2(ROOT / "tools" / "k8s-control-plane.sh", project.dir / "tools")
+    version = re.search(
+        r"^KUBERNETES_PROVIDER_VERSION=(\S+)$", (ROOT / "tools" / "k8s-control-plane.sh").read_text(), re.M
+    )[1]
+    built = tmp_path / "k8s-plugin" / f"v{version}" / "pulumi-resource-kubernetes"
+    built.parent.mkdir(parents=True)
+    built.write_text("#!/bin/sh\n")
+    built.chmod(0o755)
+    (project.bin / "go").write_text("#!/bin/sh\nexit 1\n")
+    (project.bin / "go").chmod(0o755)
+    cache = tmp_path / "cli-cache"
+    env = {"PULUMI_CLI_CACHE": str(cache), "PULUMI_KUBERNETES_CACHE": str(tmp_path / "k8s-plugin")}
+    done = project.run("tools/k8s-control-plane.sh plugin", **env)
+    assert done.returncode == 0, done.stderr
+    [install] = project.calls()
+    assert install["argv"] == ["plugin", "install", "resource", "kubernetes", version, "--file", str(built)]
+    assert install["pulumi_home"] == str(cache / f"v{PINNED}" / "home")
+    assert not (tmp_path / ".pulumi").exists()
 
 
 # ---- the CLI built from its Go modules, when the download is impossible ----
@@ -300,9 +330,13 @@ def test_offline_the_engine_is_built_from_go_modules_and_sources_once_into_the_k
     built = cache / f"v{PINNED}"
     assert "building the Python language host" in done.stderr and "building the pulumi-command provider" in done.stderr
     install, call = project.calls()
-    # The provider goes where the CLI looks for plugins, by the CLI's own `plugin install`.
+    # The provider goes where the CLI looks for plugins, by the CLI's own `plugin install`: into
+    # the kept cache's own PULUMI_HOME, never the user's ~/.pulumi (a self-built provider under
+    # the official version number), and ./pulumi.sh runs the built CLI with that home.
     plugin = built / "plugins" / f"resource-command-v{COMMAND_PLUGIN}" / "pulumi-resource-command"
     assert install["argv"] == ["plugin", "install", "resource", "command", COMMAND_PLUGIN, "--file", str(plugin)]
+    assert install["pulumi_home"] == str(built / "home") == call["pulumi_home"]
+    assert project.run("tools/pulumi-cli.sh home", **env).stdout == f"{built / 'home'}\n"
     assert call["executable"] == str(built / "pulumi") and call["argv"] == ["stack", "ls"]
     for name in ("pulumi-language-python", "pulumi-language-python-exec"):
         assert os.access(built / name, os.X_OK), name
