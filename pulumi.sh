@@ -5,13 +5,22 @@
 #   ./pulumi.sh preview --stack nogpu
 # The passphrase: $PULUMI_CONFIG_PASSPHRASE or $PULUMI_CONFIG_PASSPHRASE_FILE when set; else
 # ~/.config/gpucluster/passphrase-<hash of the state's path>, generated (0600) on first use:
-# apart from the state it protects, so a copy of .pulumi-state/ carries no key.
+# apart from the state it protects, so a copy of .pulumi-state/ carries no key. Its name (not
+# the passphrase) is recorded in .pulumi-state/key-name, so the same state reached through a
+# symlink or moved elsewhere finds the same passphrase.
 set -euo pipefail
-root=$(cd "$(dirname "$0")" && pwd)
+# The physical path: a symlink to the checkout names the same state.
+root=$(cd "$(dirname "$0")" && pwd -P)
 state=$root/.pulumi-state
 
 cli_dir=$("$root/tools/pulumi-cli.sh")
 export PATH="$cli_dir:$PATH"
+# The CLI built from its Go modules keeps its self-built provider in a PULUMI_HOME of its own
+# (tools/pulumi-cli.sh), never the user's ~/.pulumi; a release CLI uses the user's as usual.
+pulumi_home=$("$root/tools/pulumi-cli.sh" home)
+if [ "$cli_dir/home" = "$pulumi_home" ]; then
+  export PULUMI_HOME=$pulumi_home
+fi
 export PULUMI_BACKEND_URL="file://$state"
 export PULUMI_SKIP_UPDATE_CHECK=true
 # The file backend needs its folder, whatever supplies the passphrase (0700: it holds the
@@ -33,7 +42,17 @@ elif [ -n "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
   }
 else
   keys=${XDG_CONFIG_HOME:-$HOME/.config}/gpucluster
-  generated=$keys/passphrase-$(printf '%s' "$state" | sha256sum | cut -c1-12)
+  # The name recorded in the state wins (a moved checkout); else the hash of this path.
+  name_record=$state/key-name
+  name=$(cat "$name_record" 2>/dev/null || true)
+  if ! [[ $name =~ ^passphrase-[0-9a-f]{12}$ ]]; then
+    name=passphrase-$(printf '%s' "$state" | sha256sum | cut -c1-12)
+    # An earlier version keyed it on the logical path (pwd): a checkout reached by a symlink.
+    logical=$(cd "$(dirname "$0")" && pwd)/.pulumi-state
+    older=passphrase-$(printf '%s' "$logical" | sha256sum | cut -c1-12)
+    [ -s "$keys/$name" ] || [ ! -s "$keys/$older" ] || name=$older
+  fi
+  generated=$keys/$name
   passphrase_file=$generated
   inside_state=$state/passphrase
   if [ -s "$inside_state" ] && [ ! -s "$passphrase_file" ]; then
@@ -48,6 +67,9 @@ else
     echo "generated the passphrase protecting the stacks' secrets: $passphrase_file (mode 0600)." \
       "Keep a copy; without it the state's secrets cannot be decrypted." \
       "To use your own, set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE before the first ./up.sh." >&2
+  fi
+  if [ "$passphrase_file" = "$generated" ] && [ "$(cat "$name_record" 2>/dev/null)" != "$name" ]; then
+    (umask 077 && printf '%s\n' "$name" > "$name_record")
   fi
   export PULUMI_CONFIG_PASSPHRASE_FILE=$passphrase_file
 fi
@@ -83,7 +105,7 @@ if [ "$status" != 0 ]; then
 error: the passphrase in use does not open $file: its encryptionsalt (and any secure: value in
 it) was written under another passphrase, e.g. by another clone or machine. Either
   - use that passphrase: PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (the
-    generated one of a clone at another path is ~/.config/gpucluster/passphrase-<hash> there), or
+    generated one of a clone is the ~/.config/gpucluster/ file its .pulumi-state/key-name names), or
   - if $file holds no secret you need, delete its encryptionsalt line and every secure: value,
     then set the secrets again (./pulumi.sh config set --secret KEY --stack $stack);
     a stack with state in .pulumi-state/ also needs its old passphrase to decrypt that state.

@@ -19,7 +19,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}"
 fi
 
-ensure_venv
+ensure_venv test
 venv/bin/python -m ruff check .
 venv/bin/python -m ruff format --check .
 # Two workers: the tests that change nothing on the host run beside the host's own, which go

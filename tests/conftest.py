@@ -31,6 +31,7 @@ HOST_NEUTRAL = (
     "tests/test_config.py",
     "tests/test_docs.py",
     "tests/test_fixtures.py",
+    "tests/test_gpu_node_check.py",
     "tests/test_graph.py",
     "tests/test_hosts.py",
     "tests/test_layers.py",
@@ -39,6 +40,7 @@ HOST_NEUTRAL = (
     "tests/test_outputs.py",
     "tests/test_pulumi_wrappers.py",
     "tests/test_stacks.py",
+    "tests/test_stand_in_nfs_handles.py",
     "tests/upgrade/test_upgrade.py",
 )
 

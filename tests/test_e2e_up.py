@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 CLUSTER = "nogpu"
 COPIED = ["up.sh", "down.sh", "pulumi.sh", "verify.sh", "purge-kept.sh", "tools", "Pulumi.yaml", "__main__.py"]
-COPIED += ["components", "stacks", "requirements.txt", "ops", "review"]
+COPIED += ["components", "stacks", "requirements.txt", "requirements.lock", "ops", "review"]
 # The sample comment of a pull request's preview against a real state (docs/previews.md): what
 # review.preview wrote for a change adding node c004 to the running nogpu cluster. Its counts,
 # table and labels are compared; GPUCLUSTER_WRITE_SAMPLE=1 rewrites the file from this run.

@@ -38,6 +38,7 @@ ALLOWED = {
     ("burst", "aws"): "burst instances use the EC2 price table, instance-type pattern, AWS ids and site tags",
     ("burst", "network"): "rule_burst: burst subnets lie apart from every host's container subnets",
     ("host", "network"): "GpuHost's preflight checks the host's bridges; rule_hosts: hosts' subnets are disjoint",
+    ("kubernetes", "host"): "the MNIST Job's scratch_host_path is refused inside the host paths' system trees",
     ("lxc", "host"): "the people (host's UserConfig) are created in every container",
     ("lxc", "network"): "a container's network lines come from its host's bridges (NetworkConfig)",
     ("metrics", "aws"): "an EC2 host's GPU-hour price comes from the instance's hourly price",

@@ -25,7 +25,16 @@ INSTALLER = ROOT / "tools" / "pulumi-cli.sh"
 PINNED = re.search(r"^VERSION=(\S+)$", INSTALLER.read_text(), re.M).group(1)
 PINNED_SHA256 = re.search(r"^SHA256=([0-9a-f]{64})$", INSTALLER.read_text(), re.M).group(1)
 TARBALL = f"pulumi-v{PINNED}-linux-x64.tar.gz"
-PROJECT_FILES = ["up.sh", "pulumi.sh", "down.sh", "tools", "requirements.txt", "Pulumi.yaml", "stacks"]
+PROJECT_FILES = [
+    "up.sh",
+    "pulumi.sh",
+    "down.sh",
+    "tools",
+    "requirements.txt",
+    "requirements.lock",
+    "Pulumi.yaml",
+    "stacks",
+]
 # A port nothing listens on: the download fails at once, as it does without network.
 UNREACHABLE = f"http://127.0.0.1:9/{TARBALL}"
 
@@ -41,6 +50,7 @@ with open({record!r}, "a") as out:
         "argv": sys.argv[1:],
         "cwd": os.getcwd(),
         "backend": os.environ.get("PULUMI_BACKEND_URL"),
+        "pulumi_home": os.environ.get("PULUMI_HOME"),
         "passphrase_set": "PULUMI_CONFIG_PASSPHRASE" in os.environ,
         "passphrase_file": file,
         "passphrase_file_mode": oct(os.stat(file).st_mode & 0o777) if file and os.path.exists(file) else None,
@@ -61,7 +71,7 @@ class Project:
                 shutil.copytree(source, self.dir / name)
             else:
                 shutil.copy2(source, self.dir / name)
-        # The real venv: up.sh finds its requirements installed and pip changes nothing.
+        # The real venv: up.sh finds its locked packages installed and pip changes nothing.
         (self.dir / "venv").symlink_to(ROOT / "venv")
         self.record = tmp_path / "pulumi-calls.jsonl"
         self.bin = tmp_path / "bin"
@@ -230,7 +240,36 @@ def test_the_wrapper_uses_the_cli_installed_in_the_project(tmp_path):
     assert done.returncode == 0, done.stderr
     [call] = project.calls()
     assert call["executable"] == str(cli / "pulumi") and call["argv"] == ["stack", "ls", "--json"]
+    assert call["pulumi_home"] is None  # a release CLI: the user's own home, release plugins
     assert_wrapped(call, project)
+
+
+def test_the_self_built_kubernetes_provider_goes_to_the_kept_home_never_the_user_s(tmp_path):
+    """tools/k8s-control-plane.sh installs its provider (built at the official version number)
+    into the self-built pieces' PULUMI_HOME, as tools/pulumi-cli.sh does the command provider."""
+    project = Project(tmp_path, stand_in_on_path=False)
+    tarball = tmp_path / TARBALL
+    digest = fake_tarball(tarball, project.record)
+    cli = project.dir / ".pulumi-cli" / f"v{PINNED}"
+    subprocess.run([INSTALLER, "install", tarball, digest, cli], check=True)
+    shutil.copy2(ROOT / "tools" / "k8s-control-plane.sh", project.dir / "tools")
+    version = re.search(
+        r"^KUBERNETES_PROVIDER_VERSION=(\S+)$", (ROOT / "tools" / "k8s-control-plane.sh").read_text(), re.M
+    )[1]
+    built = tmp_path / "k8s-plugin" / f"v{version}" / "pulumi-resource-kubernetes"
+    built.parent.mkdir(parents=True)
+    built.write_text("#!/bin/sh\n")
+    built.chmod(0o755)
+    (project.bin / "go").write_text("#!/bin/sh\nexit 1\n")
+    (project.bin / "go").chmod(0o755)
+    cache = tmp_path / "cli-cache"
+    env = {"PULUMI_CLI_CACHE": str(cache), "PULUMI_KUBERNETES_CACHE": str(tmp_path / "k8s-plugin")}
+    done = project.run("tools/k8s-control-plane.sh plugin", **env)
+    assert done.returncode == 0, done.stderr
+    [install] = project.calls()
+    assert install["argv"] == ["plugin", "install", "resource", "kubernetes", version, "--file", str(built)]
+    assert install["pulumi_home"] == str(cache / f"v{PINNED}" / "home")
+    assert not (tmp_path / ".pulumi").exists()
 
 
 # ---- the CLI built from its Go modules, when the download is impossible ----
@@ -291,9 +330,13 @@ def test_offline_the_engine_is_built_from_go_modules_and_sources_once_into_the_k
     built = cache / f"v{PINNED}"
     assert "building the Python language host" in done.stderr and "building the pulumi-command provider" in done.stderr
     install, call = project.calls()
-    # The provider goes where the CLI looks for plugins, by the CLI's own `plugin install`.
+    # The provider goes where the CLI looks for plugins, by the CLI's own `plugin install`: into
+    # the kept cache's own PULUMI_HOME, never the user's ~/.pulumi (a self-built provider under
+    # the official version number), and ./pulumi.sh runs the built CLI with that home.
     plugin = built / "plugins" / f"resource-command-v{COMMAND_PLUGIN}" / "pulumi-resource-command"
     assert install["argv"] == ["plugin", "install", "resource", "command", COMMAND_PLUGIN, "--file", str(plugin)]
+    assert install["pulumi_home"] == str(built / "home") == call["pulumi_home"]
+    assert project.run("tools/pulumi-cli.sh home", **env).stdout == f"{built / 'home'}\n"
     assert call["executable"] == str(built / "pulumi") and call["argv"] == ["stack", "ls"]
     for name in ("pulumi-language-python", "pulumi-language-python-exec"):
         assert os.access(built / name, os.X_OK), name
@@ -379,6 +422,57 @@ def test_a_passphrase_left_inside_the_state_by_an_earlier_version_is_used_and_th
     assert f"note: the passphrase sits inside the state it protects ({inside})" in done.stderr
     assert f"mv {inside} {project.generated_passphrase}" in done.stderr
     assert not project.generated_passphrase.exists() and inside.read_text() == "made earlier\n"
+
+
+def test_the_same_checkout_through_a_symlink_uses_the_same_passphrase(tmp_path):
+    """The passphrase is keyed on the physical path: reached through a symlink, the checkout
+    opens its state with the passphrase generated before, and no second one is made."""
+    project = Project(tmp_path)
+    assert project.run("./pulumi.sh stack ls").returncode == 0
+    link = tmp_path / "link"
+    link.symlink_to(project.dir)
+    done = project.run(f"cd {link} && ./pulumi.sh stack ls")
+    assert done.returncode == 0, done.stderr
+    assert "generated" not in done.stderr
+    assert [p.name for p in project.generated_passphrase.parent.iterdir()] == [project.generated_passphrase.name]
+    for call in project.calls():
+        assert_wrapped(call, project)
+
+
+def test_a_moved_checkout_finds_its_passphrase_by_the_name_recorded_in_its_state(tmp_path):
+    project = Project(tmp_path)
+    assert project.run("./pulumi.sh stack ls").returncode == 0
+    passphrase = project.generated_passphrase
+    assert (project.state / "key-name").read_text() == f"{passphrase.name}\n"
+    project.calls()
+    moved = tmp_path / "moved"
+    project.dir.rename(moved)
+    project.dir = moved
+    done = project.run("./pulumi.sh stack ls")
+    assert done.returncode == 0, done.stderr
+    assert "generated" not in done.stderr
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(passphrase)
+    assert [p.name for p in passphrase.parent.iterdir()] == [passphrase.name]
+
+
+def test_a_passphrase_an_earlier_version_keyed_on_a_symlinked_path_is_still_found(tmp_path):
+    project = Project(tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(project.dir)
+    digest = hashlib.sha256(f"{link}/.pulumi-state".encode()).hexdigest()[:12]
+    older = project.generated_passphrase.parent / f"passphrase-{digest}"
+    older.parent.mkdir(parents=True)
+    older.write_text("made earlier\n")
+    done = project.run(f"cd {link} && ./pulumi.sh stack ls")
+    assert done.returncode == 0, done.stderr
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(older) and "generated" not in done.stderr
+    assert (project.state / "key-name").read_text() == f"{older.name}\n"
+    # From then on the checkout's own path finds it too, through the recorded name.
+    assert project.run("./pulumi.sh stack ls").returncode == 0
+    [call] = project.calls()
+    assert call["passphrase_file"] == str(older)
 
 
 def test_a_passphrase_from_the_environment_is_used_as_given(tmp_path):
@@ -578,6 +672,8 @@ def venv_project(tmp_path: Path, *, root: bool) -> tuple[Path, dict]:
     (project / "tools").mkdir(parents=True)
     shutil.copy2(ROOT / "tools" / "setup.sh", project / "tools")
     (project / "requirements.txt").write_text("pulumi\n")
+    (project / "requirements.lock").write_text("pulumi==1.0 --hash=sha256:" + "a" * 64 + "\n")
+    (project / "requirements-test.lock").write_text("pytest==1.0 --hash=sha256:" + "b" * 64 + "\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, text in (
@@ -591,9 +687,9 @@ def venv_project(tmp_path: Path, *, root: bool) -> tuple[Path, dict]:
     return project, env
 
 
-def ensure_venv(project: Path, env: dict) -> tuple[subprocess.CompletedProcess, list[str]]:
+def ensure_venv(project: Path, env: dict, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     done = subprocess.run(
-        ["bash", "-c", "set -euo pipefail; source tools/setup.sh; ensure_venv"],
+        ["bash", "-c", f"set -euo pipefail; source tools/setup.sh; ensure_venv {shlex.join(args)}"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -605,7 +701,10 @@ def ensure_venv(project: Path, env: dict) -> tuple[subprocess.CompletedProcess, 
     return done, lines
 
 
-PIP_INSTALL = "venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt"
+# The locks only, every file checked against its sha256 and no dependency unlocked (P9).
+PIP_INSTALL = (
+    "venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r requirements.lock"
+)
 
 
 @pytest.mark.parametrize("broken", ["no python", "no pip"])
@@ -660,3 +759,23 @@ def test_up_test_and_verify_share_the_venv_setup():
         text = (ROOT / script).read_text()
         assert "source tools/setup.sh" in text and "ensure_venv" in text, script
         assert "python3 -m venv" not in text, script
+
+
+def test_the_test_tools_are_installed_only_for_the_tests(tmp_path):
+    """up.sh and verify.sh (as root, with the passphrase) install the program's lock only; the
+    test tools' lock comes beside it for ./test.sh and CI."""
+    project, env = venv_project(tmp_path, root=True)
+    (project / "venv" / "bin").mkdir(parents=True)
+    (project / "venv" / "bin" / "python").write_text('#!/bin/bash\necho "venv/bin/python $*" >> "$RECORD"\n')
+    (project / "venv" / "bin" / "python").chmod(0o755)
+    done, calls = ensure_venv(project, env, "test")
+    assert done.returncode == 0, done.stderr
+    assert calls == ["venv/bin/python -c import pip", f"{PIP_INSTALL} -r requirements-test.lock"]
+    for script in ("up.sh", "verify.sh"):
+        assert re.findall(r"^ensure_venv.*$", (ROOT / script).read_text(), re.M) == ["ensure_venv"], script
+    assert re.findall(r"^ensure_venv.*$", (ROOT / "test.sh").read_text(), re.M) == ["ensure_venv test"]
+    assert "ensure_venv test" in (ROOT / ".ci" / "run").read_text()
+    runtime = (ROOT / "requirements.txt").read_text().lower()
+    for tool in ("pytest", "ruff", "hypothesis", "moto", "kubernetes-validate", "check-jsonschema"):
+        assert not re.search(rf"^{tool}\b", runtime, re.M), f"{tool} is a test tool: requirements-test.txt"
+        assert re.search(rf"^{tool}\b", (ROOT / "requirements-test.txt").read_text().lower(), re.M), tool

@@ -185,6 +185,22 @@ def test_served_export_mounted_by_the_stand_in_client_outlives_its_lease():
         assert "mounted again" not in Path(MOUNT["STATE_DIR"], "nfs-client.log").read_text()
         (export / "slurm-1.out").unlink()
 
+        # One user's open file is not another's: the second user's open is an NFS OPEN of
+        # their own, which the server refuses (mode 0600), not a share of the holder's handle.
+        holder = subprocess.Popen(
+            ["setpriv", "--reuid=2345", "--regid=2345", "--clear-groups", "/usr/bin/python3", "-c",
+             f"import os, sys; fd = os.open('{shared}/private', os.O_RDWR | os.O_CREAT, 0o600); "
+             "os.write(fd, b'secret'); print('open', flush=True); sys.stdin.read()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert holder.stdout.readline() == "open\n"
+            peek = as_user(3456, f"cat {shared}/private")
+            assert peek.returncode != 0 and "secret" not in peek.stdout, peek
+        finally:
+            holder.communicate("", timeout=60)
+        (export / "private").unlink()
+
         with open(shared / "log", "w") as log:
             log.write("before\n")
             log.flush()

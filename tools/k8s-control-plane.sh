@@ -10,14 +10,16 @@
 #       build whatever the kept cache lacks (needs `go` and a Go module proxy, no other
 #       network) into ~/.cache/gpucluster/k8s-control-plane/vVERSIONS (or
 #       $K8S_CONTROL_PLANE_CACHE/vVERSIONS), then the pulumi-kubernetes provider into
-#       ~/.cache/gpucluster/pulumi-kubernetes/vVERSION and install it where the CLI finds
-#       plugins (`pulumi plugin install resource kubernetes VERSION --file`); print the
+#       ~/.cache/gpucluster/pulumi-kubernetes/vVERSION and install it into the self-built
+#       pieces' own PULUMI_HOME (`tools/pulumi-cli.sh home`; `pulumi plugin install resource
+#       kubernetes VERSION --file`), never the user's ~/.pulumi: the tests' engine harness
+#       runs with it, no other Pulumi project of the user does; print the
 #       control plane's directory. Every Go build runs under `nice -n 19`. Each piece prints
 #       how long it took.
 #   tools/k8s-control-plane.sh plugin
 #       only the provider (built if missing, then installed).
 #   tools/k8s-control-plane.sh purge
-#       remove both kept caches (the installed plugin stays; `pulumi plugin rm` removes it).
+#       remove both kept caches (the installed plugin stays; `tools/pulumi-cli.sh purge` removes it).
 set -euo pipefail
 
 # One pinned Kubernetes: the apiserver, scheduler and controller-manager from k8s.io/kubernetes,
@@ -36,7 +38,8 @@ cache_base=${XDG_CACHE_HOME:-$HOME/.cache}/gpucluster
 cache_root=${K8S_CONTROL_PLANE_CACHE:-$cache_base/k8s-control-plane}
 cache_dir=$cache_root/v$K8S_VERSION-etcd$ETCD_VERSION-kwok$KWOK_VERSION
 plugin_cache=${PULUMI_KUBERNETES_CACHE:-$cache_base/pulumi-kubernetes}/v$KUBERNETES_PROVIDER_VERSION
-plugin_dir=${PULUMI_HOME:-$HOME/.pulumi}/plugins/resource-kubernetes-v$KUBERNETES_PROVIDER_VERSION
+pulumi_home=$("$root/tools/pulumi-cli.sh" home)
+plugin_dir=$pulumi_home/plugins/resource-kubernetes-v$KUBERNETES_PROVIDER_VERSION
 BINARIES="etcd kube-apiserver kube-scheduler kube-controller-manager kwok kwok-stages.yaml"
 
 # go_build DIR OUT LDFLAGS PACKAGE...: one low-priority build (the machines are small and
@@ -163,7 +166,8 @@ plugin() (
     install_piece "$tmp/out/pulumi-resource-kubernetes" "$plugin_cache/pulumi-resource-kubernetes"
   fi
   if [ ! -x "$plugin_dir/pulumi-resource-kubernetes" ] || [ -e "$plugin_dir.partial" ]; then
-    PULUMI_SKIP_UPDATE_CHECK=true "$(pulumi_cli)" plugin install resource kubernetes \
+    mkdir -p "$pulumi_home"
+    PULUMI_HOME=$pulumi_home PULUMI_SKIP_UPDATE_CHECK=true "$(pulumi_cli)" plugin install resource kubernetes \
       "$KUBERNETES_PROVIDER_VERSION" --file "$plugin_cache/pulumi-resource-kubernetes" >&2
   fi
 )

@@ -16,9 +16,14 @@
 #       directory. With the CLI: its Python language host and the pulumi-command provider, which
 #       the proxy does not serve, from their unmodified sources in $PULUMI_PLUGIN_SOURCES
 #       (default ../shared/third_party beside the project); the provider is then installed
-#       where the CLI finds plugins (`pulumi plugin install --file`, into $PULUMI_HOME/plugins).
+#       (`pulumi plugin install --file`) into the kept cache's own PULUMI_HOME (vVERSION/home),
+#       never the user's ~/.pulumi: a self-built provider under the official version number
+#       must not be what another Pulumi project of the user runs. ./pulumi.sh (with this CLI)
+#       and the tests' engine harness run with PULUMI_HOME set to it.
 #       Also done by the plain call when the download fails, or the kept CLI lacks a piece,
 #       and `go` is on PATH, unless PULUMI_CLI_BUILD=no.
+#   tools/pulumi-cli.sh home
+#       print that PULUMI_HOME (tools/k8s-control-plane.sh installs its provider there too).
 #   tools/pulumi-cli.sh purge
 #       remove the kept cache of built CLIs (./purge-kept.sh --cli does the same).
 set -euo pipefail
@@ -92,8 +97,10 @@ for candidate in "$root/../shared/third_party" "$root/shared/third_party"; do
 done
 language_source=$sources/pulumi-v$VERSION/sdk/python/cmd
 command_source=$sources/pulumi-command-v$COMMAND_VERSION/provider
-# Where the CLI looks for resource plugins: `pulumi plugin install` puts them there.
-plugin_dir=${PULUMI_HOME:-$HOME/.pulumi}/plugins/resource-command-v$COMMAND_VERSION
+# The self-built pieces' own PULUMI_HOME (see `build` above): `pulumi plugin install` with it
+# puts the provider into its plugins/, where only the project's wrappers and tests look.
+home_dir=$cache_dir/home
+plugin_dir=$home_dir/plugins/resource-command-v$COMMAND_VERSION
 
 missing_sources() {
   local what=$1 path=$2
@@ -202,12 +209,14 @@ build() (
   printf '%s\n' "$cache_dir"
 )
 
-# The built provider, where every `pulumi` of this user looks for plugins ($PULUMI_HOME/plugins).
+# The built provider, into the kept cache's own PULUMI_HOME: never the user's ~/.pulumi/plugins.
 install_command_plugin() {
   local plugin=$cache_dir/plugins/resource-command-v$COMMAND_VERSION/pulumi-resource-command
   [ -x "$plugin" ] || return 0
   if [ -x "$plugin_dir/pulumi-resource-command" ] && [ ! -e "$plugin_dir.partial" ]; then return 0; fi
-  PULUMI_SKIP_UPDATE_CHECK=true "$cache_dir/pulumi" plugin install resource command "$COMMAND_VERSION" --file "$plugin" >&2
+  mkdir -p "$home_dir"
+  PULUMI_HOME=$home_dir PULUMI_SKIP_UPDATE_CHECK=true "$cache_dir/pulumi" plugin install resource command \
+    "$COMMAND_VERSION" --file "$plugin" >&2
 }
 
 # complete: whether the kept CLI has its language host and the provider is installed.
@@ -270,6 +279,7 @@ case "${1:-}" in
   "") ensure ;;
   install) shift; [ $# = 3 ] || { echo "usage: $0 install SOURCE SHA256 DEST" >&2; exit 64; }; install "$@" ;;
   build) build ;;
+  home) printf '%s\n' "$home_dir" ;;
   purge) rm -rf "$cache_root" && echo "removed $cache_root" ;;
-  *) echo "usage: $0 [install SOURCE SHA256 DEST | build | purge]" >&2; exit 64 ;;
+  *) echo "usage: $0 [install SOURCE SHA256 DEST | build | home | purge]" >&2; exit 64 ;;
 esac

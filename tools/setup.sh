@@ -1,10 +1,16 @@
 # Shared by up.sh, test.sh and verify.sh (sourced, from the project root): the Python venv
 # they run in, and which stack this machine can bring up.
 
-# venv/ with the requirements installed. A venv/ without a working python or pip (left by a
-# `python3 -m venv` that failed half-way, as it does on a Debian without python3-venv) is
-# rebuilt; python3-venv is installed first when it is missing (as root; else the command is named).
+# ensure_venv [test]: venv/ with the locked packages installed: requirements.lock (what runs
+# the program), and with `test` requirements-test.lock beside it (the test tools). Every file is
+# checked against the lock's sha256 and nothing unlocked comes in (--require-hashes --no-deps):
+# up.sh and verify.sh run as root, with the stack's passphrase. A venv/ without a working
+# python or pip (left by a `python3 -m venv` that failed half-way, as it does on a Debian
+# without python3-venv) is rebuilt; python3-venv is installed first when it is missing (as
+# root; else the command is named).
 ensure_venv() {
+  local locks=(-r requirements.lock)
+  [ "${1:-}" != test ] || locks+=(-r requirements-test.lock)
   if { [ -e venv ] || [ -L venv ]; } && ! venv/bin/python -c 'import pip' >/dev/null 2>&1; then
     echo "venv/ is broken (no working python or pip in it): rebuilding it" >&2
     rm -rf venv
@@ -22,7 +28,7 @@ ensure_venv() {
     fi
     python3 -m venv venv
   fi
-  venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes --no-deps "${locks[@]}"
 }
 
 # Whether this machine has the NVIDIA driver loaded: the test the stand-in GPUs make

@@ -1,5 +1,6 @@
 """BurstPrograms: the resume, suspend and reconcile programs on the controller, with their
-config, boto3 in a venv of their own, the controller's AWS key and the reconciler's timer."""
+config, boto3 in a venv of their own (from its hashed lock), the controller's AWS key and the
+reconciler's timer."""
 
 import json
 from pathlib import Path
@@ -20,7 +21,7 @@ PROGRAM_FILES = {
     "SUSPEND_PY": "suspend.py",
     "RECONCILE_PY": "reconcile.py",
     "STORE_MUNGE_KEY_PY": "store_munge_key.py",
-    "REQUIREMENTS_TXT": "requirements.txt",
+    "REQUIREMENTS_LOCK": "requirements.lock",
 }
 
 

@@ -2,13 +2,15 @@
 Cross-field rules are named functions in each model's `RULES`."""
 
 from collections.abc import Iterator
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
 )
 
 from components.config_types import Port, SafePath, StrictModel
+from components.host.rules import LXC_DIR_FORBIDDEN_TREES, _system_dir_problem
 from components.kubernetes.fields import (
     CpuQuantity,
     GpuCount,
@@ -24,26 +26,59 @@ from components.kubernetes.fields import (
 # --- GPU workloads from the seeds ------------------------------------------------------------
 
 
-class NvidiaSmiJob(StrictModel):
+# The seeds' images, by tag: suggested in the errors and docs, never used unnamed.
+NVIDIA_SMI_SEED = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+DEVICE_QUERY_SEED = "kshatrix/gpu-example:cuda-10.2"
+NOTEBOOK_SEED = "tensorflow/tensorflow:2.16.1-gpu-jupyter"
+MNIST_SEED = "mcr.microsoft.com/azuredocs/samples-tf-mnist-demo:gpu"
+
+
+def _rule_image_named(w: "SeedWorkload") -> Iterator[str]:
+    """The seeds name third-party images by tag, which their registries can move, and no digest
+    of them is verified here: the operator names the image (the seed's, pinned by digest)."""
+    if w.image is None:
+        yield (
+            f"image: no default image: set one, pinned by digest, e.g. the seed's {w.SEED}@sha256:<digest> "
+            f"(`docker buildx imagetools inspect {w.SEED}` prints the digest; docs/kubernetes.md)"
+        )
+
+
+class SeedWorkload(RuledModel):
+    """A seed's workload: its image has no default (_rule_image_named)."""
+
+    SEED: ClassVar[str]
+    RULES: ClassVar[tuple[Rule, ...]] = (_rule_image_named,)
+
+
+def _image_field(seed: str):
+    return Field(None, description=f"image, best pinned by @sha256: digest (required; the seed's: {seed})")
+
+
+def _scratch_path(value: str) -> str:
+    # The MNIST Job mounts it read-write, created if missing, as uid 0: never a system tree,
+    # the kubelet's or the container runtime's state (/var/lib), root's home or a user-writable one.
+    problem = _system_dir_problem("scratch_host_path", value, (*LXC_DIR_FORBIDDEN_TREES, "/root", "/var/lib"))
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+class NvidiaSmiJob(SeedWorkload):
     """A Job that runs `nvidia-smi` once on a GPU: proves the device plugin hands out GPUs."""
 
     name: K8sName = Field("nvidia-smi", description="Job name")
-    image: ImageRef = Field(
-        "nvidia/cuda:12.4.1-base-ubuntu22.04",
-        description="CUDA base image with nvidia-smi",
-    )
+    SEED: ClassVar[str] = NVIDIA_SMI_SEED
+    image: ImageRef | None = _image_field(NVIDIA_SMI_SEED)
     gpus: GpuCount = 1
     backoff_limit: int = Field(2, ge=0, le=10, description="retries before the Job fails")
 
 
-class DeviceQueryDeployment(StrictModel):
+class DeviceQueryDeployment(SeedWorkload):
     """A Deployment that runs CUDA's deviceQuery, then sleeps (the seed's gpu-test)."""
 
     name: K8sName = Field("device-query", description="Deployment name")
-    image: ImageRef = Field(
-        "kshatrix/gpu-example:cuda-10.2",
-        description="image holding the deviceQuery sample",
-    )
+    SEED: ClassVar[str] = DEVICE_QUERY_SEED
+    image: ImageRef | None = _image_field(DEVICE_QUERY_SEED)
     gpus: GpuCount = 1
     replicas: int = Field(1, ge=1, le=64, description="number of deviceQuery pods")
 
@@ -57,16 +92,14 @@ def _rule_notebook_node_port_needs_node_port_type(nb: "NotebookPod") -> Iterator
         )
 
 
-class NotebookPod(RuledModel):
+class NotebookPod(SeedWorkload):
     """A TensorFlow Jupyter Pod with one GPU behind a Service (ClusterIP unless opted in)."""
 
-    RULES: ClassVar[tuple[Rule, ...]] = (_rule_notebook_node_port_needs_node_port_type,)
+    RULES: ClassVar[tuple[Rule, ...]] = (_rule_image_named, _rule_notebook_node_port_needs_node_port_type)
 
     name: K8sName = Field("tf-notebook", description="Pod and Service name")
-    image: ImageRef = Field(
-        "tensorflow/tensorflow:2.16.1-gpu-jupyter",
-        description="Jupyter image with GPU support",
-    )
+    SEED: ClassVar[str] = NOTEBOOK_SEED
+    image: ImageRef | None = _image_field(NOTEBOOK_SEED)
     gpus: GpuCount = 1
     container_port: Port = Field(8888, description="port Jupyter listens on in the container")
     service_port: Port = Field(80, description="Service port (the cluster-internal port)")
@@ -81,19 +114,18 @@ class NotebookPod(RuledModel):
     )
 
 
-class MnistTrainingJob(StrictModel):
+class MnistTrainingJob(SeedWorkload):
     """The seed's TensorFlow MNIST training Job, with a hostPath scratch volume."""
 
     name: K8sName = Field("samples-tf-mnist-demo", description="Job name")
-    image: ImageRef = Field(
-        "mcr.microsoft.com/azuredocs/samples-tf-mnist-demo:gpu",
-        description="training image; its entrypoint accepts --max_steps",
-    )
+    SEED: ClassVar[str] = MNIST_SEED
+    image: ImageRef | None = _image_field(MNIST_SEED)
     gpus: GpuCount = 1
     max_steps: int = Field(500, ge=1, le=10_000_000, description="training steps (--max_steps)")
-    scratch_host_path: SafePath = Field(
+    scratch_host_path: Annotated[SafePath, AfterValidator(_scratch_path)] = Field(
         "/mnt/tmp",
-        description="directory on the node used as scratch (created if missing)",
+        description="directory on the node used as scratch (created if missing; mounted read-write for uid 0, "
+        "so no system, root's, /var/lib or user-writable tree)",
     )
     scratch_mount_path: SafePath = Field("/tmp", description="where the scratch directory appears in the container")
     backoff_limit: int = Field(4, ge=0, le=10, description="retries before the Job fails")

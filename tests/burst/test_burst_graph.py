@@ -129,7 +129,8 @@ def test_the_programs_go_to_the_controller_container_with_the_key_by_stdin_only(
     install = run.by_name("gpu-burst-programs-install")
     environment = install.inputs["environment"]
     assert environment["CONTAINER"] == "gpu-c000" and environment["MUNGE_KEY_FILE"].endswith("/gpu/munge.key")
-    assert "boto3==" in environment["REQUIREMENTS_TXT"] and "def main" in environment["RESUME_PY"]
+    assert "boto3==1.44.5 \\\n    --hash=sha256:" in environment["REQUIREMENTS_LOCK"]
+    assert "def main" in environment["RESUME_PY"]
     config = json.loads(unwrap(environment["CONFIG_JSON"]))
     assert config["subnets"] == ["gpu-burst-subnet0-id", "gpu-burst-subnet1-id"]
     assert config["partitions"][0]["types"][0] == {"name": "g5.xlarge", "template": "gpu-burst-g5-xlarge"}

@@ -1,6 +1,7 @@
 """The real Pulumi engine, for the tests that run it: the pinned CLI (tools/pulumi-cli.sh), its
-Python language host and the pulumi-command provider plugin, against a local file backend in a
-temporary directory with a generated passphrase.
+Python language host and the pulumi-command provider plugin (in the self-built providers' own
+PULUMI_HOME, `tools/pulumi-cli.sh home`), against a local file backend in a temporary directory
+with a generated passphrase.
 
 Each Engine works on a copy of the project (the program, the stack files, the venv linked), so
 what the CLI writes into a stack file (`encryptionsalt`, `secure:` values) never touches the
@@ -45,6 +46,13 @@ def cli_dir() -> Path | None:
     return Path(done.stdout.strip()) if done.returncode == 0 else None
 
 
+def pulumi_home() -> Path:
+    """The PULUMI_HOME of the tests: the self-built providers' own (tools/pulumi-cli.sh home),
+    never the user's ~/.pulumi, which every other Pulumi project of the user reads."""
+    done = subprocess.run([str(ROOT / "tools" / "pulumi-cli.sh"), "home"], capture_output=True, text=True, check=True)
+    return Path(done.stdout.strip())
+
+
 def ready() -> str | None:
     """None when the engine can run this program here, else what is missing."""
     folder = cli_dir()
@@ -57,13 +65,13 @@ def ready() -> str | None:
         [str(folder / "pulumi"), "plugin", "ls", "--json"],
         capture_output=True,
         text=True,
-        env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"},
+        env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_HOME": str(pulumi_home())},
         check=False,
     )
     plugins = json.loads(listed.stdout or "[]")
     if not any(p["name"] == "command" and p["version"] == COMMAND_PLUGIN for p in plugins):
-        install = f"pulumi plugin install resource command {COMMAND_PLUGIN} --file BINARY"
-        return f"no pulumi-command provider plugin v{COMMAND_PLUGIN} (`{install}`)"
+        install = f"PULUMI_HOME={pulumi_home()} pulumi plugin install resource command {COMMAND_PLUGIN} --file BINARY"
+        return f"no pulumi-command provider plugin v{COMMAND_PLUGIN} (tools/pulumi-cli.sh build, or `{install}`)"
     return None
 
 
@@ -128,6 +136,8 @@ class Engine:
             "PULUMI_BACKEND_URL": f"file://{self.state}",
             "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
+            # The self-built providers' own home (tools/pulumi-cli.sh home), not the user's.
+            "PULUMI_HOME": str(pulumi_home()),
             # `--event-log` (the engine's steps as JSON, what the harness is compared with) is a
             # flag of the CLI's debug commands.
             "PULUMI_DEBUG_COMMANDS": "true",

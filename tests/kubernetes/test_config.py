@@ -51,10 +51,14 @@ def test_stack_file_declares_only_this_projects_namespace():
     assert all(key.startswith("gpu-cluster:") for key in keys)
 
 
-def test_an_empty_workload_section_deploys_it_with_the_seed_defaults():
-    config = KubernetesConfig.model_validate({"workloads": {"nvidia_smi": {}, "mnist": {}}})
+def test_a_workload_section_naming_its_image_deploys_it_with_the_seed_defaults():
+    mnist = "mcr.microsoft.com/azuredocs/samples-tf-mnist-demo:gpu@sha256:" + "b" * 64
+    config = KubernetesConfig.model_validate(
+        {"workloads": {"nvidia_smi": {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}, "mnist": {"image": mnist}}}
+    )
     assert config.workloads.nvidia_smi.image == "nvidia/cuda:12.4.1-base-ubuntu22.04"
     assert config.workloads.nvidia_smi.gpus == 1
+    assert config.workloads.mnist.image == mnist
     assert config.workloads.mnist.max_steps == 500
     assert config.workloads.mnist.scratch_host_path == "/mnt/tmp"
     assert config.workloads.device_query is None
@@ -66,6 +70,53 @@ def test_an_empty_workload_section_deploys_it_with_the_seed_defaults():
         "operator": "Exists",
         "effect": "NoSchedule",
     }
+
+
+@pytest.mark.parametrize(
+    ("workload", "seed"),
+    [
+        ("nvidia_smi", "nvidia/cuda:12.4.1-base-ubuntu22.04"),
+        ("device_query", "kshatrix/gpu-example:cuda-10.2"),
+        ("notebook", "tensorflow/tensorflow:2.16.1-gpu-jupyter"),
+        ("mnist", "mcr.microsoft.com/azuredocs/samples-tf-mnist-demo:gpu"),
+    ],
+)
+def test_a_seed_workload_has_no_default_image_and_the_error_suggests_the_seed_s_by_digest(workload, seed):
+    """The seeds name third-party images by mutable tags, and no digest of them is verified by
+    the project: an unnamed image is refused, never pulled by tag behind the operator's back."""
+    with pytest.raises(ValidationError) as raised:
+        KubernetesConfig.model_validate({"workloads": {workload: {}}})
+    [error] = raised.value.errors()
+    assert error["loc"] == ("workloads", workload)
+    assert f"no default image: set one, pinned by digest, e.g. the seed's {seed}@sha256:<digest>" in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("/", "/ is a system directory"),
+        ("/etc", "/etc is a system directory"),
+        ("/etc/kubernetes", "is inside /etc"),
+        ("/root/.ssh", "is inside /root"),
+        ("/var/lib/kubelet", "is inside /var/lib"),
+        ("/home/alice", "is inside /home"),
+        ("/tmp/scratch", "is inside /tmp"),
+        ("/usr/local/bin", "is a system directory"),
+    ],
+)
+def test_the_mnist_scratch_host_path_is_never_a_system_tree(path, problem):
+    """The Job runs as uid 0 with it mounted read-write and created if missing."""
+    with pytest.raises(ValidationError) as raised:
+        KubernetesConfig.model_validate(config_with({"workloads": {"mnist": {"scratch_host_path": path}}}))
+    [error] = raised.value.errors()
+    assert error["loc"] == ("workloads", "mnist", "scratch_host_path")
+    assert f"scratch_host_path: {path}" in error["msg"] and problem in error["msg"]
+
+
+@pytest.mark.parametrize("path", ["/mnt/tmp", "/srv/scratch", "/data/mnist"])
+def test_a_scratch_directory_of_its_own_is_accepted(path):
+    config = KubernetesConfig.model_validate(config_with({"workloads": {"mnist": {"scratch_host_path": path}}}))
+    assert config.workloads.mnist.scratch_host_path == path
 
 
 def test_preinstalled_driver_and_toolkit_config_is_accepted():
@@ -122,6 +173,12 @@ def test_quantity_value(quantity, value):
 # --- one row per validation rule: (rule, patch on the stack file, error location, message) ---
 
 CROSS_FIELD_CASES = [
+    (
+        "_rule_image_named",
+        {"workloads": {"device_query": {"image": None}}},
+        ("workloads", "device_query"),
+        "image: no default image: set one, pinned by digest, e.g. the seed's kshatrix/gpu-example:cuda-10.2@sha256:",
+    ),
     (
         "_rule_exists_has_no_value",
         {"gpu_scheduling": {"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}},

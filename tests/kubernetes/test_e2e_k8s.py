@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from tests.harness import k8s_control_plane as cp
-from tests.harness.engine import Engine
+from tests.harness.engine import Engine, pulumi_home
 from tests.harness.engine import ready as engine_ready
 from tests.harness.program_harness import ROOT, fixture_file
 
@@ -57,6 +57,7 @@ def missing() -> str | None:
         ["bash", "-c", f'"$("{ROOT}/tools/pulumi-cli.sh")/pulumi" plugin ls --json'],
         capture_output=True,
         text=True,
+        env={**os.environ, "PULUMI_HOME": str(pulumi_home())},
         check=False,
     )
     plugins = json.loads(listed.stdout or "[]")

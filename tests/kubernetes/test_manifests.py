@@ -165,7 +165,7 @@ def test_kubernetes_alone_with_only_the_web_app():
 
 
 def test_the_notebook_gets_no_node_port_unless_asked():
-    run = stack_run(workloads={"notebook": {}})
+    run = stack_run(workloads={"notebook": {"image": "tensorflow/tensorflow:2.16.1-gpu-jupyter"}})
     spec = run.one(SERVICE, "k8s-gpu-workloads-notebook-service").inputs["spec"]
     assert spec["type"] == "ClusterIP" and "nodePort" not in spec["ports"][0]
     assert run.outputs["k8s_notebook_node_port"] is None
@@ -224,7 +224,7 @@ def test_every_gpu_container_has_a_whole_gpu_limit():
 
 
 def test_gpu_count_from_config_reaches_the_limit():
-    run = stack_run(workloads={"mnist": {"gpus": 2}})
+    run = stack_run(workloads={"mnist": {"image": "mcr.microsoft.com/azuredocs/samples-tf-mnist-demo:gpu", "gpus": 2}})
     [container] = pod_spec(run.one(JOB, "k8s-gpu-workloads-mnist"))["containers"]
     assert container["resources"]["limits"] == {GPU: "2"}
 

@@ -52,17 +52,26 @@ def test_a_missing_local_chart_is_named(tmp_path):
 
 
 def test_the_await_timeout_becomes_create_and_update_timeouts():
-    config = KubernetesConfig(workloads={"nvidia_smi": {}}, await_timeout_seconds=90)
+    config = KubernetesConfig(
+        workloads={"nvidia_smi": {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}}, await_timeout_seconds=90
+    )
     opts = await_options(config, pulumi.ResourceOptions())
     assert (opts.custom_timeouts.create, opts.custom_timeouts.update) == ("90s", "90s")
-    unset = KubernetesConfig(workloads={"nvidia_smi": {}})
+    unset = KubernetesConfig(workloads={"nvidia_smi": {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}})
     assert await_options(unset, pulumi.ResourceOptions()).custom_timeouts is None
 
 
 def test_pods_and_jobs_are_deleted_before_their_replacement():
     """A Pod's containers and a Job's template are immutable: a change replaces them, and the
     replacement has the same name (the API server refused it created first: a field conflict)."""
-    config = KubernetesConfig(workloads={"nvidia_smi": {}, "device_query": {}, "notebook": {}, "mnist": {}})
+    config = KubernetesConfig(
+        workloads={
+            "nvidia_smi": {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"},
+            "device_query": {"image": "kshatrix/gpu-example:cuda-10.2"},
+            "notebook": {"image": "tensorflow/tensorflow:2.16.1-gpu-jupyter"},
+            "mnist": {"image": "mcr.microsoft.com/azuredocs/samples-tf-mnist-demo:gpu"},
+        }
+    )
     kinds = {role: (m["kind"], replaced_by_name(m)) for role, m in workload_manifests(config).items()}
     assert kinds == {
         "nvidia-smi": ("Job", True),
@@ -81,7 +90,13 @@ def test_the_registrations_carry_delete_before_replace():
 
     @pulumi.runtime.test
     def program():
-        config = KubernetesConfig(workloads={"nvidia_smi": {}, "device_query": {}, "notebook": {}})
+        config = KubernetesConfig(
+            workloads={
+                "nvidia_smi": {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"},
+                "device_query": {"image": "kshatrix/gpu-example:cuda-10.2"},
+                "notebook": {"image": "tensorflow/tensorflow:2.16.1-gpu-jupyter"},
+            }
+        )
         return pulumi.Output.from_input(build_kubernetes(config)["k8s_namespace"])
 
     program()

@@ -45,7 +45,13 @@ def config_variants() -> dict[str, KubernetesConfig]:
                     "driver_enabled": False,
                     "toolkit_enabled": False,
                 },
-                "workloads": {"notebook": {}, "mnist": {"gpus": 2}},
+                "workloads": {
+                    "notebook": {"image": "tensorflow/tensorflow:2.16.1-gpu-jupyter"},
+                    "mnist": {
+                        "image": "mcr.microsoft.com/azuredocs/samples-tf-mnist-demo:gpu@sha256:" + "c" * 64,
+                        "gpus": 2,
+                    },
+                },
                 "web_app": {
                     "image": "ghcr.io/example/gpu-web-app:0.1.0",
                     "gpus": 2,

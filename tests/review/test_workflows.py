@@ -235,11 +235,11 @@ def test_the_preview_job_has_credentials_but_no_write_token_and_the_comment_job_
     assert "review.post" in " ".join(s.get("run", "") for s in jobs["comment"]["steps"])
 
 
-def _locked() -> dict[str, tuple[str, list[str]]]:
-    """requirements.lock: name -> (version, hashes)."""
+def _locked(lock: Path = ROOT / "requirements.lock") -> dict[str, tuple[str, list[str]]]:
+    """A lock (requirements.lock unless named): name -> (version, hashes)."""
     entries = {}
     # One requirement per logical line; its hashes continue it on lines ending in a backslash.
-    text = (ROOT / "requirements.lock").read_text().replace("\\\n", " ")
+    text = lock.read_text().replace("\\\n", " ")
     for line in text.splitlines():
         if line and not line.startswith("#"):
             pin, *hashes = line.split()
@@ -306,20 +306,53 @@ def test_the_lock_tool_keeps_every_file_and_names_what_a_python_it_is_for_would_
         lock_text({"install": [item("a")]}, lambda name, version: ["bb"])
 
 
-def test_the_lock_satisfies_requirements_txt():
-    """requirements.lock is made from requirements.txt (tools/lock_requirements.py): every
-    requirement is in it at a version its specifier allows."""
+def test_each_lock_satisfies_its_requirements():
+    """Each lock is made from its requirements file (tools/lock_requirements.py): every
+    requirement is in it (or, for the test tools' lock, in the program's lock it is installed
+    beside) at a version its specifier allows, and every pin carries its files' sha256."""
     from packaging.requirements import Requirement
 
-    locked = _locked()
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if not line:
-            continue
-        wanted = Requirement(line)
-        name = wanted.name.lower().replace("_", "-")
-        assert name in locked, f"{name} is not in requirements.lock: run venv/bin/python tools/lock_requirements.py"
-        assert wanted.specifier.contains(locked[name][0], prereleases=True), (name, locked[name][0], str(wanted))
+    from tools.lock_requirements import LOCKS
+
+    assert [(s.relative_to(ROOT).as_posix(), lock.relative_to(ROOT).as_posix()) for s, lock, _ in LOCKS] == [
+        ("requirements.txt", "requirements.lock"),
+        ("requirements-test.txt", "requirements-test.lock"),
+        ("components/burst/files/requirements.txt", "components/burst/files/requirements.lock"),
+    ]
+    for source, lock, beside in LOCKS:
+        locked = {**(_locked(beside) if beside else {}), **_locked(lock)}
+        for name, (_version, hashes) in _locked(lock).items():
+            assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), (lock.name, name)
+        for line in source.read_text().splitlines():
+            line = line.split("#")[0].strip()
+            if not line:
+                continue
+            wanted = Requirement(line)
+            name = wanted.name.lower().replace("_", "-")
+            assert name in locked, f"{name} is not in {lock.name}: run venv/bin/python tools/lock_requirements.py"
+            assert wanted.specifier.contains(locked[name][0], prereleases=True), (name, locked[name][0], str(wanted))
+
+
+def test_the_test_tools_lock_holds_only_what_the_program_s_lock_lacks():
+    """Installed together (--no-deps), the two locks are one set: no package in both."""
+    program, tests = _locked(), _locked(ROOT / "requirements-test.lock")
+    assert not set(program) & set(tests)
+    for tool in ("pytest", "ruff", "hypothesis", "moto"):
+        assert tool in tests and tool not in program, tool
+
+
+def test_the_burst_venv_installs_its_hashed_lock_only():
+    """P9: the controller's burst venv (as root, for programs holding the AWS key) installed
+    boto3 with unpinned, unhashed dependencies."""
+    script = (ROOT / "components" / "burst" / "files" / "programs_create.sh").read_text()
+    installs = [line for line in script.splitlines() if "pip" in line and " install " in line]
+    assert installs == [
+        '    "$1/venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps '
+        '-r "$1/lib/requirements.lock"'
+    ]
+    locked = _locked(ROOT / "components" / "burst" / "files" / "requirements.lock")
+    for dependency in ("boto3", "botocore", "jmespath", "s3transfer", "urllib3", "python-dateutil", "six"):
+        assert dependency in locked, dependency
 
 
 def test_only_deploy_runs_on_a_self_hosted_runner_and_only_for_a_push_to_main():

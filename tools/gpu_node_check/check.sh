@@ -3,16 +3,35 @@
 # preflight, two node containers made from the project's own config lines (c000 owns
 # /dev/nvidia0, c001 no GPU), the acceptance probe (ops/verify_gpu.py) and gpu_health.sh in
 # them, and tools/gpu_overhead.py. Step two, as root on the GPU host (prepare.py first).
-# Its log: $OUT/log.txt (default /tmp/gpu-node-check). It removes what it made when it ends.
+# Its log: $OUT/log.txt (default /tmp/gpu-node-check). Everything else it makes lies in a fresh
+# `mktemp -d` ($SCRATCH: the unpacked LXC, its container path, the rootfs, the lxc-* wrappers),
+# but the stack's shared_dir, which the commands name: it refuses to start when that exists,
+# and at the end removes the scratch directory and the part of shared_dir's path it made.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 DC=$ROOT/tools/gpu_node_check
 WORK=$DC/work
+source "$DC/common.sh"
+SHARED=$(env_of dev-c000-lxc SHARED_DIR) || exit 1
+if [ -e "$SHARED" ] || [ -L "$SHARED" ]; then
+  echo "error: $SHARED exists already (a cluster's shared files?): the check makes and removes it." \
+    "Nothing was changed; run the check on a host without it." >&2
+  exit 1
+fi
+# The first missing directory of shared_dir's path: what this check makes, and removes.
+MADE=$SHARED
+while [ ! -e "$(dirname "$MADE")" ]; do MADE=$(dirname "$MADE"); done
+mkdir -p "$SHARED" || exit 1
+SCRATCH=$(mktemp -d) || { rm -rf "$MADE"; exit 1; }
+export SHARED SCRATCH
+scratch_paths
+# The unmounts come first (in_namespace.sh's mounts live in its own mount namespace anyway);
+# --one-file-system: never through a mount into the host's files.
+trap 'echo "removing what this check made: $SCRATCH $MADE"; rm -rf --one-file-system "$SCRATCH" "$MADE"' EXIT
 export OUT=${OUT:-/tmp/gpu-node-check}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
-source "$DC/common.sh"
 
 step facts
 uname -a; cat /etc/os-release | head -2
@@ -36,15 +55,15 @@ runcmd dev-host-preflight
 step "preflight, gpu.driver_files naming no libcuda (must refuse, naming it)"
 runcmd dev-host-preflight DRIVER_FILES=/usr/local/nvidia/bin/nvidia-smi
 
-step "LXC 5.0.2 from Debian 12's debs in /opt/lxc"
-for d in "$WORK"/debs/*.deb; do dpkg -x "$d" /opt/lxc; done
-LD_LIBRARY_PATH=/opt/lxc/usr/lib/x86_64-linux-gnu
-LXCPATH=/var/lib/lxcdev; mkdir -p $LXCPATH /tmp/lxcbin
+step "LXC 5.0.2 from Debian 12's debs in $LXC_ROOT"
+mkdir -p "$LXC_ROOT" "$LXCPATH" "$SCRATCH/bin" "$SCRATCH/ct"
+for d in "$WORK"/debs/*.deb; do dpkg -x "$d" "$LXC_ROOT"; done
+LD_LIBRARY_PATH=$LXC_ROOT/usr/lib/x86_64-linux-gnu
 for t in lxc-start lxc-stop lxc-attach lxc-info lxc-ls; do
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec /opt/lxc/usr/bin/%s -P %s "$@"\n' "$LD_LIBRARY_PATH" $t $LXCPATH > /tmp/lxcbin/$t; chmod +x /tmp/lxcbin/$t
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s/usr/bin/%s -P %s "$@"\n' "$LD_LIBRARY_PATH" "$LXC_ROOT" $t "$LXCPATH" > "$SCRATCH/bin/$t"; chmod +x "$SCRATCH/bin/$t"
 done
-export PATH=/tmp/lxcbin:$PATH
-sed -i 's#/usr/share/lxc#/opt/lxc/usr/share/lxc#g' /opt/lxc/usr/share/lxc/config/*.conf
+export PATH=$SCRATCH/bin:$PATH
+sed -i "s#/usr/share/lxc#$LXC_ROOT/usr/share/lxc#g" "$LXC_ROOT"/usr/share/lxc/config/*.conf
 lxc-start --version
 
 # Part two runs as PID 1 of a new PID namespace, from the root cgroup (LXC's base cgroup is
@@ -53,6 +72,4 @@ echo $$ > /sys/fs/cgroup/cgroup.procs 2>/dev/null || echo "(could not move into 
 step "part two: unshare --pid --fork --mount-proc, from cgroup $(cat /proc/self/cgroup)"
 timeout 420 unshare --pid --fork --mount-proc bash "$DC/in_namespace.sh"
 echo "part two exit $?"
-step "removing what this check made"
-rm -rf /var/lib/lxcdev /tmp/ct /tmp/lxcbin /srv/gpucluster/dev /opt/lxc
 step done

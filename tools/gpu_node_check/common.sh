@@ -1,6 +1,10 @@
 # What check.sh and in_namespace.sh share (sourced from the repository's root).
 COMMANDS=tools/gpu_node_check/work/commands.json
 
+# scratch_paths: under check.sh's fresh scratch directory ($SCRATCH), the unpacked LXC, its
+# container path and the containers' rootfs and logs.
+scratch_paths() { LXC_ROOT=$SCRATCH/lxc-install LXCPATH=$SCRATCH/containers CT=$SCRATCH/ct; }
+
 step() { printf '\n===== %s (%ss)\n' "$*" "$SECONDS"; }
 
 # libs FILE...: the project's shell helpers (components/files/lib/FILE.sh), in this shell.

@@ -4,10 +4,12 @@
 set -uo pipefail
 ROOT=$(pwd)
 WORK=$ROOT/tools/gpu_node_check/work
-LXCPATH=/var/lib/lxcdev
-# The containers stop and their rootfs go however this ends.
-trap 'for n in dev-c000 dev-c001; do lxc-stop -n $n -k >/dev/null 2>&1; done; umount /tmp/ct/*/root 2>/dev/null' EXIT
 source tools/gpu_node_check/common.sh
+# check.sh's scratch directory and the stack's shared_dir, which it made.
+: "${SCRATCH:?}" "${SHARED:?}"
+scratch_paths
+# The containers stop and their rootfs go however this ends.
+trap 'for n in dev-c000 dev-c001; do lxc-stop -n $n -k >/dev/null 2>&1; done; umount "$CT"/*/root 2>/dev/null' EXIT
 
 step "preflight in part two (PID 1 here: $(cat /proc/1/cgroup))"
 runcmd dev-host-preflight
@@ -15,7 +17,7 @@ runcmd dev-host-preflight
 # The driver as the node image has it: none. The rootfs is an overlay of this machine's own /
 # with every driver file, the driver's directory and the CUDA toolkit hidden (whiteouts).
 make_rootfs() { # NAME
-  local base=/tmp/ct/$1 p
+  local base=$CT/$1 p
   mkdir -p $base/upper $base/work $base/root
   { awk '{ print $1 }' "$WORK/mounts.txt" | grep '^/'; ldconfig -p | grep -E 'libcuda|libnvidia' | sed 's/.* => //'
     command -v nvidia-smi; echo /usr/local/nvidia; ls -d /usr/local/cuda* 2>/dev/null; } | sort -u | while read -r p; do
@@ -30,7 +32,7 @@ make_container() { # NAME COMMAND
   local name=$1 cmd=$2 dir=$LXCPATH/$1 lxc_config devices cpuset driver_mounts
   lxc_config=$(env_of "$cmd" LXC_CONFIG); devices=$(env_of "$cmd" DEVICES); cpuset=$(env_of "$cmd" CPUSET)
   make_rootfs "$name"
-  mkdir -p "$dir" /srv/gpucluster/dev/shared
+  mkdir -p "$dir" "$SHARED"
   (
     libs lxc_config gpu_driver
     DRIVER_FILES=""
@@ -45,9 +47,9 @@ make_container() { # NAME COMMAND
     for range in "${ranges[@]}"; do for ((cpu = ${range%-*}; cpu <= ${range#*-}; cpu++)); do online+=("$cpu"); done; done
     cpus=$(for ((i = 0; i < count; i++)); do echo "${online[(slot + i) % ${#online[@]}]}"; done | sort -n | paste -sd,)
     {
-      echo "lxc.include = /opt/lxc/usr/share/lxc/config/debian.common.conf"
-      echo "lxc.rootfs.path = dir:/tmp/ct/$name/root"
-      echo "lxc.rootfs.mount = /opt/lxc/usr/lib/x86_64-linux-gnu/lxc/rootfs"
+      echo "lxc.include = $LXC_ROOT/usr/share/lxc/config/debian.common.conf"
+      echo "lxc.rootfs.path = dir:$CT/$name/root"
+      echo "lxc.rootfs.mount = $LXC_ROOT/usr/lib/x86_64-linux-gnu/lxc/rootfs"
       echo "lxc.init.cmd = /bin/sleep infinity"
       echo "lxc.net.0.type = empty"
       # The project's lines, its two network groups left out (no bridges on this machine).
@@ -58,7 +60,7 @@ make_container() { # NAME COMMAND
     } > "$dir/config"
   )
   echo "--- $dir/config (project lines after the 5 of this recipe)"; cat "$dir/config"
-  lxc-start -n "$name" -d -l INFO -o /tmp/ct/$name.log || { echo "lxc-start $name failed"; tail -30 /tmp/ct/$name.log; return 1; }
+  lxc-start -n "$name" -d -l INFO -o "$CT/$name.log" || { echo "lxc-start $name failed"; tail -30 "$CT/$name.log"; return 1; }
   sleep 1
   lxc-info -n "$name" | head -3
   in_node "$name" ldconfig
@@ -86,7 +88,7 @@ echo "\$ acceptance probe (ops/verify_gpu.py PROBE) as root in the node"
 in_node dev-c000 python3 -c "$PROBE" '{"gpus": ["/dev/nvidia0"], "others": [[195, 1]], "gres": 1}' 2>&1
 echo "\$ gpu_health.sh (no Slurm here: sinfo absent, so the GRES part is not checked)"
 in_node dev-c000 sh -c 'mkdir -p /etc/gpucluster && echo "/dev/nvidia0 195:0" > /etc/gpucluster/gpu-health.conf' 
-cp "$ROOT/components/slurm/files/gpu_health.sh" /tmp/ct/dev-c000/root/tmp/gpu_health.sh
+cp "$ROOT/components/slurm/files/gpu_health.sh" "$CT/dev-c000/root/tmp/gpu_health.sh"
 in_node dev-c000 env GPU_HEALTH_NODE=c000 bash /tmp/gpu_health.sh; echo "gpu_health exit $?"
 
 step "node B (dev-c001: no GPU allowed, control devices only)"
@@ -96,7 +98,7 @@ in_node dev-c001 python3 -c "$PROBE" '{"gpus": [], "others": [[195, 0]], "gres":
 echo "\$ nvidia-smi -L"; in_node dev-c001 nvidia-smi -L 2>&1
 echo "\$ torch"; in_node dev-c001 $TORCH -c "$TORCH_CHECK" 2>&1 | tail -1
 in_node dev-c001 sh -c 'mkdir -p /etc/gpucluster && echo "/dev/nvidia0 195:0" > /etc/gpucluster/gpu-health.conf; mknod /dev/nvidia0 c 195 0 2>/dev/null'
-cp "$ROOT/components/slurm/files/gpu_health.sh" /tmp/ct/dev-c001/root/tmp/gpu_health.sh
+cp "$ROOT/components/slurm/files/gpu_health.sh" "$CT/dev-c001/root/tmp/gpu_health.sh"
 echo "\$ gpu_health.sh where the GPU is refused (must fail)"; in_node dev-c001 env GPU_HEALTH_NODE=c001 bash /tmp/gpu_health.sh; echo "gpu_health exit $?"
 lxc-stop -n dev-c001 -k
 

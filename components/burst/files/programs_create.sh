@@ -1,9 +1,9 @@
 # The burst programs on the controller (the host or the container slurmctld runs in):
-# their Python files, boto3 pinned in a venv of their own, the wrappers slurm.conf names,
+# their Python files, boto3 in a venv of their own (its hashed lock), the wrappers slurm.conf names,
 # the controller's AWS key (stdin only, 0400 slurm), the reconciler's timer, and the
 # cluster's munge key put in its Secrets Manager secret for the burst nodes.
 require CLUSTER BASE CONFIG_JSON CREDENTIALS_FILE STATE_DIR LOG_FILE MUNGE_KEY_FILE SECRET_ID
-require BURST_COMMON_PY RESUME_PY SUSPEND_PY RECONCILE_PY STORE_MUNGE_KEY_PY REQUIREMENTS_TXT
+require BURST_COMMON_PY RESUME_PY SUSPEND_PY RECONCILE_PY STORE_MUNGE_KEY_PY REQUIREMENTS_LOCK
 on_controller() { if [ -n "${CONTAINER:-}" ]; then in_ct "$CONTAINER" "$@"; else "$@"; fi; }
 # put PATH MODE OWNER < content
 put() {
@@ -21,7 +21,7 @@ credentials=$(cat)
 [ -n "$credentials" ] || die "no AWS key for the burst programs on stdin"
 
 # The programs: one variable per file (BURST_COMMON_PY holds burst_common.py...).
-for variable in BURST_COMMON_PY RESUME_PY SUSPEND_PY RECONCILE_PY STORE_MUNGE_KEY_PY REQUIREMENTS_TXT; do
+for variable in BURST_COMMON_PY RESUME_PY SUSPEND_PY RECONCILE_PY STORE_MUNGE_KEY_PY REQUIREMENTS_LOCK; do
   name=$(printf '%s' "$variable" | tr 'A-Z' 'a-z' | sed 's/_\([a-z]*\)$/.\1/')
   printf '%s' "${!variable}" | put "$BASE/lib/$name" 0644 root:root || true
 done
@@ -30,11 +30,13 @@ printf '%s' "$credentials" | put "$CREDENTIALS_FILE" 0400 slurm:slurm || true
 on_controller install -d -o slurm -g slurm -m 0750 "$STATE_DIR" "$(dirname "$LOG_FILE")"
 on_controller /bin/sh -c 'touch "$1" && chown slurm:slurm "$1" && chmod 0640 "$1"' sh "$LOG_FILE"
 
-# boto3 pinned, in its own venv (Debian's python3-boto3 is too old); made again when the pins change.
-if ! on_controller cmp -s "$BASE/lib/requirements.txt" "$BASE/venv/requirements.txt" 2>/dev/null; then
+# boto3 in its own venv (Debian's python3-boto3 is too old), as root, for programs that hold
+# the AWS key: only the lock's files, each checked against its sha256, no unlocked dependency
+# (components/burst/files/requirements.lock, tools/lock_requirements.py); made again when it changes.
+if ! on_controller cmp -s "$BASE/lib/requirements.lock" "$BASE/venv/requirements.lock" 2>/dev/null; then
   on_controller /bin/sh -c 'set -e; rm -rf "$1/venv"; python3 -m venv "$1/venv"
-    "$1/venv/bin/pip" install -q --disable-pip-version-check -r "$1/lib/requirements.txt"
-    cp "$1/lib/requirements.txt" "$1/venv/requirements.txt"' sh "$BASE"
+    "$1/venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps -r "$1/lib/requirements.lock"
+    cp "$1/lib/requirements.lock" "$1/venv/requirements.lock"' sh "$BASE"
 fi
 
 # The wrappers slurm.conf names (ResumeProgram...): the config's path, the venv's Python.

@@ -101,12 +101,19 @@ for _name, _restype, _argtypes in (
 # renew it while idle; or the server restarted): mount again, reopen the open files, retry.
 # libnfs also keeps one stateid per handle and one sequence per open-owner, which two opens of
 # one file (or a failed one) put out of step (NFS4ERR_OLD_STATEID, NFS4ERR_BAD_SEQID): the same
-# recovery; and one file is opened once, its handle shared by every open of it (below).
+# recovery; and one file is opened once per caller, its handle shared by every open of it by
+# the same uid and gid (below): never by another user's, whose open the server has not checked.
 STATE_LOST = (
     "NFS4ERR_EXPIRED", "NFS4ERR_STALE_CLIENTID", "NFS4ERR_BAD_STATEID", "NFS4ERR_STALE_STATEID",
     "NFS4ERR_OLD_STATEID", "NFS4ERR_BAD_SEQID",
 )  # fmt: skip
 NOT_OPENED_AGAIN = os.O_CREAT | os.O_EXCL | os.O_TRUNC
+
+
+def _caller() -> tuple[int, int]:
+    """The uid and gid of the process this FUSE request is for."""
+    uid, gid, _ = fusepy.fuse_get_context()
+    return uid, gid
 
 
 class NfsFs(fusepy.Operations):
@@ -117,7 +124,7 @@ class NfsFs(fusepy.Operations):
         self.connect = connect
         self.nfs = connect()
         self.mutex = threading.Lock()
-        self.handles: dict[int, list] = {}  # key -> [libnfs handle, path, flags, opens]
+        self.handles: dict[int, list] = {}  # key -> [libnfs handle, path, flags, opens, (uid, gid)]
         self.opened: dict[int, int] = {}  # FUSE file number -> key of its handle
         self.next_handle = 1
 
@@ -131,6 +138,9 @@ class NfsFs(fusepy.Operations):
         for entry in self.handles.values():
             handle = _P()
             flags = entry[2] & ~NOT_OPENED_AGAIN
+            # Reopened as the user who opened it.
+            LIBNFS.nfs_set_uid(self.nfs, entry[4][0])
+            LIBNFS.nfs_set_gid(self.nfs, entry[4][1])
             entry[0] = (
                 handle if LIBNFS.nfs_open(self.nfs, entry[1].encode(), flags, ctypes.byref(handle)) == 0 else None
             )
@@ -168,12 +178,19 @@ class NfsFs(fusepy.Operations):
         return handle
 
     def _shared(self, path: str, flags: int) -> int | None:
-        """An open of `path` already made with the same access, or read-write (a handle made by
-        `create` is, and serves a later write-only or read-only open of the file: Slurm opens a
-        job's output file once for stdout and again for stderr): its handle serves this one too."""
-        wanted = flags & os.O_ACCMODE
+        """An open of `path` already made by this caller (uid and gid) with the same access, or
+        read-write (a handle made by `create` is, and serves a later write-only or read-only open
+        of the file: Slurm opens a job's output file once for stdout and again for stderr): its
+        handle serves this one too. Another user's open never does: the server checked that
+        user's access, not this caller's."""
+        wanted, caller = flags & os.O_ACCMODE, _caller()
         for key, entry in self.handles.items():
-            if entry[1] == path and entry[0] is not None and entry[2] & os.O_ACCMODE in (wanted, os.O_RDWR):
+            if (
+                entry[1] == path
+                and entry[4] == caller
+                and entry[0] is not None
+                and entry[2] & os.O_ACCMODE in (wanted, os.O_RDWR)
+            ):
                 return key
         return None
 
@@ -181,7 +198,7 @@ class NfsFs(fusepy.Operations):
         """A FUSE file number for an open of `path`: on the shared handle `key`, or a new one."""
         if key is None:
             key = self.next_handle
-            self.handles[key] = [handle, path, flags, 0]
+            self.handles[key] = [handle, path, flags, 0, _caller()]
         self.handles[key][3] += 1
         number, self.next_handle = self.next_handle, self.next_handle + 1
         self.opened[number] = key
