@@ -3,6 +3,7 @@ host (its daemons, the LXC monitors) belongs to no deploy. A CI runner kills, wh
 every process whose environment holds the job's RUNNER_TRACKING_ID, and the deploy's
 environment holds its secrets: the started process gets neither, and a session of its own."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -64,8 +65,9 @@ def test_a_detached_process_holds_nothing_of_the_deploy_and_outlives_its_process
             assert time.monotonic() < deadline, "the caller did not start its daemons"
             time.sleep(0.1)
         pids = [int((tmp_path / f"{name}.pid").read_text()) for name in ("background", "forked")]
-        background, forked = pids
-        assert Path(f"/proc/{background}/cmdline").read_bytes().split(b"\0")[1:] == [b"3001", b""], "not the program's pid"
+        background = pids[0]
+        arguments = Path(f"/proc/{background}/cmdline").read_bytes().split(b"\0")[1:]
+        assert arguments == [b"3001", b""], "not the program's pid"
         assert (tmp_path / "false.status").read_text().strip() == "1"
         for pid in pids:
             seen = environ(pid)
@@ -90,7 +92,5 @@ def test_a_detached_process_holds_nothing_of_the_deploy_and_outlives_its_process
         if caller.poll() is None:
             os.killpg(caller.pid, signal.SIGKILL)
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
