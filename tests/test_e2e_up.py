@@ -129,7 +129,7 @@ def deploy_environment_holders() -> dict[int, str]:
             parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             if marks & set((entry / "environ").read_bytes().split(b"\0")):
                 found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (FileNotFoundError, ProcessLookupError):
+        except (FileNotFoundError, ProcessLookupError, PermissionError):  # gone, or a sandbox's init
             continue
     ours = {os.getpid()}
     while grown := {pid for pid, parent in parents.items() if parent in ours} - ours:
