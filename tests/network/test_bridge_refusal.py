@@ -78,6 +78,10 @@ probes() {
   probe node "$ct2" 10.43.3.5 9090; probe node "$ct2" 192.168.10.11 80
   probe other-cluster "$ct3" 10.43.3.5 8080; probe node "$ct1" 10.44.3.5 8080
 }
+# The cluster bridge's create can come first: no bridge's NAT rules yet, its rules go at the end.
+inbound_up t br1 ""
+echo "alone: $(iptables -S FORWARD | grep -c gpucluster:t:inbound:br1)"
+delete_tagged_rules gpucluster:t:inbound:br1
 # What the create scripts made before the refusal: the bridges' NAT rules, the forward (host port
 # 7000 -> the web app's 8080, from the LAN), the route to the other host, the burst VPC's route.
 nat_rules t br0 10.43.3.0/24 | rules_up gpucluster:t:bridge:br0 append
@@ -143,6 +147,7 @@ def test_routed_traffic_into_a_bridge_is_refused_but_what_must_get_in():
     out = done.stdout
     # Before: every port of every container is open to whoever routes the subnet via the host
     # (the burst VPC's route accepts nothing of its own; the ACCEPT policy lets it all in).
+    assert "alone: 2\n" in out
     assert section(out, "before") == expected(set())
     refused = {
         "lan -> 10.43.3.5:8080",

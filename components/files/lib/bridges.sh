@@ -55,7 +55,7 @@ inbound_rules() {
 # accepts on top, and before every bridge's accept of its traffic out, which would otherwise
 # let one cluster's containers into another cluster's bridge depending on which came first.
 inbound_up() {
-  local tag="gpucluster:$1:inbound:$2" rules line in_place=0 count position words
+  local tag="gpucluster:$1:inbound:$2" rules line in_place=0 count position words try
   rules=$(inbound_rules "$@")
   count=$(grep -c . <<< "$rules")
   while read -r line; do
@@ -65,13 +65,18 @@ inbound_up() {
   delete_tagged_rules "$tag"
   while read -r line; do
     read -ra words <<< "$line"
-    # Rule numbers count from 1 after the -P line: line N of -S is rule N-1.
-    position=$(iptables -w 30 -t filter -S FORWARD | grep -nE -- '--comment "?gpucluster:[^ "]+:bridge:' | head -n1 | cut -d: -f1)
-    if [ -n "$position" ]; then
-      iptables -w 30 -t filter -I FORWARD "$((position - 1))" "${words[@]:2}"
-    else
-      iptables -w 30 -t filter -A FORWARD "${words[@]:2}"
-    fi
+    # Another create (the other bridge's, another cluster's) may change the chain between the
+    # look and the insert: a position gone is looked up again.
+    for try in 1 2 3 4 5; do
+      # Rule numbers count from 1 after the -P line: line N of -S is rule N-1.
+      position=$(iptables -w 30 -t filter -S FORWARD | awk '/--comment "?gpucluster:[^ "]+:bridge:/ { print NR - 1; exit }')
+      if [ -z "$position" ]; then
+        iptables -w 30 -t filter -A FORWARD "${words[@]:2}" && break
+      else
+        iptables -w 30 -t filter -I FORWARD "$position" "${words[@]:2}" 2>/dev/null && break
+      fi
+      [ "$try" -lt 5 ] || die "cannot insert into FORWARD: $line"
+    done
   done <<< "$rules"
 }
 
