@@ -192,7 +192,7 @@ def routed_subnet_is_refused(config: dict, report: list[str]) -> None:
     target = f"{web['nat_address']}:{web['port']}"
     report.append(f"  curl http://{target}/healthz: exit {direct.returncode} {direct.stderr.strip()}")
     report.append(f"  curl http://10.44.0.1:{web['host_port']}/healthz: exit {forwarded.returncode}")
-    # curl exit 7: could not connect (refused: REJECT answers, nothing times out)
-    assert direct.returncode == 7 and "refused" in direct.stderr.lower(), direct
-    assert slurmd.returncode == 7 and "refused" in slurmd.stderr.lower(), slurmd
+    # curl exit 7: could not connect (the REJECT answers at once; open would be 0, dropped 28)
+    assert direct.returncode == 7, direct
+    assert slurmd.returncode == 7, slurmd
     assert forwarded.returncode == 0 and json.loads(forwarded.stdout) == {"status": "ok"}, forwarded
