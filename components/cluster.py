@@ -178,7 +178,9 @@ class GpuCluster(pulumi.ComponentResource):
             after_packages = pulumi.ResourceOptions(
                 parent=self, depends_on=[gpu_host.packages, gpu_host.shared_dir, *mounted]
             )
-            bridges = Bridges(f"{prefix}-bridges", cluster, view.network, opts=after_packages, transport=transport)
+            bridges = Bridges(
+                f"{prefix}-bridges", cluster, view.network, after_packages, transport, config.burst_access(host)
+            )
             image = NodeImage(f"{prefix}-image", cluster, config.image, opts=after_packages, transport=transport)
             self.bridges_of[host.name], self.images[host.name] = bridges, image
             self.late_mounts[host.name] = (

@@ -82,7 +82,7 @@ def routes(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource) 
                 "CLUSTER_DIR": config.host_cluster_dir(host),
                 "NAT_BRIDGE": host.network.nat_bridge.name,
                 "NAT_SUBNET": str(host.network.nat_bridge.subnet),
-                "ROUTES": env_list(f"{subnet},{via}" for subnet, via in wanted),
+                "ROUTES": env_list(config.route_entries(host)),
             },
             opts=pulumi.ResourceOptions(parent=cluster, depends_on=[cluster.bridges_of[host.name]]),
         )

@@ -21,6 +21,10 @@ from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for 
 )
 
 SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+# The ports srun listens on for its tasks (SrunPortRange, set with burst): burst nodes are
+# admitted to the nodes' containers on these and SLURMD_PORT only (inbound_rules).
+SRUN_PORTS = (60001, 63000)
 
 
 class SlurmCluster(Protocol):
@@ -95,7 +99,7 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         "SlurmUser": "slurm",
         "SlurmdUser": "root",
         "SlurmctldPort": SLURMCTLD_PORT,
-        "SlurmdPort": 6818,
+        "SlurmdPort": SLURMD_PORT,
         **controller_paths(config),
         "SlurmdSpoolDir": "/var/lib/slurm/slurmd",
         "SlurmdPidFile": "/run/slurmd.pid",
@@ -228,6 +232,9 @@ def burst_settings(config: SlurmCluster) -> dict[str, object]:
         "ResumeTimeout": max(p.resume_timeout_s for p in config.burst.partitions),
         # slurmd's do not know each other's addresses: no fan-out tree.
         "TreeWidth": 65533,
+        # srun on a node opens these for the steps' tasks, burst nodes' among them: the host's
+        # firewall admits burst nodes on them (components/files/lib/bridges.sh inbound_rules).
+        "SrunPortRange": f"{SRUN_PORTS[0]}-{SRUN_PORTS[1]}",
         "TCPTimeout": 10,
         "CommunicationParameters": "NoAddrCache",
         "PrivateData": "cloud",
