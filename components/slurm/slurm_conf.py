@@ -120,8 +120,10 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         "ReturnToService": 2,
         "SlurmdTimeout": 120,
         "SwitchType": "switch/none",
-        # A job's usage (sstat, sacct's MaxRSS) read from its cgroup.
-        "JobAcctGatherType": "jobacct_gather/cgroup",
+        # A job's usage (sstat, sacct's MaxRSS) read from /proc for the processes its cgroup
+        # holds (Slurm's recommended gather: the cgroup one reads a finished step's usage as 0,
+        # and on cgroup v1 needs a cpuacct hierarchy that not every host gives a node).
+        "JobAcctGatherType": "jobacct_gather/linux",
         "JobCompType": "jobcomp/none",
         "AccountingStorageType": "accounting_storage/none",
         **accounting_settings(config, munge_socket),

@@ -80,6 +80,21 @@ inbound_up() {
   done <<< "$rules"
 }
 
+# bridge_rules_up CLUSTER BRIDGE NAT_SUBNET BURST_ACCESS: the bridge's NAT rules (with a NAT
+# subnet) and its refusal, one bridge at a time on the host: the two bridges of a cluster, and
+# other clusters', are made at once, and a refusal placed by looking at the chain must not see
+# another bridge's rules appended between its look and its inserts.
+bridge_rules_up() {
+  mkdir -p /run/lock
+  (
+    flock 8
+    if [ -n "$3" ]; then
+      nat_rules "$1" "$2" "$3" | rules_up "gpucluster:$1:bridge:$2" append
+    fi
+    inbound_up "$1" "$2" "$4"
+  ) 8>/run/lock/gpucluster-bridge-rules.lock
+}
+
 # inbound_misplaced CLUSTER BRIDGE: one line per FORWARD rule out of place around the bridge's
 # refusal: the cluster's accepts (forwards, routes) after it, any cluster's nat_rules before it.
 inbound_misplaced() {

@@ -10,9 +10,8 @@ require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FOR
 bridge_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_ADDRESS"
 bridge_up "$CLUSTER" "$CLUSTER_BRIDGE" ""
 ip_forward_acquire "$CLUSTER"
-nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" | rules_up "gpucluster:$CLUSTER:bridge:$NAT_BRIDGE" append
-inbound_up "$CLUSTER" "$NAT_BRIDGE" "${BURST_ACCESS:-}"
-inbound_up "$CLUSTER" "$CLUSTER_BRIDGE" ""
+bridge_rules_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "${BURST_ACCESS:-}"
+bridge_rules_up "$CLUSTER" "$CLUSTER_BRIDGE" "" ""
 for forward in $FORWARDS; do
   IFS=, read -r tag host_port address port sources <<< "$forward"
   forward_up "$tag" "$host_port" "$address" "$port" "$sources"

@@ -3,8 +3,5 @@
 # BURST_ACCESS, burst nodes to Slurm, on the NAT bridge only).
 require CLUSTER CLUSTER_DIR BRIDGE ADDRESS NAT_SUBNET
 bridge_up "$CLUSTER" "$BRIDGE" "$ADDRESS"
-if [ -n "$NAT_SUBNET" ]; then
-  ip_forward_acquire "$CLUSTER"
-  nat_rules "$CLUSTER" "$BRIDGE" "$NAT_SUBNET" | rules_up "gpucluster:$CLUSTER:bridge:$BRIDGE" append
-fi
-inbound_up "$CLUSTER" "$BRIDGE" "${BURST_ACCESS:-}"
+[ -z "$NAT_SUBNET" ] || ip_forward_acquire "$CLUSTER"
+bridge_rules_up "$CLUSTER" "$BRIDGE" "$NAT_SUBNET" "${BURST_ACCESS:-}"

@@ -6,5 +6,4 @@ rm -f "$fresh/$NODE"
 rmdir "$fresh" 2>/dev/null || true
 lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
 in_ct "$CONTAINER" systemctl disable --now --quiet slurmd || true
-in_ct "$CONTAINER" rm -f /etc/default/slurmd /usr/local/sbin/gpucluster-gpu-health /etc/gpucluster/gpu-health.conf \
-  /etc/systemd/system/slurmd.service.d/gpucluster-cgroup.conf
+in_ct "$CONTAINER" rm -f /etc/default/slurmd /usr/local/sbin/gpucluster-gpu-health /etc/gpucluster/gpu-health.conf
