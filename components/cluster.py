@@ -324,6 +324,7 @@ class GpuCluster(pulumi.ComponentResource):
                     gpu_devices=gpus[node.name],
                     health_check=config.slurm.health_check,
                     start_plugins=slurmd_start_plugins(slurm_conf),
+                    cpuset=f"{cpu_slots(config.for_host(host).nodes)[node.name]},{node.cpus}",
                     opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
                     transport=self.transports[host.name],
                 )

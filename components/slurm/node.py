@@ -42,6 +42,7 @@ class SlurmNode(pulumi.ComponentResource):
         gpu_devices: list[str] | None = None,
         health_check: HealthCheckConfig | None = None,
         start_plugins: str | None = None,
+        cpuset: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -63,6 +64,9 @@ class SlurmNode(pulumi.ComponentResource):
             )
         if start_plugins:
             environment["SLURMD_START_PLUGINS"] = start_plugins
+        if cpuset:
+            # The container's (SLOT,COUNT): a new one writes slurmd's CPU topology again.
+            environment["CPUSET"] = cpuset
         self.slurmd = host_command(
             f"{name}-slurmd",
             transport=transport,
