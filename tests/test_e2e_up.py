@@ -98,6 +98,12 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
             "srun", "-N4", "--gres=gpu:1", "--chdir=/tmp", "sh", "-c", "echo $(hostname) $CUDA_VISIBLE_DEVICES", env=env
         )
         assert sorted(gpus.stdout.split("\n")[:-1]) == [f"c00{i} 0" for i in range(4)], gpus.stdout
+        # One CPU a node, dealt in turn: each job runs on its node's own CPU, whichever it is.
+        status = "grep Cpus_allowed_list /proc/self/status | cut -f2"
+        cpus = sh("srun", "-N4", "-c1", "--chdir=/tmp", "sh", "-c", f"echo $(hostname) $({status})", env=env)
+        dealt = {f"c00{i}": sh("lxc-cgroup", "-n", f"{CLUSTER}-c00{i}", "cpuset.cpus").stdout.strip() for i in range(4)}
+        assert dict(line.split() for line in cpus.stdout.splitlines()) == dealt, (cpus.stdout, dealt)
+        report.append(f"one-CPU jobs' Cpus_allowed_list per node: {dealt}")
         again = run(project, "./up.sh nogpu --yes --expect-no-changes")
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert "42 unchanged" in again.stdout, again.stdout[-2000:]
