@@ -51,7 +51,7 @@ class Ec2Host(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:aws:Ec2Host", name, None, opts)
-        self._name, self._config, self._spec, self._site = name, config, spec, site
+        self._prefix, self._config, self._spec, self._site = name, config, spec, site
         self._child = pulumi.ResourceOptions(parent=self, provider=site.provider)
         self._state_volume()
         self._instance()
@@ -77,12 +77,12 @@ class Ec2Host(pulumi.ComponentResource):
         )
 
     def _tagged(self, suffix: str) -> dict[str, str]:
-        return tags(f"{self._name}-{suffix}", self._spec.cluster, self._config.site)
+        return tags(f"{self._prefix}-{suffix}", self._spec.cluster, self._config.site)
 
     def _state_volume(self) -> None:
         """The volume the cluster keeps its state on, which outlives every instance."""
         self.state_volume = aws.ebs.Volume(
-            f"{self._name}-state",
+            f"{self._prefix}-state",
             availability_zone=self._site.availability_zone,
             size=self._spec.connection.state_volume_gib,
             type="gp3",
@@ -103,7 +103,7 @@ class Ec2Host(pulumi.ComponentResource):
             )
         )
         self.instance = aws.ec2.Instance(
-            f"{self._name}-instance",
+            f"{self._prefix}-instance",
             ami=config.ami,
             instance_type=connection.instance_type,
             subnet_id=site.subnet_id,
@@ -135,7 +135,7 @@ class Ec2Host(pulumi.ComponentResource):
     def _attach_and_route(self) -> None:
         """The state volume on the instance; the container subnet routed to it."""
         self.state_attachment = aws.ec2.VolumeAttachment(
-            f"{self._name}-state-attachment",
+            f"{self._prefix}-state-attachment",
             device_name=STATE_DEVICE_NAME,
             volume_id=self.state_volume.id,
             instance_id=self.instance.id,
@@ -145,7 +145,7 @@ class Ec2Host(pulumi.ComponentResource):
             opts=self._child,
         )
         self.route = aws.ec2.Route(
-            f"{self._name}-route",
+            f"{self._prefix}-route",
             route_table_id=self._site.route_table_id,
             destination_cidr_block=str(self._spec.container_subnet),
             network_interface_id=self.instance.primary_network_interface_id,
@@ -154,7 +154,7 @@ class Ec2Host(pulumi.ComponentResource):
 
     def _address(self) -> None:
         """Where SSH reaches the host: an Elastic IP (ssh_via public) or the private address."""
-        name, child = self._name, self._child
+        name, child = self._prefix, self._child
         if self._spec.connection.ssh_via != "public":
             self.elastic_ip = None
             self.ssh_address = self.instance.private_ip

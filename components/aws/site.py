@@ -43,7 +43,7 @@ class Ec2Site(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: AwsConfig, spec: SiteSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:aws:Ec2Site", name, None, opts)
-        self._name, self._config, self._spec = name, config, spec
+        self._prefix, self._config, self._spec = name, config, spec
         self.provider = aws.Provider(f"{name}-provider", region=config.region, opts=pulumi.ResourceOptions(parent=self))
         self._child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         if isinstance(config.vpc, NewVpcConfig):
@@ -76,11 +76,11 @@ class Ec2Site(pulumi.ComponentResource):
         )
 
     def _tagged(self, suffix: str) -> dict[str, str]:
-        return tags(f"{self._name}-{suffix}", self._spec.cluster, self._config.site)
+        return tags(f"{self._prefix}-{suffix}", self._spec.cluster, self._config.site)
 
     def _new_network(self, vpc: NewVpcConfig) -> None:
         """A new VPC with one subnet, an internet gateway and the subnet's default route."""
-        name, child, tagged = self._name, self._child, self._tagged
+        name, child, tagged = self._prefix, self._child, self._tagged
         made = aws.ec2.Vpc(
             f"{name}-vpc", cidr_block=str(vpc.cidr), enable_dns_hostnames=True, tags=tagged("vpc"), opts=child
         )
@@ -108,7 +108,7 @@ class Ec2Site(pulumi.ComponentResource):
 
     def _security_group(self) -> None:
         """The group and its rules: admin SSH and web, the instances, the routed containers, out."""
-        name, spec, tagged = self._name, self._spec, self._tagged
+        name, spec, tagged = self._prefix, self._spec, self._tagged
         group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=self.vpc_id,

@@ -165,7 +165,7 @@ class BurstCloud(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:burst:BurstCloud", name, None, opts)
-        self._name, self._cluster, self._config = name, cluster, config
+        self._prefix, self._cluster, self._config = name, cluster, config
         self.provider = aws.Provider(f"{name}-provider", region=config.region, opts=pulumi.ResourceOptions(parent=self))
         self._child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         vpc, table = self._network()
@@ -196,11 +196,11 @@ class BurstCloud(pulumi.ComponentResource):
         )
 
     def _tagged(self, suffix: str, **more: str) -> dict[str, str]:
-        return {**tags(f"{self._name}-{suffix}", self._cluster, ""), **more}
+        return {**tags(f"{self._prefix}-{suffix}", self._cluster, ""), **more}
 
     def _network(self) -> tuple[aws.ec2.Vpc, aws.ec2.RouteTable]:
         """The VPC, its route table, and a subnet per zone (no public addresses)."""
-        name, child, tagged = self._name, self._child, self._tagged
+        name, child, tagged = self._prefix, self._child, self._tagged
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=str(self._config.vpc_cidr),
@@ -229,7 +229,7 @@ class BurstCloud(pulumi.ComponentResource):
     def _vpn(self, vpc: aws.ec2.Vpc, table: aws.ec2.RouteTable) -> None:
         """AWS's end (a virtual private gateway on the VPC), the site's router, static routes
         both ways. The tunnels' pre-shared keys are secret outputs of the connection."""
-        name, child, tagged, config = self._name, self._child, self._tagged, self._config
+        name, child, tagged, config = self._prefix, self._child, self._tagged, self._config
         gateway = aws.ec2.VpnGateway(f"{name}-vgw", vpc_id=vpc.id, tags=tagged("vgw"), opts=child)
         customer = aws.ec2.CustomerGateway(
             f"{name}-cgw",
@@ -268,7 +268,7 @@ class BurstCloud(pulumi.ComponentResource):
     def _security_group(self, vpc: aws.ec2.Vpc) -> None:
         """The nodes' group (the on-premises networks and each other), and the private
         Secrets Manager endpoint behind it."""
-        name, child, tagged, config = self._name, self._child, self._tagged, self._config
+        name, child, tagged, config = self._prefix, self._child, self._tagged, self._config
         self.security_group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=vpc.id,
@@ -308,7 +308,7 @@ class BurstCloud(pulumi.ComponentResource):
     def _munge_key_and_node_role(self) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
         """The munge key's place (only its value is secret, and this program never holds it),
         and the nodes' role and instance profile that may read it."""
-        name, child, tagged, cluster = self._name, self._child, self._tagged, self._cluster
+        name, child, tagged, cluster = self._prefix, self._child, self._tagged, self._cluster
         self.secret = aws.secretsmanager.Secret(
             f"{name}-munge-key",
             name=f"gpucluster/{cluster}/munge-key",
@@ -340,7 +340,7 @@ class BurstCloud(pulumi.ComponentResource):
 
     def _controller_credentials(self, role: aws.iam.Role) -> aws.iam.AccessKey:
         """The controller's own user: an access key it keeps, scoped by controller_policy."""
-        name, child, cluster, config = self._name, self._child, self._cluster, self._config
+        name, child, cluster, config = self._prefix, self._child, self._cluster, self._config
         user = aws.iam.User(f"{name}-controller", path="/gpucluster/", tags=self._tagged("controller"), opts=child)
         arns = pulumi.Output.all(
             templates=[t.arn for t in self.templates.values()],
@@ -374,7 +374,7 @@ class BurstCloud(pulumi.ComponentResource):
         label = f"{partition.name}-{instance_type.replace('.', '-')}"
         burst_tags = self._tagged(f"{label}", **{BURST_TAG: partition.name})
         return aws.ec2.LaunchTemplate(
-            f"{self._name}-{label}",
+            f"{self._prefix}-{label}",
             name=template_name(self._cluster, partition.name, instance_type),
             image_id=config.ami,
             instance_type=instance_type,

@@ -100,7 +100,7 @@ class GpuHost(pulumi.ComponentResource):
         transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
-        self._name, self._cluster, self._opts, self._transport = name, cluster, opts, transport
+        self._prefix, self._cluster, self._opts, self._transport = name, cluster, opts, transport
         environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers, controller_port)
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
@@ -142,7 +142,7 @@ class GpuHost(pulumi.ComponentResource):
     def _stand_in_gpus(self, count: int, device_dir: str | None):
         """Character devices with NVIDIA's major in the cluster's private device directory."""
         return host_command(
-            f"{self._name}-stand-in-gpus",
+            f"{self._prefix}-stand-in-gpus",
             transport=self._transport,
             create=FILES / "stand_in_gpus_create.sh",
             delete=FILES / "stand_in_gpus_delete.sh",
@@ -156,7 +156,7 @@ class GpuHost(pulumi.ComponentResource):
 
     def _install(self, host: HostConfig, extra_packages, users: tuple[UserConfig, ...]) -> None:
         """After the preflight: the packages, then the shared directory and the people."""
-        name, cluster, opts, transport = self._name, self._cluster, self._opts, self._transport
+        name, cluster, opts, transport = self._prefix, self._cluster, self._opts, self._transport
         self.packages = host_command(
             f"{name}-packages",
             transport=transport,

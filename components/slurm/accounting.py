@@ -118,7 +118,7 @@ class AccountingDatabase(pulumi.ComponentResource):
         transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:AccountingDatabase", name, None, opts)
-        self._name, self._cluster, self._opts = name, cluster, opts
+        self._prefix, self._cluster, self._opts = name, cluster, opts
         # Placed: moved to another host, the old host's delete runs there (and keeps its dump).
         self._on_host = {"transport": transport, "placed": True}
         accounting, paths = setup.config, AccountingPaths.of(cluster)
@@ -154,7 +154,7 @@ class AccountingDatabase(pulumi.ComponentResource):
     def _data(self, accounting: AccountingConfig, paths: AccountingPaths) -> pulumi.Resource:
         """The data directory and the database password on the host; its delete keeps the dump."""
         return host_command(
-            f"{self._name}-data",
+            f"{self._prefix}-data",
             **self._on_host,
             create=FILES / "accounting_data_create.sh",
             delete=FILES / "accounting_data_delete.sh",
@@ -174,7 +174,7 @@ class AccountingDatabase(pulumi.ComponentResource):
         """The container with MariaDB and slurmdbd, on the NAT bridge, its data directory bound in."""
         accounting, cluster = setup.config, self._cluster
         return host_command(
-            f"{self._name}-lxc",
+            f"{self._prefix}-lxc",
             **self._on_host,
             create=FILES / "dbd_container_create.sh",
             delete=FILES / "dbd_container_delete.sh",
@@ -199,7 +199,7 @@ class AccountingDatabase(pulumi.ComponentResource):
     def _users(self, users: tuple[UserConfig, ...], container: str) -> pulumi.Resource:
         """The cluster's people in the container (slurmdbd resolves names to uids)."""
         return host_command(
-            f"{self._name}-users",
+            f"{self._prefix}-users",
             **self._on_host,
             create=LXC_FILES / "users_create.sh",
             delete=LXC_FILES / "users_delete.sh",
@@ -215,7 +215,7 @@ class AccountingDatabase(pulumi.ComponentResource):
     def _database(self, accounting: AccountingConfig, paths: AccountingPaths, container: str) -> pulumi.Resource:
         """MariaDB on the data directory, initialised or restored; its delete dumps it."""
         return host_command(
-            f"{self._name}-database",
+            f"{self._prefix}-database",
             **self._on_host,
             create=FILES / "database_create.sh",
             delete=FILES / "database_delete.sh",

@@ -78,7 +78,7 @@ class SlurmController(pulumi.ComponentResource):
         client: pulumi.Resource | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
-        self._name, self._opts, self._transport = name, opts, transport
+        self._prefix, self._opts, self._transport = name, opts, transport
         conf_path = f"{cluster.cluster_dir}/slurm.conf"
         self._common = {
             "CLUSTER": cluster.name,
@@ -134,7 +134,7 @@ class SlurmController(pulumi.ComponentResource):
         """The cluster's munge key and the host's Slurm client, unless the cluster gives them."""
         # With several hosts the cluster installs one key on each (`munge_key`, from a secret).
         self.munge_key = munge_key or host_command(
-            f"{self._name}-munge-key",
+            f"{self._prefix}-munge-key",
             transport=self._transport,
             create=HOST_FILES / "munge_key_create.sh",
             delete=HOST_FILES / "munge_key_delete.sh",
@@ -145,7 +145,7 @@ class SlurmController(pulumi.ComponentResource):
         # included (`client`): a client that moved with the controller would share its paths
         # with the per-host client of the host it moved to.
         self.client = client or host_command(
-            f"{self._name}-client",
+            f"{self._prefix}-client",
             transport=self._transport,
             create=FILES / "client_create.sh",
             delete=FILES / "client_delete.sh",
@@ -156,7 +156,7 @@ class SlurmController(pulumi.ComponentResource):
     def _accounting(self, cluster: ClusterIdentity, accounting: AccountingSetup) -> AccountingDatabase:
         """The accounting database, on the host `accounting` names (default: this one)."""
         return AccountingDatabase(
-            f"{self._name}-accounting",
+            f"{self._prefix}-accounting",
             accounting.cluster or cluster,
             accounting,
             munge_key=accounting.munge_key or self.munge_key,
