@@ -13,6 +13,9 @@
 A module imports only its own layer or those below; no import runs back up, and no two
 modules import each other, directly or around a loop. Every import counts, also one inside a
 function. The failures name the file and line of each offending import.
+
+Beside the layers, the sizes: no file of components/ over 500 lines, no function or method
+(served scripts in files/ included) over 80, each failure naming file, function and length.
 """
 
 import ast
@@ -203,6 +206,55 @@ def test_no_file_of_components_is_over_500_lines():
     assert not long, long
 
 
+MAX_FUNCTION_LINES = 80
+# Being split into named stages elsewhere; the entry goes when that lands (the list ends empty).
+LONG_FUNCTIONS_ALLOWED = {("components/cluster.py", "GpuCluster.__init__")}
+
+
+def function_lengths(path: Path) -> dict[str, int]:
+    """Qualified name -> lines (the def line to the last, docstring and comments included) of
+    every function and method in a file, nested ones too."""
+    lengths = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    lengths[name] = child.end_lineno - child.lineno + 1
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text(), str(path)), "")
+    return lengths
+
+
+def long_functions(root: Path) -> dict[tuple[str, str], int]:
+    """(file, function) -> lines of each function of components/ (served scripts in files/
+    too) over MAX_FUNCTION_LINES."""
+    return {
+        (str(path.relative_to(root)), name): lines
+        for path in sorted((root / "components").rglob("*.py"))
+        for name, lines in function_lengths(path).items()
+        if lines > MAX_FUNCTION_LINES
+    }
+
+
+def test_no_function_of_components_is_over_80_lines():
+    """A function says what it does in a screen: a longer one is split into named stages (a
+    component's __init__ calling self._network(), self._vpn(), ...)."""
+    long = long_functions(ROOT)
+    over = [
+        f"{file}: {name} is {lines} lines"
+        for (file, name), lines in long.items()
+        if (file, name) not in LONG_FUNCTIONS_ALLOWED
+    ]
+    assert not over, f"over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(over)
+    stale = sorted(LONG_FUNCTIONS_ALLOWED - set(long))
+    assert not stale, f"short now: remove from LONG_FUNCTIONS_ALLOWED: {stale}"
+
+
 # ---- the checks themselves fail on what they are meant to catch ----
 
 
@@ -264,3 +316,18 @@ def test_an_area_importing_the_composition_or_an_unlisted_area_is_named(tmp_path
         "components/network/b.py:2: components.slurm.config (network -> slurm is not in ALLOWED nor docs/layout.md)",
         "components/transport.py:1: components.lxc.config (shared imports area)",
     ]
+
+
+def test_a_long_function_is_named_with_its_file_and_length(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "components" / "area" / "files").mkdir(parents=True)
+    (tmp_path / "components" / "area" / "files" / "served.py").write_text(
+        f"def short():\n    pass\n\n\ndef long():\n{body}"
+    )
+    (tmp_path / "components" / "area" / "part.py").write_text(
+        f"class Part:\n    def __init__(self):\n{''.join('    ' + line for line in body.splitlines(True))}"
+    )
+    assert long_functions(tmp_path) == {
+        ("components/area/files/served.py", "long"): MAX_FUNCTION_LINES + 1,
+        ("components/area/part.py", "Part.__init__"): MAX_FUNCTION_LINES + 1,
+    }
