@@ -1,7 +1,7 @@
 """One way down: the import layers of components/ (docs/layout.md draws them).
 
-    cluster.py, cluster_parts.py, host_state.py,  the graph, the host state, the whole stack
-    stack_config.py
+    cluster.py, host_part.py, cluster_parts.py,   the graph, the host state, the whole stack
+    host_state.py, stack_config.py
     config.py, cluster_host.py, cluster_views.py, the composition: ClusterConfig, its hosts, its
     config_rules_beside_errors.py                 derived views, its rule registry
     host/ network/ lxc/ slurm/ app/ metrics/      the areas: each imports its own config, the
@@ -26,7 +26,7 @@ COMPONENTS = ROOT / "components"
 AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes")
 SHARED = ("config_types", "transport", "options", "rendering")
 COMPOSITION = ("config", "cluster_host", "cluster_views", "config_rules_beside_errors")
-TOP = ("cluster", "cluster_parts", "host_state", "stack_config")
+TOP = ("cluster", "host_part", "cluster_parts", "host_state", "stack_config")
 LEVELS = {"shared": 0, "area": 1, "composition": 2, "top": 3}
 
 # Area -> area imports that are real and one-way, each with its reason (docs/layout.md lists them).
