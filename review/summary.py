@@ -61,7 +61,7 @@ class Change:
 
     @property
     def host_part(self) -> str | None:
-        """The name of the host part (components/host_part.py) the resource is, or is inside."""
+        """The name of the host part (components/composition/host_part.py) the resource is, or is inside."""
         return next((urn.rsplit("::", 1)[-1] for urn in (self.urn, *self.ancestors) if _is_host_part(urn)), None)
 
     def kills_jobs(self) -> str | None:

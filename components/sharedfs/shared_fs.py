@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 import pulumi
 
-from components.config_types import guard_tag
+from components.common.config_types import guard_tag
+from components.common.transport import Transport, host_command
 from components.host.gpu_host import ServedDirectory
 from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, served_address, serving_host
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 CLIENT_PROGRAM = FILES / "nfs_stand_in_client.py"

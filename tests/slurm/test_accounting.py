@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
 from components.slurm.accounting import account_lines
 from components.slurm.slurm_conf import render_slurm_conf, render_slurmdbd_conf
 from tests.harness.e2e_teardown import STACK, accounting_config

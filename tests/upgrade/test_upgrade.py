@@ -5,7 +5,7 @@ tests/upgrade/snapshot.py), the current program runs under mocks on the same sta
 the engine's plan against the recorded graph is computed (tests/harness/plan.py). An
 upgrade deletes nothing, replaces only what is listed below, and updates only (a) commands
 whose script text changed, which re-run their idempotent create in place (the documented
-choice for script and helper edits, components/transport.py), and (b) what is listed below:
+choice for script and helper edits, components/common/transport.py), and (b) what is listed below:
 every other changed input needs a reason here.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from components import transport
-from components.stack_config import ConfigError
+from components.common import transport
+from components.composition.stack_config import ConfigError
 from tests.harness.plan import plan, records, summary
 from tests.harness.program_harness import ROOT, run_program, stack_config
 from tests.upgrade import lib_reach
@@ -148,7 +148,7 @@ def test_what_moved_into_the_host_parts_keeps_its_identity_through_aliases(stack
 
 @pytest.mark.parametrize("edited", ["core.sh", "iptables.sh"])
 def test_an_edit_to_a_helper_file_reruns_the_commands_using_it_and_replaces_nothing(edited, monkeypatch, tmp_path):
-    # The documented choice (components/transport.py): a script includes the helper files it
+    # The documented choice (components/common/transport.py): a script includes the helper files it
     # uses, so an edit to one runs again exactly the commands whose text includes it.
     library = tmp_path / "lib"
     shutil.copytree(transport.LIB, library)

@@ -1,4 +1,4 @@
-"""HostPart: one host's part of the GpuCluster (components/cluster.py), one per host, also for
+"""HostPart: one host's part of the GpuCluster (components/composition/cluster.py), one per host, also for
 a one-host stack: the EC2 instance where the host is one, its transport, GpuHost, its mount of
 the shared filesystem (and the server, on the serving host), bridges, node image, munge key,
 container platform and node containers; the parent of all of them.
@@ -16,8 +16,9 @@ import pulumi
 from components.aws.efs import EfsFileSystem
 from components.aws.instance import Ec2Host, InstanceSpec
 from components.aws.site import Ec2Site
-from components.cluster_host import ClusterHostConfig
-from components.config import ClusterConfig
+from components.common.transport import Machine, connect, host_command
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.config import ClusterConfig
 from components.host.gpu_host import GpuHost
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec, cpu_slots
@@ -26,10 +27,9 @@ from components.network.bridges import Bridges
 from components.sharedfs.config import ServedNfs, serving_host
 from components.sharedfs.shared_fs import host_packages, nfs_server, served_directory, shared_mount
 from components.slurm.slurm_conf import NODE_DAEMON_MEMORY_MB, SLURMCTLD_PORT
-from components.transport import Machine, connect, host_command
 
 # The munge key's installation is the host's.
-HOST_FILES = Path(__file__).parent / "host" / "files"
+HOST_FILES = Path(__file__).parents[1] / "host" / "files"
 
 
 @dataclass

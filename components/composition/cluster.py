@@ -10,8 +10,9 @@ from components.aws.efs import EfsFileSystem
 from components.aws.prices import estimate
 from components.burst.controller import BurstPrograms
 from components.burst.cost import burst_estimate
-from components.cluster_host import ClusterHostConfig
-from components.cluster_parts import (
+from components.common.transport import generated_secret, host_command
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.cluster_parts import (
     burst_cloud,
     ec2_site,
     host_access,
@@ -21,10 +22,10 @@ from components.cluster_parts import (
     routes,
     slurm_client,
 )
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
+from components.composition.host_part import HostPart, SharedParts
+from components.composition.host_state import render_host_state
 from components.host.boot_unit import BootUnit
-from components.host_part import HostPart, SharedParts
-from components.host_state import render_host_state
 from components.network.port_forward import PortForward
 from components.sharedfs.config import EfsShare, serving_host
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
@@ -32,15 +33,14 @@ from components.slurm.config import NodeConfig
 from components.slurm.controller import ControllerPlacement, SlurmController
 from components.slurm.node import SlurmNode
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf, render_slurmdbd_conf, slurmd_start_plugins
-from components.transport import generated_secret, host_command
 
 # The cluster-wide health check is a Slurm script (routes, clients and metrics:
-# components/cluster_parts.py; a host's own part: components/host_part.py).
-SLURM_FILES = Path(__file__).parent / "slurm" / "files"
+# components/composition/cluster_parts.py; a host's own part: components/composition/host_part.py).
+SLURM_FILES = Path(__file__).parents[1] / "slurm" / "files"
 
 
 class GpuCluster(pulumi.ComponentResource):
-    """Per host a HostPart (components/host_part.py: preflight, packages, bridges, node image,
+    """Per host a HostPart (components/composition/host_part.py: preflight, packages, bridges, node image,
     CUDA containers); then Slurm: one controller, slurmd on every node of every host; then the
     services: the web app, the metrics, the forwards; then a boot unit per host.
 
