@@ -10,7 +10,7 @@ import pulumi_aws as aws
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.site import Ec2Site, tags
 from components.aws.user_data import FILES, HOST_KEY_TYPE, STATE_DEVICE_NAME, StateVolume, render_user_data
-from components.transport import host_command
+from components.common.transport import host_command
 
 
 @dataclass(frozen=True)

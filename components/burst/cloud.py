@@ -10,7 +10,7 @@ import pulumi_aws as aws
 
 from components.aws.site import tags
 from components.burst.config import BurstConfig, BurstPartition
-from components.transport import host_command
+from components.common.transport import host_command
 
 FILES = Path(__file__).parent / "files"
 ROOT_DEVICE = "/dev/xvda"  # Debian's AMIs

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import KEEP_DIR, ClusterIdentity
+from components.common.config_types import KEEP_DIR, ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, env_list, host_command
 from components.host.config import HostConfig, UserConfig
 from components.network.config import NetworkConfig
-from components.options import child_options
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import KEEP_DIR, ClusterIdentity
+from components.common.config_types import KEEP_DIR, ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, env_list, host_command
 from components.host.config import UserConfig
 from components.lxc.cuda_container import USERS_RECORD
 from components.lxc.lxc_conf import render_service_lxc_config
 from components.network.config import NetworkConfig
-from components.options import child_options
 from components.slurm.config import AccountingConfig
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 # The people of the cluster are made in containers by the same script as in the nodes.

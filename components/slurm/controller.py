@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
-from components.options import child_options
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, host_command
 from components.slurm.accounting import AccountingDatabase, AccountingSetup
 from components.slurm.slurm_conf import render_cgroup_conf
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 # The munge key is a host secret: its scripts live with the host's.

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
-from components.rendering import HEADER, container_device_path
+from components.common.rendering import HEADER, container_device_path
 from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for the container's limit)
     NODE_DAEMON_MEMORY_MB,
     AccountingConfig,
@@ -28,8 +28,8 @@ SRUN_PORTS = (60001, 63000)
 
 
 class SlurmCluster(Protocol):
-    """What the Slurm files need of the cluster (components/cluster.py passes the composed
-    config, components/config.py's ClusterConfig): its name, nodes and their GPU devices, the
+    """What the Slurm files need of the cluster (components/composition/cluster.py passes the composed
+    config, components/composition/config.py's ClusterConfig): its name, nodes and their GPU devices, the
     Slurm, accounting and burst settings, and where the controller runs."""
 
     name: str
