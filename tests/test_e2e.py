@@ -261,7 +261,7 @@ def gpu_check_skips_stand_ins(config: dict, report: list[str]) -> None:
     nvidia-smi and CUDA parts say "stand-ins: skipped"."""
     import io
 
-    from components.stack_config import parse_stack_config
+    from components.composition.stack_config import parse_stack_config
     from ops.verify_gpu import verify_gpus
 
     out = io.StringIO()

@@ -190,7 +190,9 @@ def test_accounting_limits_health_and_restore(capsys):
 
         # Memory use, gathered from the job's cgroup: sacct has the step's MaxRSS.
         hold = "x = bytearray(150 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096]); import time; time.sleep(2)"
-        CLIENT.as_user("bob", "srun", "-J", "acct-bob-rss", "--mem=400", "python3", "-c", hold)
+        # Sampled every second (the cluster's default is every 30 s; a job shorter than that is
+        # sampled at its start only, before it holds anything).
+        CLIENT.as_user("bob", "srun", "-J", "acct-bob-rss", "--mem=400", "--acctg-freq=task=1", "python3", "-c", hold)
 
         def steps_rss() -> str:
             """The job's steps with their MaxRSS (the allocation's own row has none)."""

@@ -16,8 +16,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from components.stack_config import parse_stack_config
-from components.transport import helpers
+from components.common.transport import helpers
+from components.composition.stack_config import parse_stack_config
 from tests.harness.e2e_teardown import OUTSIDE_LINK, OUTSIDE_NS
 from tests.test_e2e_lifecycle import run_verify
 

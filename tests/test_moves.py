@@ -180,7 +180,7 @@ def run_script(path, stub, environment: dict):
     import os
     import subprocess
 
-    from components.transport import INTERPRETER, script
+    from components.common.transport import INTERPRETER, script
 
     # The helpers set PATH: the stubs go first right after them.
     marker = f"# ---- {path.name} ----\n"

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
-from components.options import child_options
-from components.rendering import container_device_path
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.rendering import container_device_path
+from components.common.transport import Transport, env_list, host_command
 from components.slurm.config import HealthCheckConfig, NodeConfig
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 HEALTH_CHECK_SOURCE = FILES / "gpu_health.sh"

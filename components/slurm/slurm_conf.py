@@ -11,7 +11,7 @@ from typing import Protocol
 
 from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
-from components.rendering import HEADER, container_device_path
+from components.common.rendering import HEADER, container_device_path
 from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for the container's limit)
     NODE_DAEMON_MEMORY_MB,
     AccountingConfig,
@@ -28,8 +28,8 @@ SRUN_PORTS = (60001, 63000)
 
 
 class SlurmCluster(Protocol):
-    """What the Slurm files need of the cluster (components/cluster.py passes the composed
-    config, components/config.py's ClusterConfig): its name, nodes and their GPU devices, the
+    """What the Slurm files need of the cluster (components/composition/cluster.py passes the composed
+    config, components/composition/config.py's ClusterConfig): its name, nodes and their GPU devices, the
     Slurm, accounting and burst settings, and where the controller runs."""
 
     name: str
@@ -86,7 +86,6 @@ def controller_paths(config: SlurmCluster) -> dict[str, str]:
 def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_socket: str | None = None) -> str:
     """slurm.conf: served to every slurmd by the controller (configless mode). Another host's
     client copy names that host's own munge socket (`munge_socket`)."""
-    gpus = config.gpu_assignment()
     general = {
         "ClusterName": config.name,
         "SlurmctldHost": f"{controller_hostname}({config.controller_address})",
@@ -132,7 +131,13 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
     }
     text = HEADER + "".join(f"{key}={value}\n" for key, value in general.items())
     text += "\n# Nodes: one line each, so adding a node is a one-line diff.\n"
-    text += _lines(
+    return text + node_lines(config) + burst_node_lines(config) + "\n" + partition_lines(config)
+
+
+def node_lines(config: SlurmCluster) -> str:
+    """One NodeName line per node, with its GPUs (and shards) as GRES."""
+    gpus = config.gpu_assignment()
+    return _lines(
         {
             "NodeName": node.name,
             "NodeAddr": node.nat_address,
@@ -143,9 +148,11 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         }
         for node in config.nodes
     )
-    text += burst_node_lines(config)
-    text += "\n"
-    text += _lines(
+
+
+def partition_lines(config: SlurmCluster) -> str:
+    """The configured partitions, then the burst ones (their cloud nodes power down)."""
+    text = _lines(
         {
             "PartitionName": partition.name,
             "Nodes": slurm_hostlist(partition.nodes or config.node_names),
@@ -156,7 +163,7 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         }
         for partition in config.slurm.partitions
     )
-    text += _lines(
+    return text + _lines(
         {
             "PartitionName": partition.name,
             "Nodes": slurm_hostlist(partition.node_names),
@@ -168,7 +175,6 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         }
         for partition in (config.burst.partitions if config.burst else [])
     )
-    return text
 
 
 # What slurmd loads at its start only (a change needs a restart of slurmd, not a reconfigure).

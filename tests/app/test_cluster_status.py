@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from components.app.web_app import FILES, STATUS_WRITER_SOURCE
-from components.transport import INTERPRETER, script
+from components.common.transport import INTERPRETER, script
 
 sys.path.insert(0, str(FILES))
 from cluster_status import gres_count

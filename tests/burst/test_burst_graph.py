@@ -171,8 +171,8 @@ def test_burst_nodes_are_admitted_into_the_nat_bridge_to_slurm_only(run):
     """The NAT bridge refuses new connections (components/files/lib/bridges.sh inbound_rules) but
     from the burst subnets to slurmctld's container (6817) and to the nodes' slurmd and srun ports;
     the boot unit and verify read the same, with the route (a one-host stack too)."""
-    from components.config import ClusterConfig
-    from components.host_state import host_state
+    from components.composition.config import ClusterConfig
+    from components.composition.host_state import host_state
     from components.slurm.slurm_conf import SRUN_PORTS
 
     sources = "10.90.1.0/24+10.90.2.0/24"

@@ -4,8 +4,8 @@ the programs, configless; accepted by Slurm 22.05's parser."""
 import shutil
 import subprocess
 
+from components.composition.stack_config import parse_stack_config
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
-from components.stack_config import parse_stack_config
 from tests.burst.stack import burst_stack
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.transport import INTERPRETER, helpers
+from components.common.transport import INTERPRETER, helpers
 
 pytestmark = pytest.mark.privileged  # starts (short-lived) daemons of its own
 

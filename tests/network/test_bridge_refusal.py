@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from components.transport import INTERPRETER, helpers
+from components.common.transport import INTERPRETER, helpers
 
 # The host's namespace: cluster t's NAT bridge br0 (10.43.3.0/24) with the web app (ct1,
 # 10.43.3.5: its port 8080 and a Prometheus stand-in on 9090) and a node that is the controller

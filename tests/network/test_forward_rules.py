@@ -6,7 +6,7 @@ shell functions that print a fixed ruleset, so nothing on the host is read or ch
 
 import subprocess
 
-from components.transport import helpers
+from components.common.transport import helpers
 
 TAG = "gpucluster:e2e:fwd:7000"
 FORWARD = [TAG, "7000", "10.43.3.10", "8080"]

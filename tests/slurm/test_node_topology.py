@@ -9,7 +9,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from components.transport import helpers
+from components.common.transport import helpers
 
 
 def topology(online: str, node: str, tmp_path) -> str:

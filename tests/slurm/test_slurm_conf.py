@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
 from components.slurm.slurm_conf import (
     format_line,
     render_cgroup_conf,

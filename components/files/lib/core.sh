@@ -1,5 +1,5 @@
 # The shared helpers are split by concern (components/files/lib/*.sh); a script gets this file
-# first and then the files whose functions it calls (components/transport.py). Parameters
+# first and then the files whose functions it calls (components/common/transport.py). Parameters
 # arrive as environment variables; nothing here prints a secret.
 set -euo pipefail
 umask 022

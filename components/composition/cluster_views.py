@@ -1,8 +1,8 @@
 """What the composed cluster means for the graph: the derived views ClusterConfig offers the
-renderers, the rules and components/cluster.py (its hosts and where each node, the controller
+renderers, the rules and components/composition/cluster.py (its hosts and where each node, the controller
 and the database run, names and paths, addresses, forwards, the GPUs dealt to each node).
 
-A mixin of ClusterConfig (components/config.py), kept apart from what the stack file says.
+A mixin of ClusterConfig (components/composition/config.py), kept apart from what the stack file says.
 """
 
 from collections import Counter
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 from typing import Self
 
-from components.cluster_host import LOCAL_HOST, ClusterHostConfig
-from components.config_types import ClusterIdentity
+from components.common.config_types import ClusterIdentity
+from components.composition.cluster_host import LOCAL_HOST, ClusterHostConfig
 from components.host.config import HostConfig
 from components.lxc.config import device_dir_of
 from components.network.config import PortForwardConfig
@@ -20,7 +20,7 @@ from components.slurm.slurm_conf import SLURMCTLD_PORT, SLURMD_PORT, SRUN_PORTS
 
 
 class ClusterViews:
-    """The derived views of a ClusterConfig (its fields: components/config.py)."""
+    """The derived views of a ClusterConfig (its fields: components/composition/config.py)."""
 
     # ---- hosts ----
 

@@ -6,12 +6,12 @@ the shared filesystem), so it is rendered here, beside the composition, from the
 ClusterConfig; the host area's boot unit receives the rendered text.
 """
 
-from components.cluster_host import ClusterHostConfig
-from components.config import ClusterConfig
+from components.common.transport import DEFAULT_LXC_PATH
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.config import ClusterConfig
 from components.host.boot_unit import boot_paths
 from components.metrics.render import exporter_guard
 from components.sharedfs.shared_fs import mount_state
-from components.transport import DEFAULT_LXC_PATH
 
 
 def host_state(
