@@ -9,6 +9,7 @@ from pathlib import Path
 
 from components.common.transport import helpers, script
 from components.slurm.controller import FILES
+from components.slurm.slurm_conf import render_cgroup_conf
 from tests.harness.program_harness import run_program, stack_config
 from tests.upgrade.snapshot import release_stack_config
 
@@ -63,6 +64,7 @@ def rerun_host_create(tmp_path: Path, on_disk: str, conf: str) -> tuple[subproce
     conf_dir.mkdir()
     (conf_dir / "slurm.conf").write_text(on_disk)
     (conf_dir / "gres.conf").write_text("")
+    (conf_dir / "cgroup.conf").write_text(render_cgroup_conf())
     calls = tmp_path / "calls"
     calls.touch()
     header = "# ---- slurmctld_host_create.sh ----"
@@ -72,6 +74,7 @@ def rerun_host_create(tmp_path: Path, on_disk: str, conf: str) -> tuple[subproce
         "CONTROLLER_CONF_DIR": str(conf_dir),
         "SLURM_CONF_TEXT": conf,
         "GRES_CONF_TEXT": "",
+        "CGROUP_CONF_TEXT": render_cgroup_conf(),
         "CALLS": str(calls),
         "PATH": os.environ["PATH"],
     }
