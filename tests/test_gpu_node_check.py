@@ -158,12 +158,13 @@ def test_prepare_writes_the_stacks_slurm_files_with_the_containment_lines(slurm_
 
 
 # Stand-ins for the unpacked programs: each records its arguments (NUL-terminated: the probe
-# is one argument of many lines); srun answers as the node's job would (`leak`: the GPU listed
-# without --gres too).
+# is one argument of many lines); slurmctld leaves a process behind, as the daemon, which the
+# check stops; srun answers as the node's job would (`leak`: the GPU listed without --gres too).
 FAKE = r"""#!/bin/sh
 name=$(basename "$0")
 printf '%s\0' "$name $*" >> "$CALLS"
 case "$name" in
+  slurmctld) sleep 60 >/dev/null 2>&1 & echo $! > "$(sed -n 's/^SlurmctldPidFile=//p' "$2")" ;;
   sinfo) printf 'c000 idle\nc001 idle\n' ;;
   srun)
     case "$*" in
@@ -231,7 +232,7 @@ def test_slurm_check_runs_the_daemons_from_the_unpacked_tree_on_the_stacks_files
         assert line in conf, line
     assert any(line.startswith("NodeName=c001 NodeAddr=127.0.0.3 Port=6819 CPUs=4") for line in conf), conf
     cgroup = (etc / "cgroup.conf").read_text().splitlines()
-    assert {"ConstrainDevices=yes", "IgnoreSystemd=yes", "EnableControllers=yes"} <= set(cgroup)
+    assert {"ConstrainDevices=yes", "IgnoreSystemd=yes", "CgroupAutomount=yes"} <= set(cgroup)
     assert (etc / "gres.conf").read_text() == (slurm_files / "slurm" / "gres.conf").read_text()
     # In each node: munged and slurmd (configless, its own name) through lxc-attach.
     for node in ("c000", "c001"):
@@ -277,17 +278,20 @@ def test_the_carried_packages_hold_slurms_closure(tmp_path):
         prepare.download(tmp_path)
     except (subprocess.CalledProcessError, SystemExit) as error:
         pytest.skip(f"Debian's packages cannot be downloaded here: {error}")
+    # A client reads a slurm.conf before anything else: a small one.
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=check\nSlurmctldHost=localhost\nNodeName=c000 CPUs=1\nPartitionName=p Nodes=c000\n")
     script = (
         'source tools/gpu_node_check/common.sh; scratch_paths; slurm_unpack "$1" || exit 1; '
-        'for p in slurmctld slurmd srun; do "$SLURM_ROOT/wrap/$p" -V || exit 1; done; '
+        'for p in slurmctld slurmd srun sinfo scontrol squeue; do "$SLURM_ROOT/wrap/$p" -V || exit 1; done; '
         '"$SLURM_ROOT/wrap/munged" --version || exit 1; "$SLURM_ROOT/wrap/slurmd" -C'
     )
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SCRATCH": str(tmp_path)}
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SCRATCH": str(tmp_path), "SLURM_CONF": str(conf)}
     done = subprocess.run(
         ["bash", "-c", script, "bash", str(tmp_path / "slurm-debs")], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "slurm 22.05" in done.stdout and "NodeName=" in done.stdout, done.stdout
+    assert done.stdout.count("slurm-wlm 22.05") == 6 and "NodeName=" in done.stdout, done.stdout
     install = tmp_path / "slurm-install"
     carried = {p.name for p in install.rglob("*.so*")}
     missing = {}

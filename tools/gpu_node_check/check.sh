@@ -3,7 +3,8 @@
 # preflight, two node containers made from the project's own config lines (c000 owns
 # /dev/nvidia0, c001 no GPU), the acceptance probe (ops/verify_gpu.py) and gpu_health.sh in
 # them, Slurm in them (slurm_check.sh: the stack's slurm.conf, gres.conf and cgroup.conf, jobs
-# through srun contained by their cgroup) and tools/gpu_overhead.py ($OVERHEAD_RUNS runs, 1 unless set). Step two, as root on the GPU host (prepare.py first).
+# through srun contained by their cgroup) and tools/gpu_overhead.py ($OVERHEAD_RUNS runs, 1
+# unless set). Step two, as root on the GPU host (prepare.py first).
 # Its log: $OUT/log.txt (default /tmp/gpu-node-check). Everything else it makes lies in a fresh
 # `mktemp -d` ($SCRATCH: the unpacked LXC and Slurm, the container path, the rootfs, the
 # wrappers, munge's and slurmctld's files),
@@ -70,7 +71,8 @@ lxc-start --version
 
 step "Slurm 22.05 and munge from Debian 12's debs in $SLURM_ROOT"
 slurm_unpack "$WORK/slurm-debs" || echo "error: could not unpack $WORK/slurm-debs"
-for p in slurmctld slurmd srun; do printf '%s: %s\n' $p "$("$SLURM_ROOT/wrap/$p" -V 2>&1)"; done
+# (A client reads a slurm.conf first: the stack's.)
+for p in slurmctld slurmd srun; do printf '%s: %s\n' $p "$(SLURM_CONF=$WORK/slurm/slurm.conf "$SLURM_ROOT/wrap/$p" -V 2>&1)"; done
 "$SLURM_ROOT/wrap/munged" --version 2>&1
 
 # Part two runs as PID 1 of a new PID namespace, from the root cgroup (LXC's base cgroup is

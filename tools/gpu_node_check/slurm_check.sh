@@ -13,8 +13,9 @@
 #   SlurmUser       root: no slurm user here, and none is added to this host's /etc/passwd
 #   NodeAddr        127.0.0.2 and .3 with a port each (the nodes share this host's network)
 #   PluginDir       the unpacked plugins (Slurm is not in Debian's paths here)
-#   cgroup.conf     + IgnoreSystemd, EnableControllers: no systemd in these nodes (their init
-#                   is `sleep infinity`), so slurmd makes its cgroups itself
+#   cgroup.conf     + IgnoreSystemd, CgroupAutomount: no systemd in these nodes (their init
+#                   is `sleep infinity`), so slurmd makes its cgroups and enables their
+#                   controllers itself (22.05's keys; later releases name the second EnableControllers)
 set -uo pipefail
 source tools/gpu_node_check/common.sh
 : "${SCRATCH:?}"
@@ -58,7 +59,7 @@ sed -e "s#^SlurmctldHost=.*#SlurmctldHost=$me(127.0.0.1)#" \
   "$SW/slurm.conf" > "$ETC/slurm.conf"
 echo "PluginDir=$SLURM_ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm" >> "$ETC/slurm.conf"
 cp "$SW/gres.conf" "$ETC/gres.conf"
-{ cat "$SW/cgroup.conf"; printf 'IgnoreSystemd=yes\nEnableControllers=yes\n'; } > "$ETC/cgroup.conf"
+{ cat "$SW/cgroup.conf"; printf 'IgnoreSystemd=yes\nCgroupAutomount=yes\n'; } > "$ETC/cgroup.conf"
 echo "--- diff of slurm.conf (the stack's, this host's)"; diff "$SW/slurm.conf" "$ETC/slurm.conf"
 echo "--- cgroup.conf"; cat "$ETC/cgroup.conf"; echo "--- gres.conf"; cat "$ETC/gres.conf"
 grep -q '^ProctrackType=proctrack/cgroup' "$ETC/slurm.conf" && grep -q '^ConstrainDevices=yes' "$ETC/cgroup.conf" ||
@@ -72,6 +73,7 @@ munge -S "$MUNGE/munge.socket" -n | unmunge -S "$MUNGE/munge.socket" | head -3
 slurmctld -f "$ETC/slurm.conf" || { verdict FAIL "slurmctld did not start"; logs; exit 1; }
 
 step "munged and slurmd in the nodes (cgroup $(stat -fc %T /sys/fs/cgroup))"
+start=$SECONDS
 for n in "${NODES[@]}"; do
   ct=$(slurmd_env "$n" CONTAINER) || exit 1
   cp -p "$MUNGE/munge.key" "$CT/$ct/munge/munge.key"
@@ -99,10 +101,10 @@ for n in "${NODES[@]}"; do
     verdict FAIL "slurmd did not start in $n"
 done
 states=""
-for _ in $(seq 45); do
-  states=$(sinfo -h -N -o '%N %T' 2>&1 | sort -u | paste -sd' ')
-  [ "$states" = "c000 idle c001 idle" ] && break
+until [ "$states" = "c000 idle c001 idle" ] || [ "$SECONDS" -gt $((start + 90)) ]; do
+  kill -0 "$(cat "$CLUSTER/slurmctld.pid" 2>/dev/null)" 2>/dev/null || { states="(slurmctld is not running)"; break; }
   sleep 2
+  states=$(timeout 15 sinfo -h -N -o '%N %T' 2>&1 | sort -u | paste -sd' ')
 done
 if [ "$states" = "c000 idle c001 idle" ]; then verdict ok "both nodes idle: $states"; else
   verdict FAIL "the nodes did not come up idle: $states"; scontrol show node 2>&1 | grep -E 'NodeName|State|Reason'; logs; exit 1
