@@ -101,7 +101,7 @@ cp "$ROOT/components/slurm/files/gpu_health.sh" "$CT/dev-c001/root/tmp/gpu_healt
 echo "\$ gpu_health.sh where the GPU is refused (must fail)"; in_node dev-c001 env GPU_HEALTH_NODE=c001 bash /tmp/gpu_health.sh; echo "gpu_health exit $?"
 
 step "Slurm in the two nodes (tools/gpu_node_check/slurm_check.sh)"
-timeout 200 bash tools/gpu_node_check/slurm_check.sh
+timeout 240 bash tools/gpu_node_check/slurm_check.sh
 echo "slurm check exit $?"
 lxc-stop -n dev-c001 -k
 

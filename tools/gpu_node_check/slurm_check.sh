@@ -42,6 +42,7 @@ stop_all() {
   sleep 1
 }
 trap stop_all EXIT
+trap 'exit 143' TERM INT # (timeout's signal: the daemons are stopped then too)
 logs() {
   echo "--- slurmctld.log"; tail -40 "$CLUSTER/slurmctld.log" 2>&1
   for n in "${NODES[@]}"; do echo "--- $n: slurmd.log"; in_node "dev-$n" tail -40 /var/log/slurm/slurmd.log 2>&1; done
@@ -115,7 +116,7 @@ run_job() { # SRUN_ARGS...: the job's output; its command line first (an argumen
   local a shown=()
   for a; do [[ $a == *$'\n'* ]] && a="<${#a} characters>"; shown+=("$a"); done
   echo "\$ srun ${shown[*]}"
-  timeout 120 srun --quiet "$@" 2>&1
+  timeout 90 srun --quiet "$@" 2>&1
 }
 out=$(run_job -w c000 --gres=gpu:1 nvidia-smi -L); rc=$?; echo "$out"
 gpus=$(grep -c '^GPU ' <<< "$out")
