@@ -2,12 +2,12 @@
 
 import pulumi
 
-from components.stack_config import load_stack_config
+from components.composition.stack_config import load_stack_config
 
 stack = load_stack_config()
 
 if stack.cluster:
-    from components.cluster import GpuCluster
+    from components.composition.cluster import GpuCluster
 
     cluster = GpuCluster(stack.cluster.name, stack.cluster)
     pulumi.export("controller_address", cluster.controller_address)

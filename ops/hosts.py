@@ -8,12 +8,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.cluster_host import ClusterHostConfig
-from components.config import ClusterConfig
+from components.common.transport import script
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.config import ClusterConfig
+from components.composition.host_state import render_host_state
 from components.host.boot_unit import FILES
 from components.host.config import SshEndpoint
-from components.host_state import render_host_state
-from components.transport import script
 
 CONNECT_TIMEOUT_S = 5
 DRIFT_KINDS = ("MISSING", "FOREIGN", "WRONG", "SHADOWED")

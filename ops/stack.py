@@ -9,8 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from components.config import ClusterConfig
-from components.stack_config import NAMESPACE, ConfigError
+from components.composition.config import ClusterConfig
+from components.composition.stack_config import NAMESPACE, ConfigError
 from ops.verify import stack_file_cluster
 
 ROOT = Path(__file__).resolve().parents[1]

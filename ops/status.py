@@ -19,9 +19,9 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
+from components.composition.stack_config import ConfigError
 from components.slurm import slurm_text
-from components.stack_config import ConfigError
 from ops import cost, hosts
 from ops.stack import StackNotUpError, stack_cluster, stack_outputs, stack_secret
 

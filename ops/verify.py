@@ -15,11 +15,11 @@ from pathlib import Path
 
 import yaml
 
-from components.config import ClusterConfig
+from components.common.transport import INTERPRETER, script
+from components.composition.config import ClusterConfig
+from components.composition.host_state import render_host_state
+from components.composition.stack_config import NAMESPACE, ConfigError, parse_stack_config
 from components.host.boot_unit import FILES
-from components.host_state import render_host_state
-from components.stack_config import NAMESPACE, ConfigError, parse_stack_config
-from components.transport import INTERPRETER, script
 
 STACKS_DIR = Path(__file__).resolve().parents[1] / "stacks"
 

@@ -19,8 +19,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from components.config import ClusterConfig
-from components.rendering import container_device_path
+from components.common.rendering import container_device_path
+from components.composition.config import ClusterConfig
 
 # Runs in the node (python3 is in the node image), as root in a Slurm job. Prints one line per
 # check: "<status> <text>", status ok, FAIL or skipped.

@@ -141,7 +141,7 @@ class _Mocks(pulumi.runtime.Mocks):
         seed = hashlib.shake_256(f"{pulumi.get_stack()}:{args.name}".encode())
         generated = GENERATED_SECRET.fullmatch(str(args.inputs.get("create", "")))
         if args.typ == "command:local:Command" and generated:
-            # A generated secret (components/transport.py): stable per stack and name, as the
+            # A generated secret (components/common/transport.py): stable per stack and name, as the
             # engine keeps the command's stdout in the state.
             state["stdout"] = base64.b64encode(seed.digest(int(generated.group(1)))).decode()
         if args.typ == "tls:index/privateKey:PrivateKey":

@@ -5,7 +5,7 @@
     python -m review.stacks validate [FILE...]   # every stacks/Pulumi.*.yaml by default
     python -m review.stacks new-site NAME [--nodes N] [--subnet 10.50] [--out FILE]
 
-The schema is generated from components/stack_config.py (StackConfig) and referenced from each
+The schema is generated from components/composition/stack_config.py (StackConfig) and referenced from each
 stack file's first line (`# yaml-language-server: $schema=./schema.json`) for editor completion.
 `validate` parses each file with the program's own loader, so it prints the messages
 `pulumi up` would print, naming each field.
@@ -30,7 +30,7 @@ NAME = re.compile(r"[a-z][a-z0-9]{0,9}")  # ClusterConfig.name: it prefixes brid
 
 def schema() -> dict[str, Any]:
     """JSON Schema of a stack file: `config:` with the `gpu-cluster:*` keys StackConfig accepts."""
-    from components.stack_config import NAMESPACE, StackConfig
+    from components.composition.stack_config import NAMESPACE, StackConfig
 
     model = StackConfig.model_json_schema()
     # `cluster: X | None` is optional by leaving the key out; the schema names the model itself,
@@ -42,7 +42,7 @@ def schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"Pulumi stack file of {NAMESPACE}",
-        "description": f"Generated from components/stack_config.py by `{REGENERATE}`; do not edit.",
+        "description": f"Generated from components/composition/stack_config.py by `{REGENERATE}`; do not edit.",
         "type": "object",
         "properties": {
             "config": {
@@ -68,7 +68,7 @@ def stack_files() -> list[Path]:
 
 
 def namespace_keys(document: dict | None) -> dict[str, Any]:
-    from components.stack_config import NAMESPACE
+    from components.composition.stack_config import NAMESPACE
 
     config = (document or {}).get("config") or {}
     return {k.removeprefix(f"{NAMESPACE}:"): v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")}
@@ -96,7 +96,7 @@ def _hints(details: list[dict]) -> list[str]:
 def missing_secrets(path: Path, document: dict | None) -> list[str]:
     """The secrets the stack names (hosts[].connection.private_key_secret) that its file lacks,
     each with the command that sets it."""
-    from components.stack_config import NAMESPACE
+    from components.composition.stack_config import NAMESPACE
 
     config = (document or {}).get("config") or {}
     cluster = config.get(f"{NAMESPACE}:cluster") or {}
@@ -118,7 +118,7 @@ def validate_file(path: Path) -> str | None:
     hints (quoted numbers) and a note when rules across fields could not be checked yet."""
     from pydantic import ValidationError
 
-    from components.stack_config import NAMESPACE, StackConfig, _format, problems, unchecked_note
+    from components.composition.stack_config import NAMESPACE, StackConfig, _format, problems, unchecked_note
 
     try:
         document = yaml.safe_load(path.read_text())
@@ -162,7 +162,7 @@ def validate(paths: list[Path]) -> int:
 def new_site(name: str, nodes: int = 2, subnet: str = "10.50") -> str:
     """A valid starting stack file for a site with `nodes` nodes and one GPU: the first node
     owns it, split into as many Slurm shards as there are nodes, the others have none."""
-    from components.stack_config import NAMESPACE, parse_stack_config
+    from components.composition.stack_config import NAMESPACE, parse_stack_config
 
     short = name[:9]
     cluster = {
@@ -194,7 +194,8 @@ def new_site(name: str, nodes: int = 2, subnet: str = "10.50") -> str:
         f"# Site {name}: {nodes} node(s); c000 has /dev/nvidia0"
         + (f", which {nodes} jobs may share (Slurm shards: --gres=shard:1)" if nodes > 1 else "")
         + ". Adjust devices, addresses and partitions;\n"
-        f"# keys and accepted values: components/config.py. Check with `venv/bin/python -m review.stacks validate`.\n"
+        "# keys and accepted values: components/composition/config.py. "
+        "Check with `venv/bin/python -m review.stacks validate`.\n"
         f"{body}"
     )
 

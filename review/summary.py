@@ -25,6 +25,7 @@ COUNTED = (OpType.CREATE, OpType.UPDATE, OpType.REPLACE, OpType.DELETE)
 # The halves of a replacement are shown as the replace itself.
 HIDDEN = {OpType.SAME, OpType.CREATE_REPLACEMENT, OpType.DELETE_REPLACED, OpType.READ, OpType.REFRESH}
 DESTRUCTIVE = {OpType.REPLACE, OpType.DELETE}
+HOST_PART = "gpu-cluster:cluster:HostPart"
 LIMIT = 64_000  # GitHub refuses comments over 65,536 characters
 MARKER = "<!-- gpu-cluster-review:{stack} -->"
 
@@ -32,6 +33,10 @@ MARKER = "<!-- gpu-cluster-review:{stack} -->"
 def _types(urn: str) -> list[str]:
     """The qualified type of a URN: its parent's type, then its own."""
     return urn.split("::")[2].split("$") if urn.count("::") >= 3 else []
+
+
+def _is_host_part(urn: str) -> bool:
+    return _types(urn)[-1:] == [HOST_PART]
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,11 @@ class Change:
         for urn in [*reversed(self.ancestors), self.urn]:
             found.extend(t for t in _types(urn) if t not in found)
         return found
+
+    @property
+    def host_part(self) -> str | None:
+        """The name of the host part (components/composition/host_part.py) the resource is, or is inside."""
+        return next((urn.rsplit("::", 1)[-1] for urn in (self.urn, *self.ancestors) if _is_host_part(urn)), None)
 
     def kills_jobs(self) -> str | None:
         """What running jobs lose when this change is a replace or delete, or None."""
@@ -76,6 +86,8 @@ class Summary:
     counts: dict[OpType, int] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    host_parts: set[str] = field(default_factory=set)
+    """The names of the stack's host parts the events name: with several, rows group by host."""
 
     @property
     def has_changes(self) -> bool:
@@ -112,6 +124,9 @@ def summarize(stack: str, events: Iterable[EngineEvent]) -> Summary:
             state = meta.new or meta.old
             if state and state.parent:
                 parents[meta.urn] = state.parent
+            summary.host_parts |= {
+                u.rsplit("::", 1)[-1] for u in (meta.urn, state.parent if state else "") if u and _is_host_part(u)
+            }
             op = OpType(meta.op)
             if op not in HIDDEN:
                 # Sorted: the engine lists a step's changed keys in no fixed order.
@@ -153,6 +168,25 @@ def _details(title: str, body: str, lang: str = "") -> str:
     return f"<details><summary>{title}</summary>\n\n```{lang}\n{body.rstrip()}\n```\n\n</details>\n"
 
 
+def _table(changes: list[Change]) -> list[str]:
+    rows = [f"| {c.op.value} | `{c.name}` | {', '.join(c.keys)} |" for c in changes]
+    return ["| op | resource | changed keys |\n|---|---|---|", *rows, ""]
+
+
+def _tables(summary: Summary) -> list[str]:
+    """One table; with several host parts, one per host part (what the change does to each
+    host), then one of the rest of the cluster (Slurm, services, boot units)."""
+    if len(summary.host_parts) < 2:
+        return _table(summary.changes)
+    out = []
+    for part in sorted({c.host_part for c in summary.changes if c.host_part}):
+        out += [f"#### Host part `{part}`\n", *_table([c for c in summary.changes if c.host_part == part])]
+    rest = [c for c in summary.changes if not c.host_part]
+    if rest:
+        out += ["#### The whole cluster\n", *_table(rest)]
+    return out
+
+
 def comment(summary: Summary | None, stack: str, preview: str = "", diff: str | None = None) -> str:
     """The Markdown comment for one stack, scrubbed and cut to GitHub's limit."""
     out = [MARKER.format(stack=stack)]
@@ -167,9 +201,7 @@ def comment(summary: Summary | None, stack: str, preview: str = "", diff: str | 
         if summary.errors:
             out.append("> [!WARNING]\n> The preview failed:\n" + "\n".join(f"> {e}" for e in summary.errors) + "\n")
         if summary.changes:
-            out.append("| op | resource | changed keys |\n|---|---|---|")
-            out.extend(f"| {c.op.value} | `{c.name}` | {', '.join(c.keys)} |" for c in summary.changes)
-            out.append("")
+            out.extend(_tables(summary))
         elif not summary.errors:
             out.append("No changes.\n")
     if summary is not None or diff is not None:

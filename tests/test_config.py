@@ -15,10 +15,10 @@ import pytest
 from pydantic import BaseModel, Strict
 
 import review.program
-from components.config import CLUSTER_RULES, ClusterConfig
-from components.config_types import written_as_text
+from components.common.config_types import written_as_text
+from components.composition.config import CLUSTER_RULES, ClusterConfig
+from components.composition.stack_config import ConfigError, parse_stack_config
 from components.slurm.config import slurm_hostlist
-from components.stack_config import ConfigError, parse_stack_config
 from review.program import ProgramRun
 from tests.burst.stack import BURST
 from tests.harness.program_harness import ROOT, run_program, stack_config
@@ -654,7 +654,7 @@ def test_one_invalid_field_of_a_valid_stack_adds_no_rule_error(stack):
     the count and the run directory: broken, they are not derived at all)."""
     from pydantic import ValidationError
 
-    from components.stack_config import StackConfig, problems
+    from components.composition.stack_config import StackConfig, problems
 
     base = stack_config(stack)
     for path in _leaves(base):
@@ -1266,7 +1266,7 @@ HUGE_CASES = [
 HUGE_SCRIPT = """
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from components.stack_config import ConfigError, parse_stack_config
+from components.composition.stack_config import ConfigError, parse_stack_config
 for cluster in json.load(sys.stdin):
     try:
         parse_stack_config({"cluster": cluster})

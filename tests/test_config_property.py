@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
+from components.composition.stack_config import ConfigError, parse_stack_config
 from components.host.rules import KERNEL_AND_CONFIG_TREES, SYSTEM_DIRS
 from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
 from components.lxc.rules import INTERNAL_CONTAINER_NAMES
 from components.network.rules import SLURM_PORTS
 from components.slurm.config import SLURM_RESERVED_NODE_NAMES
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
-from components.stack_config import ConfigError, parse_stack_config
 from tests.lxc.test_lxc_conf import lxc_loads
 
 # Network and UTS namespaces (unshare) for every generated config.

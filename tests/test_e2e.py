@@ -261,7 +261,7 @@ def gpu_check_skips_stand_ins(config: dict, report: list[str]) -> None:
     nvidia-smi and CUDA parts say "stand-ins: skipped"."""
     import io
 
-    from components.stack_config import parse_stack_config
+    from components.composition.stack_config import parse_stack_config
     from ops.verify_gpu import verify_gpus
 
     out = io.StringIO()
@@ -337,12 +337,18 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         check_web_page(config, slurm_env(cluster), report, placement)
 
         # Each container opens only its own GPUs; a rule shadowing the forward is named.
-        from tests.test_e2e_isolation import gpus_are_isolated, shadowed_forward_is_named, sources_are_limited
+        from tests.test_e2e_isolation import (
+            gpus_are_isolated,
+            routed_subnet_is_refused,
+            shadowed_forward_is_named,
+            sources_are_limited,
+        )
 
         gpus_are_isolated(config, report)
         gpu_check_skips_stand_ins(config, report)
         shadowed_forward_is_named(config, report)
         sources_are_limited(config, report)
+        routed_subnet_is_refused(config, report)
 
         # Apply again: every create succeeds and changes nothing.
         config_files = {p: p.read_bytes() for p in Path("/var/lib/lxc").glob(f"{cluster}-*/gpucluster.conf")}

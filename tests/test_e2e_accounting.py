@@ -190,17 +190,27 @@ def test_accounting_limits_health_and_restore(capsys):
 
         # Memory use, gathered from the job's cgroup: sacct has the step's MaxRSS.
         hold = "x = bytearray(150 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096]); import time; time.sleep(2)"
-        CLIENT.as_user("bob", "srun", "-J", "acct-bob-rss", "--mem=400", "python3", "-c", hold)
+        # Sampled every second (the cluster's default is every 30 s; a job shorter than that is
+        # sampled at its start only, before it holds anything).
+        CLIENT.as_user("bob", "srun", "-J", "acct-bob-rss", "--mem=400", "--acctg-freq=task=1", "python3", "-c", hold)
+
+        def steps_rss() -> str:
+            """The job's steps with their MaxRSS (the allocation's own row has none)."""
+            job = CLIENT.run("sacct", "-a", "-X", "-n", "-P", "-S", start, "--name=acct-bob-rss", "--format=JobID")
+            job = job.split()[0] if job.split() else ""
+            return CLIENT.run("sacct", "-a", "-n", "-P", "-j", job, "--format=JobID,MaxRSS") if job else ""
 
         def max_rss_mb() -> float:
-            rows = CLIENT.run("sacct", "-a", "-n", "-P", "-S", start, "--name=acct-bob-rss", "--format=JobID,MaxRSS")
-            sizes = [row.split("|")[1] for row in rows.splitlines() if row.count("|") == 1 and row.split("|")[1]]
+            sizes = [row.split("|")[1] for row in steps_rss().splitlines() if row.count("|") == 1 and row.split("|")[1]]
             scale = {"K": 1 / 1024, "M": 1, "G": 1024}
             return max((float(s[:-1]) * scale[s[-1]] if s[-1] in scale else float(s) / 2**20 for s in sizes), default=0)
 
-        wait_for("the MaxRSS of bob's job in sacct", lambda: max_rss_mb() > 0, 60)
+        try:
+            wait_for("the MaxRSS of bob's job in sacct", lambda: max_rss_mb() > 0, 60)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; sacct -j: {steps_rss()!r}") from None
         report.append(f"sacct MaxRSS of a job holding 150 MB: {max_rss_mb():.0f} MB")
-        assert 140 <= max_rss_mb() <= 400, max_rss_mb()
+        assert 140 <= max_rss_mb() <= 400, steps_rss()
 
         # The limit: physics may hold 1 GPU; alice asking for 2 at once is held with the
         # association's GRES limit as the reason, while bob's chem job runs.

@@ -36,12 +36,16 @@ print(json.dumps({"visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "opened": o
 
 def _srun(env: dict, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["srun", "-w", NODE, "-n1", "--mem=64", *args], capture_output=True, text=True, env=env, timeout=timeout
+        ["srun", "-w", NODE, "-n1", "--mem=64", "--chdir=/tmp", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
     )
 
 
 def _probe(env: dict, devices: list[str], *args: str) -> dict:
-    done = _srun(env, *args, "python3", "-c", PROBE, *devices)
+    done = _srun(env, *args, "/usr/bin/python3", "-c", PROBE, *devices)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -101,7 +105,7 @@ def _job_state(env: dict, job: str) -> str:
 
 def _sbatch(env: dict, *args: str) -> str:
     done = subprocess.run(
-        ["sbatch", "--parsable", "-w", NODE, "-n1", "-c1", "-o", "/dev/null", *args],
+        ["sbatch", "--parsable", "-w", NODE, "-n1", "-c1", "--chdir=/tmp", "-o", "/dev/null", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -112,7 +116,7 @@ def _sbatch(env: dict, *args: str) -> str:
 
 
 def memory_is_confined(env: dict, report: list[str]) -> None:
-    hog = _sbatch(env, "--mem=64", "--wrap", "python3 -c 'x = bytearray(400 * 1024 * 1024); print(len(x))'")
+    hog = _sbatch(env, "--mem=64", "--wrap", "/usr/bin/python3 -c 'x = bytearray(400 * 1024 * 1024); print(len(x))'")
     neighbour = _sbatch(env, "--mem=64", "--wrap", "sleep 5; echo fine")
     deadline = time.monotonic() + 120
     states = {}
@@ -143,6 +147,7 @@ def strays_end_with_their_job(cluster: str, env: dict, report: list[str]) -> Non
 
 
 def jobs_are_contained(cluster: str, env: dict, report: list[str]) -> None:
+    env = {**env, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}  # the jobs' PATH too (srun passes it on)
     devices = ["/dev/nvidia5", "/dev/nvidia6"]
     gpus_are_confined(env, devices, report)
     cores_are_confined(env, devices, report)

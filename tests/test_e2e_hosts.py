@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import INTERPRETER, script
+from components.composition.host_state import render_host_state
+from components.composition.stack_config import parse_stack_config
 from components.host.boot_unit import FILES as HOST_FILES
-from components.host_state import render_host_state
-from components.stack_config import parse_stack_config
-from components.transport import INTERPRETER, script
 from tests.harness import ssh_hosts
 from tests.harness.e2e_teardown import (
     FIRST_HOST_SECRET,

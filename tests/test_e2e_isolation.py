@@ -7,6 +7,8 @@
   the forward check and verify fail naming that chain, and removing it clears them. The
   stack limits the web app's forward to the outside client's network: the same client from
   another address is not forwarded.
+- Routed traffic: with the NAT subnet routed via the host, the outside client is refused at the
+  web app's own port and a node's slurmd; the forward still answers.
 """
 
 import json
@@ -14,8 +16,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from components.stack_config import parse_stack_config
-from components.transport import helpers
+from components.common.transport import helpers
+from components.composition.stack_config import parse_stack_config
 from tests.harness.e2e_teardown import OUTSIDE_LINK, OUTSIDE_NS
 from tests.test_e2e_lifecycle import run_verify
 
@@ -168,3 +170,29 @@ def sources_are_limited(config: dict, report: list[str]) -> None:
         assert other.returncode == 7 and "connect" in other.stderr.lower(), other  # curl: couldn't connect
     finally:
         _sh("ip", "addr", "del", "10.45.0.1/24", "dev", OUTSIDE_LINK, check=False)
+
+
+def routed_subnet_is_refused(config: dict, report: list[str]) -> None:
+    """The outside client routes the NAT subnet via the host (as a site router would for burst):
+    the web app's own port and a node's slurmd are refused (components/files/lib/bridges.sh
+    inbound_rules), while the forward still answers."""
+    cluster = config["cluster"]
+    web, subnet = cluster["web_app"], cluster["network"]["nat_bridge"]["address"]
+    subnet = subnet.rsplit(".", 1)[0] + ".0/24"
+    ns = ("ip", "netns", "exec", OUTSIDE_NS)
+    _sh(*ns, "ip", "route", "add", subnet, "via", "10.44.0.1")
+    try:
+        curl = (*ns, "curl", "-sS", "--max-time", "10")
+        direct = _sh(*curl, f"http://{web['nat_address']}:{web['port']}/healthz", check=False)
+        slurmd = _sh(*curl, f"telnet://{cluster['nodes'][1]['nat_address']}:6818", check=False)
+        forwarded = _sh(*curl, f"http://10.44.0.1:{web['host_port']}/healthz", check=False)
+    finally:
+        _sh(*ns, "ip", "route", "del", subnet, check=False)
+    report.append(f"$ ip netns exec {OUTSIDE_NS} ip route add {subnet} via 10.44.0.1   (routed via the host)")
+    target = f"{web['nat_address']}:{web['port']}"
+    report.append(f"  curl http://{target}/healthz: exit {direct.returncode} {direct.stderr.strip()}")
+    report.append(f"  curl http://10.44.0.1:{web['host_port']}/healthz: exit {forwarded.returncode}")
+    # curl exit 7: could not connect (the REJECT answers at once; open would be 0, dropped 28)
+    assert direct.returncode == 7, direct
+    assert slurmd.returncode == 7, slurmd
+    assert forwarded.returncode == 0 and json.loads(forwarded.stdout) == {"status": "ok"}, forwarded

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components.stack_config import parse_stack_config
+from components.composition.stack_config import parse_stack_config
 from ops.verify import verify
 from tests.harness.e2e_teardown import remove_stand_in_gpus
 from tests.harness.engine_cluster import apply, destroy, host_commands

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.stack_config import parse_stack_config
+from components.composition.stack_config import parse_stack_config
 from ops import status
 from ops.cost import job_cost
 from tests.harness import ssh_hosts

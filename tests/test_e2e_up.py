@@ -1,12 +1,16 @@
 """The README's main commands as a new user runs them, on a copy of the project: `./up.sh` (no
 stack: this machine has no NVIDIA driver, so `nogpu`) brings the cluster up through the real
 engine, Slurm answers, a second `./up.sh` changes nothing, `./down.sh nogpu --yes` takes it
-down and the host is as before. Its node image is copied from the one the other e2e tests kept
+down and the host is as before. The first `./up.sh` runs in a CI deploy's environment (the
+runner's RUNNER_TRACKING_ID, the deploy's secrets): no process it leaves holds any of it, and
+the cluster still serves jobs after every such process was killed, as the runner does when a
+job ends (docs/previews.md). Its node image is copied from the one the other e2e tests kept
 (or built), and purged at the end.
 """
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -37,14 +41,19 @@ files between the table and the preview).
 
 """
 PREVIEW_DETAILS = "<details><summary>pulumi preview --diff"
+PASSPHRASE = f"the test's own {os.getpid()}"
+# What a CI deploy's `pulumi up` has in its environment besides the passphrase: the self-hosted
+# runner's id for the job's processes, and the deploy role's keys.
+DEPLOY_ENV = {"RUNNER_TRACKING_ID": f"github_e2e-up-{os.getpid()}", "AWS_SECRET_ACCESS_KEY": "the deploy role's key"}
 
 
-def run(project: Path, command: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def run(project: Path, command: str, timeout: int = 900, extra: dict | None = None) -> subprocess.CompletedProcess:
     done = subprocess.run(
         ["bash", "-c", command],
         cwd=project,
         env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LC_ALL": "C"}
-        | {"PULUMI_CONFIG_PASSPHRASE": "the test's own", "NVIDIA_DRIVER_PROC": "/nonexistent/driver/nvidia"},
+        | {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "NVIDIA_DRIVER_PROC": "/nonexistent/driver/nvidia"}
+        | (extra or {}),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -69,11 +78,18 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
     before = host_snapshot()
     report = []
     try:
-        up = run(project, "./up.sh --yes")
+        up = run(project, "./up.sh --yes", extra=DEPLOY_ENV)
         assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
         assert "no NVIDIA driver here" in up.stderr and "bringing up the GPU-less stack nogpu" in up.stderr
         assert "Resources:\n    + 42 created" in up.stdout, up.stdout[-2000:]
         report.append("$ ./up.sh --yes\n" + "\n".join(up.stdout.splitlines()[-4:]))
+        # The runner's cleanup after the job: what holds the deploy's environment is killed
+        # (none should), and the cluster serves the jobs below after it.
+        holding = deploy_environment_holders()
+        for pid in holding:
+            os.kill(pid, signal.SIGKILL)
+        assert holding == {}, f"processes left holding the deploy's environment (now killed): {holding}"
+        report.append("after it: no process holds the deploy's RUNNER_TRACKING_ID, passphrase or AWS key")
         env = {"SLURM_CONF": f"/var/lib/gpucluster/{CLUSTER}/slurm.conf"}
         sinfo = sh("sinfo", "-h", "-o", "%P %a %D %t %N", env=env).stdout.strip()
         assert sinfo == "tutorial* up 4 idle c[000-003]", sinfo
@@ -82,6 +98,12 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
             "srun", "-N4", "--gres=gpu:1", "--chdir=/tmp", "sh", "-c", "echo $(hostname) $CUDA_VISIBLE_DEVICES", env=env
         )
         assert sorted(gpus.stdout.split("\n")[:-1]) == [f"c00{i} 0" for i in range(4)], gpus.stdout
+        # One CPU a node, dealt in turn: each job runs on its node's own CPU, whichever it is.
+        status = "grep Cpus_allowed_list /proc/self/status | cut -f2"
+        cpus = sh("srun", "-N4", "-c1", "--chdir=/tmp", "sh", "-c", f"echo $(hostname) $({status})", env=env)
+        dealt = {f"c00{i}": sh("lxc-cgroup", "-n", f"{CLUSTER}-c00{i}", "cpuset.cpus").stdout.strip() for i in range(4)}
+        assert dict(line.split() for line in cpus.stdout.splitlines()) == dealt, (cpus.stdout, dealt)
+        report.append(f"one-CPU jobs' Cpus_allowed_list per node: {dealt}")
         again = run(project, "./up.sh nogpu --yes --expect-no-changes")
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert "42 unchanged" in again.stdout, again.stdout[-2000:]
@@ -98,6 +120,27 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
     assert host_snapshot() == before
     with capsys.disabled():
         print("\n" + "\n".join(report))
+
+
+def deploy_environment_holders() -> dict[int, str]:
+    """Processes outside this test's own tree whose environment holds a value of the deploy's
+    (DEPLOY_ENV, the passphrase), with their command lines."""
+    deploy = {**DEPLOY_ENV, "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}
+    marks = {f"{name}={value}".encode() for name, value in deploy.items()}
+    parents, found = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if marks & set((entry / "environ").read_bytes().split(b"\0")):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):  # gone, or a sandbox's init
+            continue
+    ours = {os.getpid()}
+    while grown := {pid for pid, parent in parents.items() if parent in ours} - ours:
+        ours |= grown
+    return {pid: command for pid, command in found.items() if pid not in ours}
 
 
 def preview_of_a_new_node(project: Path) -> str:

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from components.transport import INTERPRETER, helpers
+from components.common.transport import INTERPRETER, helpers
 
 EXPORTER = "gpucluster:t:guard:exporter,exporter,10.43.3.1,9481,10.43.3.30"
 SITE_NFS = "gpucluster:t:guard:nfs,nfs,192.168.10.11,2049,10.43.3.0/24+10.45.0.0/24"

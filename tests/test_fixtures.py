@@ -40,7 +40,7 @@ def test_no_test_reads_a_shipped_example_stack_for_its_values():
     assert offenders == []
 
 
-NEW_NODE = "      - {name: c004, nat_address: 10.42.3.6, cluster_address: 10.42.5.5}\n"
+NEW_NODE = "      - {name: c004, nat_address: 10.42.3.6, cluster_address: 10.42.5.5, gpus: 0}\n"
 
 
 def test_a_site_that_edits_its_local_stack_breaks_no_test(tmp_path):

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from components.cluster_parts import this_machine_address
+from components.composition.cluster_parts import this_machine_address
 from tests.harness.program_harness import ROOT, run_program, stack_config
 
 COMMAND = "command:local:Command"

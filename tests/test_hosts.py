@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from components.config import MULTI_HOST_RULES, ClusterConfig
-from components.stack_config import ConfigError, parse_stack_config
-from components.transport import ENV_PREFIX
+from components.common.transport import ENV_PREFIX
+from components.composition.config import MULTI_HOST_RULES, ClusterConfig
+from components.composition.stack_config import ConfigError, parse_stack_config
 from tests.harness.command_executor import State, StateEntry, drops_without_running, host_commands, plan, up
 from tests.harness.program_harness import run_program, stack_config
 
 LOCAL, REMOTE = "command:local:Command", "command:remote:Command"
-# The cluster's munge key, made where `pulumi up` runs (components/transport.py generated_secret).
+# The cluster's munge key, made where `pulumi up` runs (components/common/transport.py generated_secret).
 GENERATED_KEY = "head -c 1024 /dev/urandom | base64 -w0"
 PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key-but-a-secret\n-----END OPENSSH PRIVATE KEY-----\n"
 SECRETS = {"gpu2SshKey": PRIVATE_KEY}
@@ -168,7 +168,7 @@ def test_hosts_and_a_single_host_section_do_not_mix():
 
 
 def test_multi_host_rules_include_every_single_host_rule():
-    from components.config import CLUSTER_RULES
+    from components.composition.config import CLUSTER_RULES
 
     assert set(CLUSTER_RULES) < set(MULTI_HOST_RULES)
 
@@ -346,8 +346,8 @@ def test_commands_of_a_host_the_program_makes_are_deleted_with_it(tmp_path):
     program.write_text(
         "import pulumi\n"
         "from components.host.boot_unit import FILES\n"
-        "from components.stack_config import parse_stack_config\n"
-        "from components.transport import connect, host_command\n"
+        "from components.composition.stack_config import parse_stack_config\n"
+        "from components.common.transport import connect, host_command\n"
         "from tests.harness.program_harness import stack_config\n"
         "host = parse_stack_config(stack_config('twohost')).cluster.host_named('gpu2')\n"
         "machine = pulumi.CustomResource('test:index:Machine', 'machine', {})\n"
@@ -377,7 +377,7 @@ def test_single_host_stack_has_no_remote_command_nor_generated_key():
 
 
 def test_each_host_brings_back_its_own_part_with_its_routes(run):
-    from components.host_state import host_state
+    from components.composition.host_state import host_state
 
     config = parse_stack_config(stack_config("twohost")).cluster
     config = config.model_copy(
@@ -397,7 +397,7 @@ def test_each_host_brings_back_its_own_part_with_its_routes(run):
 
 
 def test_a_one_host_description_has_no_routes_nor_lxc_path():
-    from components.host_state import host_state
+    from components.composition.host_state import host_state
 
     state = host_state(parse_stack_config(stack_config("e2e")).cluster)
     assert "ROUTES" not in state and "LXC_PATH" not in state

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.stack_config import ConfigError, parse_stack_config
+from components.composition.stack_config import ConfigError, parse_stack_config
 from tests.harness.command_executor import host_commands
 from tests.harness.program_harness import run_program, stack_config
 from tests.harness.ssh_executor import ssh_argv

@@ -1,18 +1,23 @@
 """One way down: the import layers of components/ (docs/layout.md draws them).
 
-    cluster.py, cluster_parts.py, host_state.py,  the graph, the host state, the whole stack
-    stack_config.py
-    config.py, cluster_host.py, cluster_views.py, the composition: ClusterConfig, its hosts, its
-    config_rules_beside_errors.py                 derived views, its rule registry
-    host/ network/ lxc/ slurm/ app/ metrics/      the areas: each imports its own config, the
-    sharedfs/ burst/ aws/ kubernetes/             shared building blocks, and another area only
-                                                  where ALLOWED lists the pair with its reason
-    config_types.py transport.py options.py       the shared building blocks
-    rendering.py
+    composition/  cluster.py, host_part.py,         the graph, the host state, the whole stack
+                  cluster_parts.py, host_state.py,
+                  stack_config.py
+    composition/  config.py, cluster_host.py,       the composition: ClusterConfig, its hosts,
+                  cluster_views.py,                 its derived views, its rule registry
+                  config_rules_beside_errors.py
+    host/ network/ lxc/ slurm/ app/ metrics/        the areas: each imports its own config, the
+    sharedfs/ burst/ aws/ kubernetes/               shared building blocks, and another area only
+                                                    where ALLOWED lists the pair with its reason
+    common/       config_types.py transport.py      the shared building blocks
+                  options.py rendering.py
 
 A module imports only its own layer or those below; no import runs back up, and no two
 modules import each other, directly or around a loop. Every import counts, also one inside a
 function. The failures name the file and line of each offending import.
+
+Beside the layers, the sizes: no file of components/ over 500 lines, no function or method
+(served scripts in files/ included) over 80, each failure naming file, function and length.
 """
 
 import ast
@@ -26,7 +31,7 @@ COMPONENTS = ROOT / "components"
 AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes")
 SHARED = ("config_types", "transport", "options", "rendering")
 COMPOSITION = ("config", "cluster_host", "cluster_views", "config_rules_beside_errors")
-TOP = ("cluster", "cluster_parts", "host_state", "stack_config")
+TOP = ("cluster", "host_part", "cluster_parts", "host_state", "stack_config")
 LEVELS = {"shared": 0, "area": 1, "composition": 2, "top": 3}
 
 # Area -> area imports that are real and one-way, each with its reason (docs/layout.md lists them).
@@ -64,10 +69,14 @@ def layer(module: str) -> tuple[str, str]:
         return "top", "components"
     if parts[1] in AREAS:
         return "area", parts[1]
-    for name, members in (("shared", SHARED), ("composition", COMPOSITION), ("top", TOP)):
-        if parts[1] in members:
-            return name, parts[1]
-    raise AssertionError(f"components/{parts[1]}.py is in no layer of tests/test_layers.py")
+    # The shared building blocks in common/, the composition's two layers in composition/.
+    folders = {"common": (("shared", SHARED),), "composition": (("composition", COMPOSITION), ("top", TOP))}
+    if parts[1] in folders and len(parts) == 2:
+        return folders[parts[1]][-1][0], parts[1]  # the package itself
+    for name, members in folders.get(parts[1], ()):
+        if parts[2] in members:
+            return name, parts[2]
+    raise AssertionError(f"components/{'/'.join(parts[1:])}.py is in no layer of tests/test_layers.py")
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -203,6 +212,55 @@ def test_no_file_of_components_is_over_500_lines():
     assert not long, long
 
 
+MAX_FUNCTION_LINES = 80
+# None: every function of components/ is short (the cluster's composition too, in named stages).
+LONG_FUNCTIONS_ALLOWED: set[tuple[str, str]] = set()
+
+
+def function_lengths(path: Path) -> dict[str, int]:
+    """Qualified name -> lines (the def line to the last, docstring and comments included) of
+    every function and method in a file, nested ones too."""
+    lengths = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    lengths[name] = child.end_lineno - child.lineno + 1
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text(), str(path)), "")
+    return lengths
+
+
+def long_functions(root: Path) -> dict[tuple[str, str], int]:
+    """(file, function) -> lines of each function of components/ (served scripts in files/
+    too) over MAX_FUNCTION_LINES."""
+    return {
+        (str(path.relative_to(root)), name): lines
+        for path in sorted((root / "components").rglob("*.py"))
+        for name, lines in function_lengths(path).items()
+        if lines > MAX_FUNCTION_LINES
+    }
+
+
+def test_no_function_of_components_is_over_80_lines():
+    """A function says what it does in a screen: a longer one is split into named stages (a
+    component's __init__ calling self._network(), self._vpn(), ...)."""
+    long = long_functions(ROOT)
+    over = [
+        f"{file}: {name} is {lines} lines"
+        for (file, name), lines in long.items()
+        if (file, name) not in LONG_FUNCTIONS_ALLOWED
+    ]
+    assert not over, f"over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(over)
+    stale = sorted(LONG_FUNCTIONS_ALLOWED - set(long))
+    assert not stale, f"short now: remove from LONG_FUNCTIONS_ALLOWED: {stale}"
+
+
 # ---- the checks themselves fail on what they are meant to catch ----
 
 
@@ -239,10 +297,10 @@ def test_a_cycle_is_named_with_files_and_lines(tmp_path):
 @pytest.mark.parametrize(
     ("module", "expected"),
     [
-        ("components.config", ("composition", "config")),
+        ("components.composition.config", ("composition", "config")),
         ("components.slurm.slurm_conf", ("area", "slurm")),
-        ("components.transport", ("shared", "transport")),
-        ("components.cluster", ("top", "cluster")),
+        ("components.common.transport", ("shared", "transport")),
+        ("components.composition.cluster", ("top", "cluster")),
     ],
 )
 def test_modules_are_placed_in_their_layer(module, expected):
@@ -253,14 +311,30 @@ def test_an_area_importing_the_composition_or_an_unlisted_area_is_named(tmp_path
     edges = fake_tree(
         tmp_path,
         {
-            "components/network/a.py": "from components.config import ClusterConfig\n",
+            "components/network/a.py": "from components.composition.config import ClusterConfig\n",
             "components/network/b.py": "\nfrom components.slurm.config import NodeConfig\n",
-            "components/transport.py": "from components.lxc.config import GpuConfig\n",
+            "components/common/transport.py": "from components.lxc.config import GpuConfig\n",
             "components/lxc/c.py": "from components.network.config import NetworkConfig\n",
         },
     )
     assert upward(edges) == [
-        "components/network/a.py:1: components.config (an area takes its slice or view of the cluster from cluster.py)",
+        "components/network/a.py:1: components.composition.config "
+        "(an area takes its slice or view of the cluster from cluster.py)",
         "components/network/b.py:2: components.slurm.config (network -> slurm is not in ALLOWED nor docs/layout.md)",
-        "components/transport.py:1: components.lxc.config (shared imports area)",
+        "components/common/transport.py:1: components.lxc.config (shared imports area)",
     ]
+
+
+def test_a_long_function_is_named_with_its_file_and_length(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "components" / "area" / "files").mkdir(parents=True)
+    (tmp_path / "components" / "area" / "files" / "served.py").write_text(
+        f"def short():\n    pass\n\n\ndef long():\n{body}"
+    )
+    (tmp_path / "components" / "area" / "part.py").write_text(
+        f"class Part:\n    def __init__(self):\n{''.join('    ' + line for line in body.splitlines(True))}"
+    )
+    assert long_functions(tmp_path) == {
+        ("components/area/files/served.py", "long"): MAX_FUNCTION_LINES + 1,
+        ("components/area/part.py", "Part.__init__"): MAX_FUNCTION_LINES + 1,
+    }

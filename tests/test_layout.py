@@ -9,7 +9,7 @@ import re
 import pulumi
 import pytest
 
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
 from tests.harness.program_harness import ROOT, run_program, stack_config
 
 COMPONENTS = ROOT / "components"
@@ -36,7 +36,10 @@ def tokens() -> dict[str, str]:
 def test_a_type_token_names_the_folder_of_its_module():
     for token, path in tokens().items():
         module = token.split(":")[1]
-        assert path == "cluster.py" if module == "cluster" else path.startswith(f"{module}/"), (token, path)
+        # The composition's own components (GpuCluster, HostPart) are in composition/: their
+        # tokens were there before the folder and stay (a token is part of every URN below it).
+        folder = "composition" if module == "cluster" else module
+        assert path.startswith(f"{folder}/"), (token, path)
 
 
 @pytest.mark.parametrize("stack", ["e2e", "k8s"])
@@ -49,7 +52,7 @@ def test_only_transport_creates_host_commands():
     users = sorted(
         str(path.relative_to(ROOT)) for path in COMPONENTS.rglob("*.py") if "pulumi_command" in path.read_text()
     )
-    assert users == ["components/transport.py"]
+    assert users == ["components/common/transport.py"]
 
 
 def test_components_receive_a_slice_of_the_cluster_config():
@@ -60,7 +63,8 @@ def test_components_receive_a_slice_of_the_cluster_config():
                 annotations = [p.annotation for p in inspect.signature(cls.__init__).parameters.values()]
                 if ClusterConfig in annotations or "ClusterConfig" in annotations:
                     takers.append(cls.__name__)
-    assert takers == ["GpuCluster"]
+    # The composition: the cluster, and each host's part of it.
+    assert takers == ["GpuCluster", "HostPart"]
 
 
 def area_imports() -> dict[str, set[str]]:
@@ -107,8 +111,8 @@ def test_component_areas_import_each_other_one_way():
 
 
 def test_config_models_are_imported_from_the_module_that_defines_them():
-    """components/config.py composes the areas' models; a model is imported from its own area."""
-    tree = ast.parse((COMPONENTS / "config.py").read_text())
+    """components/composition/config.py composes the areas' models; a model is imported from its own area."""
+    tree = ast.parse((COMPONENTS / "composition" / "config.py").read_text())
     defined = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
     defined |= {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if hasattr(t, "id")}
     wrong = []
@@ -117,6 +121,6 @@ def test_config_models_are_imported_from_the_module_that_defines_them():
         *(p for d in ("components", "tests", "review", "tools") for p in ROOT.glob(f"{d}/**/*.py")),
     ]:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "components.config":
+            if isinstance(node, ast.ImportFrom) and node.module == "components.composition.config":
                 wrong += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name not in defined]
     assert not wrong, wrong

@@ -142,6 +142,7 @@ def test_nothing_moves_where_the_host_stays():
 
 LXC_STUB = """#!/bin/bash
 # Records the call; lxc-info answers from $STUB/running; lxc-start/lxc-create stop the script.
+# STUB is written in (lxc-start runs detached, with none of the script's environment).
 tool=$(basename "$0"); name=""; args=("$@")
 while [ $# -gt 0 ]; do [ "$1" = -n ] && name=$2; shift; done
 echo "$tool $name ${args[*]}" >> "$STUB/calls"
@@ -159,7 +160,7 @@ def lxc_stubs(tmp_path):
     (stub / "bin").mkdir(parents=True)
     (stub / "running").mkdir()
     for tool in ("lxc-info", "lxc-stop", "lxc-destroy", "lxc-start", "lxc-create", "lxc-copy", "lxc-attach"):
-        (stub / "bin" / tool).write_text(LXC_STUB)
+        (stub / "bin" / tool).write_text(LXC_STUB.replace("tool=", f"STUB={stub}\ntool=", 1))
         (stub / "bin" / tool).chmod(0o755)
     return stub
 
@@ -179,7 +180,7 @@ def run_script(path, stub, environment: dict):
     import os
     import subprocess
 
-    from components.transport import INTERPRETER, script
+    from components.common.transport import INTERPRETER, script
 
     # The helpers set PATH: the stubs go first right after them.
     marker = f"# ---- {path.name} ----\n"

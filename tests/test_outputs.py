@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from components.cluster_parts import this_machine_address
+from components.composition.cluster_parts import this_machine_address
 from ops import verify
 from tests.harness.program_harness import ROOT, run_program, stack_config
 

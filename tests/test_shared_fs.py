@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.host_state import host_state
+from components.common.transport import INTERPRETER, helpers
+from components.composition.host_state import host_state
+from components.composition.stack_config import ConfigError, parse_stack_config
 from components.sharedfs.shared_fs import export_clients, render_ganesha_conf
-from components.stack_config import ConfigError, parse_stack_config
-from components.transport import INTERPRETER, helpers
 from tests.harness.command_executor import State, StateEntry, host_commands, plan
 from tests.harness.program_harness import run_program, stack_config
 

@@ -1,4 +1,4 @@
-"""Every script gets the shared helper files it calls (components/transport.py): checked by bash
+"""Every script gets the shared helper files it calls (components/common/transport.py): checked by bash
 itself, which lists the functions the included helpers define and prints each one's body."""
 
 import re
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from components import transport
-from components.transport import helper_files, helpers, script
+from components.common import transport
+from components.common.transport import helper_files, helpers, script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(ROOT.glob("components/**/files/*.sh"))

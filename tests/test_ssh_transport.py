@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from components.stack_config import parse_stack_config
+from components.composition.stack_config import parse_stack_config
 from tests.harness import ssh_hosts
 from tests.harness.command_executor import (
     CommandFailedError,

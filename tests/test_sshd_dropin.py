@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.transport import FILES, helpers
+from components.common.transport import FILES, helpers
 
 SSHD = "/usr/sbin/sshd"
 

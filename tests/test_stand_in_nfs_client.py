@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import script
+from components.composition.stack_config import parse_stack_config
 from components.sharedfs.shared_fs import CLIENT_PROGRAM, FILES, render_ganesha_conf
-from components.stack_config import parse_stack_config
-from components.transport import script
 from tests.harness.program_harness import stack_config
 
 pytestmark = pytest.mark.privileged

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from components.composition.stack_config import ConfigError, parse_stack_config
 from components.slurm import slurm_text
-from components.stack_config import ConfigError, parse_stack_config
 from ops import cost, hosts, status
 from ops.stack import StackNotUpError, stack_cluster, stack_outputs
 from tests.harness.program_harness import stack_config

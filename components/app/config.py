@@ -4,7 +4,16 @@ from typing import Annotated
 
 from pydantic import Field, Strict, StringConstraints, model_validator
 
-from components.config_types import Address, Hostname, Network, Port, SafePath, StrictBool, StrictInt, StrictModel
+from components.common.config_types import (
+    Address,
+    Hostname,
+    Network,
+    Port,
+    SafePath,
+    StrictBool,
+    StrictInt,
+    StrictModel,
+)
 from components.network.config import SOURCES_DESCRIPTION
 
 # A DNS name in lower case: dot-separated RFC 1123 labels.

@@ -1,8 +1,8 @@
-"""The cluster's rule on the web app's GPUs (registered in components/config.py)."""
+"""The cluster's rule on the web app's GPUs (registered in components/composition/config.py)."""
 
 from collections.abc import Iterator
 
-from components.config_types import duplicates
+from components.common.config_types import duplicates
 
 
 def rule_web_app_gpus(c) -> Iterator[str]:

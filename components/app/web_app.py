@@ -6,11 +6,11 @@ from pathlib import Path
 import pulumi
 
 from components.app.config import WebAppConfig
-from components.config_types import ClusterIdentity
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, host_command
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
-from components.options import child_options
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 

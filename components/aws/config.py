@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from components.config_types import StrictBool, StrictInt, StrictModel
+from components.common.config_types import StrictBool, StrictInt, StrictModel
 
 # An authorized key as OpenSSH writes it (ssh-keygen's .pub), comment allowed.
 PUBLIC_KEY_PATTERN = (

@@ -10,7 +10,7 @@ import pulumi_aws as aws
 from components.aws.config import AwsConfig, Ec2Connection
 from components.aws.site import Ec2Site, tags
 from components.aws.user_data import FILES, HOST_KEY_TYPE, STATE_DEVICE_NAME, StateVolume, render_user_data
-from components.transport import host_command
+from components.common.transport import host_command
 
 
 @dataclass(frozen=True)
@@ -51,31 +51,59 @@ class Ec2Host(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:aws:Ec2Host", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=site.provider)
-        connection = spec.connection
+        self._prefix, self._config, self._spec, self._site = name, config, spec, site
+        self._child = pulumi.ResourceOptions(parent=self, provider=site.provider)
+        self._state_volume()
+        self._instance()
+        self._attach_and_route()
+        self._address()
+        # The host key the instance made, from its console (after the state volume is mounted:
+        # cloud-init prints it at the end of the first boot). A new instance, a new key.
+        self.host_key_reader = host_command(
+            f"{name}-host-key",
+            create=FILES / "host_key_from_console.sh",
+            environment={"REGION": config.region, "INSTANCE_ID": self.instance.id, "KEY_TYPE": HOST_KEY_TYPE},
+            triggers=[self.instance.id],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.state_attachment]),
+        )
+        self.host_public_key = self.host_key_reader.stdout.apply(lambda out: " ".join(out.split()[:2]))
+        self.register_outputs(
+            {
+                "instance_id": self.instance.id,
+                "ssh_address": self.ssh_address,
+                "host_key": self.host_public_key,
+                "state_volume_id": self.state_volume.id,
+            }
+        )
 
-        def tagged(suffix: str) -> dict[str, str]:
-            return tags(f"{name}-{suffix}", spec.cluster, config.site)
+    def _tagged(self, suffix: str) -> dict[str, str]:
+        return tags(f"{self._prefix}-{suffix}", self._spec.cluster, self._config.site)
 
+    def _state_volume(self) -> None:
+        """The volume the cluster keeps its state on, which outlives every instance."""
         self.state_volume = aws.ebs.Volume(
-            f"{name}-state",
-            availability_zone=site.availability_zone,
-            size=connection.state_volume_gib,
+            f"{self._prefix}-state",
+            availability_zone=self._site.availability_zone,
+            size=self._spec.connection.state_volume_gib,
             type="gp3",
             encrypted=True,
-            tags=tagged("state"),
+            tags=self._tagged("state"),
             # Users' files, the Slurm queue and the containers outlive the instance, and a
             # destroy too: delete the volume by hand (its id is the output state_volume_id).
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
+            opts=pulumi.ResourceOptions.merge(self._child, pulumi.ResourceOptions(retain_on_delete=True)),
         )
+
+    def _instance(self) -> None:
+        """The instance, its first boot mounting the state volume."""
+        config, spec, site, tagged = self._config, self._spec, self._site, self._tagged
+        connection = spec.connection
         user_data = self.state_volume.id.apply(
             lambda volume_id: render_user_data(
                 spec.cluster, config.ssh_public_key, StateVolume(volume_id, spec.state_directories)
             )
         )
-        spot = connection.spot
         self.instance = aws.ec2.Instance(
-            f"{name}-instance",
+            f"{self._prefix}-instance",
             ami=config.ami,
             instance_type=connection.instance_type,
             subnet_id=site.subnet_id,
@@ -96,69 +124,63 @@ class Ec2Host(pulumi.ComponentResource):
                 delete_on_termination=True,
                 tags=tagged("root"),
             ),
-            instance_market_options=aws.ec2.InstanceInstanceMarketOptionsArgs(
-                market_type="spot",
-                spot_options=aws.ec2.InstanceInstanceMarketOptionsSpotOptionsArgs(
-                    instance_interruption_behavior=spot.interruption,
-                    # A one-time request ends with its instance: nothing is left to launch more.
-                    spot_instance_type="one-time",
-                    max_price=spot.max_price,
-                ),
-            )
-            if spot
-            else None,
+            instance_market_options=_spot_options(connection),
             user_data=user_data,
             user_data_replace_on_change=True,  # cloud-init runs it at first boot only
             tags=tagged("instance"),
             # The new instance takes over the fixed private address: the old one goes first.
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True)),
+            opts=pulumi.ResourceOptions.merge(self._child, pulumi.ResourceOptions(delete_before_replace=True)),
         )
+
+    def _attach_and_route(self) -> None:
+        """The state volume on the instance; the container subnet routed to it."""
         self.state_attachment = aws.ec2.VolumeAttachment(
-            f"{name}-state-attachment",
+            f"{self._prefix}-state-attachment",
             device_name=STATE_DEVICE_NAME,
             volume_id=self.state_volume.id,
             instance_id=self.instance.id,
             # Not detached from a running instance (its filesystem is mounted): the instance's
             # termination detaches it, and the volume waits for the next one.
             skip_destroy=True,
-            opts=child,
+            opts=self._child,
         )
         self.route = aws.ec2.Route(
-            f"{name}-route",
-            route_table_id=site.route_table_id,
-            destination_cidr_block=str(spec.container_subnet),
+            f"{self._prefix}-route",
+            route_table_id=self._site.route_table_id,
+            destination_cidr_block=str(self._spec.container_subnet),
             network_interface_id=self.instance.primary_network_interface_id,
-            opts=child,
+            opts=self._child,
         )
-        if connection.ssh_via == "public":
-            # The instance's own public address changes at every stop and start; this one stays.
-            self.elastic_ip = aws.ec2.Eip(f"{name}-address", domain="vpc", tags=tagged("address"), opts=child)
-            association = aws.ec2.EipAssociation(
-                f"{name}-address-association",
-                allocation_id=self.elastic_ip.allocation_id,
-                instance_id=self.instance.id,
-                opts=child,
-            )
-            # The address, once it points at the instance.
-            self.ssh_address = pulumi.Output.all(association.id, self.elastic_ip.public_ip).apply(lambda v: v[1])
-        else:
+
+    def _address(self) -> None:
+        """Where SSH reaches the host: an Elastic IP (ssh_via public) or the private address."""
+        name, child = self._prefix, self._child
+        if self._spec.connection.ssh_via != "public":
             self.elastic_ip = None
             self.ssh_address = self.instance.private_ip
-        # The host key the instance made, from its console (after the state volume is mounted:
-        # cloud-init prints it at the end of the first boot). A new instance, a new key.
-        self.host_key_reader = host_command(
-            f"{name}-host-key",
-            create=FILES / "host_key_from_console.sh",
-            environment={"REGION": config.region, "INSTANCE_ID": self.instance.id, "KEY_TYPE": HOST_KEY_TYPE},
-            triggers=[self.instance.id],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.state_attachment]),
+            return
+        # The instance's own public address changes at every stop and start; this one stays.
+        self.elastic_ip = aws.ec2.Eip(f"{name}-address", domain="vpc", tags=self._tagged("address"), opts=child)
+        association = aws.ec2.EipAssociation(
+            f"{name}-address-association",
+            allocation_id=self.elastic_ip.allocation_id,
+            instance_id=self.instance.id,
+            opts=child,
         )
-        self.host_public_key = self.host_key_reader.stdout.apply(lambda out: " ".join(out.split()[:2]))
-        self.register_outputs(
-            {
-                "instance_id": self.instance.id,
-                "ssh_address": self.ssh_address,
-                "host_key": self.host_public_key,
-                "state_volume_id": self.state_volume.id,
-            }
-        )
+        # The address, once it points at the instance.
+        self.ssh_address = pulumi.Output.all(association.id, self.elastic_ip.public_ip).apply(lambda v: v[1])
+
+
+def _spot_options(connection: Ec2Connection) -> aws.ec2.InstanceInstanceMarketOptionsArgs | None:
+    spot = connection.spot
+    if not spot:
+        return None
+    return aws.ec2.InstanceInstanceMarketOptionsArgs(
+        market_type="spot",
+        spot_options=aws.ec2.InstanceInstanceMarketOptionsSpotOptionsArgs(
+            instance_interruption_behavior=spot.interruption,
+            # A one-time request ends with its instance: nothing is left to launch more.
+            spot_instance_type="one-time",
+            max_price=spot.max_price,
+        ),
+    )

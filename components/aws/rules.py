@@ -1,4 +1,4 @@
-"""The cluster's rule on its EC2 hosts (registered in components/config.py)."""
+"""The cluster's rule on its EC2 hosts (registered in components/composition/config.py)."""
 
 from collections.abc import Iterator
 

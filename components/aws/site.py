@@ -43,59 +43,83 @@ class Ec2Site(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: AwsConfig, spec: SiteSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:aws:Ec2Site", name, None, opts)
+        self._prefix, self._config, self._spec = name, config, spec
         self.provider = aws.Provider(f"{name}-provider", region=config.region, opts=pulumi.ResourceOptions(parent=self))
-        child = pulumi.ResourceOptions(parent=self, provider=self.provider)
-
-        def tagged(suffix: str) -> dict[str, str]:
-            return tags(f"{name}-{suffix}", spec.cluster, config.site)
-
-        vpc = config.vpc
-        if isinstance(vpc, NewVpcConfig):
-            made = aws.ec2.Vpc(
-                f"{name}-vpc", cidr_block=str(vpc.cidr), enable_dns_hostnames=True, tags=tagged("vpc"), opts=child
-            )
-            subnet = aws.ec2.Subnet(
-                f"{name}-subnet",
-                vpc_id=made.id,
-                cidr_block=str(vpc.subnet_cidr),
-                availability_zone=vpc.availability_zone,
-                map_public_ip_on_launch=False,  # only instances that ask for one (ssh_via: public)
-                tags=tagged("subnet"),
-                opts=child,
-            )
-            gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=made.id, tags=tagged("igw"), opts=child)
-            table = aws.ec2.RouteTable(f"{name}-routes", vpc_id=made.id, tags=tagged("routes"), opts=child)
-            aws.ec2.Route(
-                f"{name}-route-default",
-                route_table_id=table.id,
-                destination_cidr_block="0.0.0.0/0",
-                gateway_id=gateway.id,
-                opts=child,
-            )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-subnet-routes", subnet_id=subnet.id, route_table_id=table.id, opts=child
-            )
-            self.vpc_id, self.subnet_id, self.route_table_id = made.id, subnet.id, table.id
-            self.availability_zone = subnet.availability_zone
+        self._child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        if isinstance(config.vpc, NewVpcConfig):
+            self._new_network(config.vpc)
         else:
-            self.vpc_id = pulumi.Output.from_input(vpc.vpc_id)
-            self.subnet_id = pulumi.Output.from_input(vpc.subnet_id)
-            self.route_table_id = pulumi.Output.from_input(vpc.route_table_id)
+            self.vpc_id = pulumi.Output.from_input(config.vpc.vpc_id)
+            self.subnet_id = pulumi.Output.from_input(config.vpc.subnet_id)
+            self.route_table_id = pulumi.Output.from_input(config.vpc.route_table_id)
             self.availability_zone = aws.ec2.get_subnet_output(
-                id=vpc.subnet_id, opts=pulumi.InvokeOptions(parent=self, provider=self.provider)
+                id=config.vpc.subnet_id, opts=pulumi.InvokeOptions(parent=self, provider=self.provider)
             ).availability_zone
+        self._security_group()
+        self.key_pair = aws.ec2.KeyPair(
+            f"{name}-key", public_key=config.ssh_public_key, tags=self._tagged("key"), opts=self._child
+        )
+        self.placement_group = (
+            aws.ec2.PlacementGroup(
+                f"{name}-placement", strategy="cluster", tags=self._tagged("placement"), opts=self._child
+            )
+            if config.placement_group
+            else None
+        )
+        self.register_outputs(
+            {
+                "vpc_id": self.vpc_id,
+                "subnet_id": self.subnet_id,
+                "route_table_id": self.route_table_id,
+                "security_group_id": self.security_group_id,
+            }
+        )
 
+    def _tagged(self, suffix: str) -> dict[str, str]:
+        return tags(f"{self._prefix}-{suffix}", self._spec.cluster, self._config.site)
+
+    def _new_network(self, vpc: NewVpcConfig) -> None:
+        """A new VPC with one subnet, an internet gateway and the subnet's default route."""
+        name, child, tagged = self._prefix, self._child, self._tagged
+        made = aws.ec2.Vpc(
+            f"{name}-vpc", cidr_block=str(vpc.cidr), enable_dns_hostnames=True, tags=tagged("vpc"), opts=child
+        )
+        subnet = aws.ec2.Subnet(
+            f"{name}-subnet",
+            vpc_id=made.id,
+            cidr_block=str(vpc.subnet_cidr),
+            availability_zone=vpc.availability_zone,
+            map_public_ip_on_launch=False,  # only instances that ask for one (ssh_via: public)
+            tags=tagged("subnet"),
+            opts=child,
+        )
+        gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=made.id, tags=tagged("igw"), opts=child)
+        table = aws.ec2.RouteTable(f"{name}-routes", vpc_id=made.id, tags=tagged("routes"), opts=child)
+        aws.ec2.Route(
+            f"{name}-route-default",
+            route_table_id=table.id,
+            destination_cidr_block="0.0.0.0/0",
+            gateway_id=gateway.id,
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(f"{name}-subnet-routes", subnet_id=subnet.id, route_table_id=table.id, opts=child)
+        self.vpc_id, self.subnet_id, self.route_table_id = made.id, subnet.id, table.id
+        self.availability_zone = subnet.availability_zone
+
+    def _security_group(self) -> None:
+        """The group and its rules: admin SSH and web, the instances, the routed containers, out."""
+        name, spec, tagged = self._prefix, self._spec, self._tagged
         group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=self.vpc_id,
             # AWS allows no apostrophe in descriptions.
             description=f"gpu-cluster {spec.cluster}: admin SSH and web, the cluster instances and containers",
             tags=tagged("sg"),
-            opts=child,
+            opts=self._child,
         )
         self.security_group_id = group.id
         rule = pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[group])
-        for i, cidr in enumerate(config.admin_cidrs):
+        for i, cidr in enumerate(self._config.admin_cidrs):
             for port in (SSH_PORT, *spec.web_ports):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{name}-in-admin{i}-{port}",
@@ -136,18 +160,4 @@ class Ec2Site(pulumi.ComponentResource):
             description="out: package mirrors, the other instances",
             tags=tagged("out"),
             opts=rule,
-        )
-        self.key_pair = aws.ec2.KeyPair(f"{name}-key", public_key=config.ssh_public_key, tags=tagged("key"), opts=child)
-        self.placement_group = (
-            aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tagged("placement"), opts=child)
-            if config.placement_group
-            else None
-        )
-        self.register_outputs(
-            {
-                "vpc_id": self.vpc_id,
-                "subnet_id": self.subnet_id,
-                "route_table_id": self.route_table_id,
-                "security_group_id": self.security_group_id,
-            }
         )

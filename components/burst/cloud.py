@@ -10,7 +10,7 @@ import pulumi_aws as aws
 
 from components.aws.site import tags
 from components.burst.config import BurstConfig, BurstPartition
-from components.transport import host_command
+from components.common.transport import host_command
 
 FILES = Path(__file__).parent / "files"
 ROOT_DEVICE = "/dev/xvda"  # Debian's AMIs
@@ -35,85 +35,100 @@ def controller_policy(cluster: str, region: str, arns: dict) -> str:
     terminate only instances with both tags (the cluster's EC2 hosts carry the cluster's
     only); pass the burst role to EC2; store the munge key in its one secret. Describe calls
     take no resource scope in EC2."""
+    statements = [*_launch_statements(cluster, region, arns), *_terminate_and_read_statements(cluster, region)]
+    return json.dumps(
+        {"Version": "2012-10-17", "Statement": [*statements, *_role_and_secret_statements(arns)]}, sort_keys=True
+    )
+
+
+def _launch_statements(cluster: str, region: str, arns: dict) -> list[dict]:
+    """Launch from the cluster's templates, into its subnets, the configured types carrying
+    both tags; tag at launch only."""
     instance = f"arn:aws:ec2:{region}:*:instance/*"
     launched = [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in ("volume", "network-interface", "fleet")]
-    return json.dumps(
+    return [
         {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "LaunchFromTheClusterTemplates",
-                    "Effect": "Allow",
-                    "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
-                    "Resource": [
-                        *arns["templates"],
-                        *arns["subnets"],
-                        arns["security_group"],
-                        f"arn:aws:ec2:{region}::image/{arns['ami']}",
-                        *launched,
-                    ],
-                },
-                {
-                    "Sid": "OnlyInstancesTaggedForTheCluster",
-                    "Effect": "Allow",
-                    "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
-                    "Resource": [instance],
-                    "Condition": {
-                        "StringEquals": {
-                            "aws:RequestTag/gpucluster:cluster": cluster,
-                            # Only the configured types: a fleet's overrides could ask for any.
-                            "ec2:InstanceType": arns["instance_types"],
-                        },
-                        "StringLike": {f"aws:RequestTag/{BURST_TAG}": "*"},
-                        "ArnLike": {"ec2:LaunchTemplate": arns["templates"]},
-                    },
-                },
-                {
-                    "Sid": "TagAtLaunchOnly",
-                    "Effect": "Allow",
-                    "Action": ["ec2:CreateTags"],
-                    "Resource": [instance, *launched],
-                    "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
-                },
-                {
-                    "Sid": "TerminateTheClusterBurstInstancesOnly",
-                    "Effect": "Allow",
-                    "Action": ["ec2:TerminateInstances"],
-                    "Resource": [instance],
-                    # The cluster's own EC2 hosts carry the cluster tag too: burst ones only.
-                    "Condition": {
-                        "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": cluster},
-                        "StringLike": {f"ec2:ResourceTag/{BURST_TAG}": "*"},
-                    },
-                },
-                {
-                    "Sid": "Read",
-                    "Effect": "Allow",
-                    "Action": [
-                        "ec2:DescribeInstances",
-                        "ec2:DescribeFleets",
-                        "ec2:DescribeLaunchTemplates",
-                        "ec2:DescribeLaunchTemplateVersions",
-                    ],
-                    "Resource": "*",
-                },
-                {
-                    "Sid": "PassTheBurstRoleToEc2",
-                    "Effect": "Allow",
-                    "Action": ["iam:PassRole"],
-                    "Resource": [arns["role"]],
-                    "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
-                },
-                {
-                    "Sid": "StoreTheMungeKey",
-                    "Effect": "Allow",
-                    "Action": ["secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
-                    "Resource": [arns["secret"]],
-                },
+            "Sid": "LaunchFromTheClusterTemplates",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+            "Resource": [
+                *arns["templates"],
+                *arns["subnets"],
+                arns["security_group"],
+                f"arn:aws:ec2:{region}::image/{arns['ami']}",
+                *launched,
             ],
         },
-        sort_keys=True,
-    )
+        {
+            "Sid": "OnlyInstancesTaggedForTheCluster",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+            "Resource": [instance],
+            "Condition": {
+                "StringEquals": {
+                    "aws:RequestTag/gpucluster:cluster": cluster,
+                    # Only the configured types: a fleet's overrides could ask for any.
+                    "ec2:InstanceType": arns["instance_types"],
+                },
+                "StringLike": {f"aws:RequestTag/{BURST_TAG}": "*"},
+                "ArnLike": {"ec2:LaunchTemplate": arns["templates"]},
+            },
+        },
+        {
+            "Sid": "TagAtLaunchOnly",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateTags"],
+            "Resource": [instance, *launched],
+            "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
+        },
+    ]
+
+
+def _terminate_and_read_statements(cluster: str, region: str) -> list[dict]:
+    """Terminate the cluster's burst instances only; describe (EC2 takes no scope there)."""
+    return [
+        {
+            "Sid": "TerminateTheClusterBurstInstancesOnly",
+            "Effect": "Allow",
+            "Action": ["ec2:TerminateInstances"],
+            "Resource": [f"arn:aws:ec2:{region}:*:instance/*"],
+            # The cluster's own EC2 hosts carry the cluster tag too: burst ones only.
+            "Condition": {
+                "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": cluster},
+                "StringLike": {f"ec2:ResourceTag/{BURST_TAG}": "*"},
+            },
+        },
+        {
+            "Sid": "Read",
+            "Effect": "Allow",
+            "Action": [
+                "ec2:DescribeInstances",
+                "ec2:DescribeFleets",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:DescribeLaunchTemplateVersions",
+            ],
+            "Resource": "*",
+        },
+    ]
+
+
+def _role_and_secret_statements(arns: dict) -> list[dict]:
+    """Pass the burst role to EC2; store the munge key in its one secret."""
+    return [
+        {
+            "Sid": "PassTheBurstRoleToEc2",
+            "Effect": "Allow",
+            "Action": ["iam:PassRole"],
+            "Resource": [arns["role"]],
+            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        },
+        {
+            "Sid": "StoreTheMungeKey",
+            "Effect": "Allow",
+            "Action": ["secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
+            "Resource": [arns["secret"]],
+        },
+    ]
 
 
 def node_role_policy(secret_arn: str) -> str:
@@ -150,18 +165,52 @@ class BurstCloud(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("gpu-cluster:burst:BurstCloud", name, None, opts)
+        self._prefix, self._cluster, self._config = name, cluster, config
         self.provider = aws.Provider(f"{name}-provider", region=config.region, opts=pulumi.ResourceOptions(parent=self))
-        child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        self._child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        vpc, table = self._network()
+        self._vpn(vpc, table)
+        self._security_group(vpc)
+        role, profile = self._munge_key_and_node_role()
+        self.templates: dict[tuple[str, str], aws.ec2.LaunchTemplate] = {}
+        for partition in config.partitions:
+            for instance_type in partition.instance_types:
+                self.templates[(partition.name, instance_type.name)] = self._template(
+                    partition, instance_type.name, profile, user_data
+                )
+        key = self._controller_credentials(role)
+        # Deleted first on a destroy (everything above is its dependency): ends the instances
+        # Slurm started, and waits for them, before the templates, role and network go.
+        self.terminator = terminate_on_delete(
+            f"{name}-terminate-instances",
+            cluster,
+            config,
+            depends_on=[*self.templates.values(), *self.subnets, *self.routes, self.security_group, profile, key],
+            parent=self,
+        )
+        self.register_outputs(
+            {
+                "launch_templates": {f"{p}/{t}": lt.name for (p, t), lt in self.templates.items()},
+                "secret_id": self.secret.name,
+            }
+        )
 
-        def tagged(suffix: str, **more: str) -> dict[str, str]:
-            return {**tags(f"{name}-{suffix}", cluster, ""), **more}
+    def _tagged(self, suffix: str, **more: str) -> dict[str, str]:
+        return {**tags(f"{self._prefix}-{suffix}", self._cluster, ""), **more}
 
+    def _network(self) -> tuple[aws.ec2.Vpc, aws.ec2.RouteTable]:
+        """The VPC, its route table, and a subnet per zone (no public addresses)."""
+        name, child, tagged = self._prefix, self._child, self._tagged
         vpc = aws.ec2.Vpc(
-            f"{name}-vpc", cidr_block=str(config.vpc_cidr), enable_dns_hostnames=True, tags=tagged("vpc"), opts=child
+            f"{name}-vpc",
+            cidr_block=str(self._config.vpc_cidr),
+            enable_dns_hostnames=True,
+            tags=tagged("vpc"),
+            opts=child,
         )
         table = aws.ec2.RouteTable(f"{name}-routes", vpc_id=vpc.id, tags=tagged("routes"), opts=child)
         self.subnets = []
-        for i, subnet in enumerate(config.subnets):
+        for i, subnet in enumerate(self._config.subnets):
             made = aws.ec2.Subnet(
                 f"{name}-subnet{i}",
                 vpc_id=vpc.id,
@@ -175,9 +224,12 @@ class BurstCloud(pulumi.ComponentResource):
                 f"{name}-subnet{i}-routes", subnet_id=made.id, route_table_id=table.id, opts=child
             )
             self.subnets.append(made)
+        return vpc, table
 
-        # The VPN: AWS's end (a virtual private gateway on the VPC), the site's router, static
-        # routes both ways. The tunnels' pre-shared keys are secret outputs of the connection.
+    def _vpn(self, vpc: aws.ec2.Vpc, table: aws.ec2.RouteTable) -> None:
+        """AWS's end (a virtual private gateway on the VPC), the site's router, static routes
+        both ways. The tunnels' pre-shared keys are secret outputs of the connection."""
+        name, child, tagged, config = self._prefix, self._child, self._tagged, self._config
         gateway = aws.ec2.VpnGateway(f"{name}-vgw", vpc_id=vpc.id, tags=tagged("vgw"), opts=child)
         customer = aws.ec2.CustomerGateway(
             f"{name}-cgw",
@@ -213,10 +265,14 @@ class BurstCloud(pulumi.ComponentResource):
                 )
             )
 
+    def _security_group(self, vpc: aws.ec2.Vpc) -> None:
+        """The nodes' group (the on-premises networks and each other), and the private
+        Secrets Manager endpoint behind it."""
+        name, child, tagged, config = self._prefix, self._child, self._tagged, self._config
         self.security_group = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=vpc.id,
-            description=f"gpu-cluster {cluster} burst nodes: the on-premises networks and each other",
+            description=f"gpu-cluster {self._cluster} burst nodes: the on-premises networks and each other",
             ingress=[
                 aws.ec2.SecurityGroupIngressArgs(
                     protocol="-1",
@@ -249,7 +305,10 @@ class BurstCloud(pulumi.ComponentResource):
             opts=child,
         )
 
-        # The munge key's place: only its value is secret, and this program never holds it.
+    def _munge_key_and_node_role(self) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
+        """The munge key's place (only its value is secret, and this program never holds it),
+        and the nodes' role and instance profile that may read it."""
+        name, child, tagged, cluster = self._prefix, self._child, self._tagged, self._cluster
         self.secret = aws.secretsmanager.Secret(
             f"{name}-munge-key",
             name=f"gpucluster/{cluster}/munge-key",
@@ -277,16 +336,12 @@ class BurstCloud(pulumi.ComponentResource):
         profile = aws.iam.InstanceProfile(
             f"{name}-node-profile", role=role.name, tags=tagged("node-profile"), opts=child
         )
+        return role, profile
 
-        self.templates: dict[tuple[str, str], aws.ec2.LaunchTemplate] = {}
-        for partition in config.partitions:
-            for instance_type in partition.instance_types:
-                self.templates[(partition.name, instance_type.name)] = self._template(
-                    name, cluster, config, partition, instance_type.name, profile, user_data, tagged
-                )
-
-        # The controller's own user: an access key it keeps, scoped by the policy above.
-        user = aws.iam.User(f"{name}-controller", path="/gpucluster/", tags=tagged("controller"), opts=child)
+    def _controller_credentials(self, role: aws.iam.Role) -> aws.iam.AccessKey:
+        """The controller's own user: an access key it keeps, scoped by controller_policy."""
+        name, child, cluster, config = self._prefix, self._child, self._cluster, self._config
+        user = aws.iam.User(f"{name}-controller", path="/gpucluster/", tags=self._tagged("controller"), opts=child)
         arns = pulumi.Output.all(
             templates=[t.arn for t in self.templates.values()],
             subnets=[s.arn for s in self.subnets],
@@ -312,29 +367,15 @@ class BurstCloud(pulumi.ComponentResource):
                 lambda k: json.dumps({"aws_access_key_id": k[0], "aws_secret_access_key": k[1]})
             )
         )
+        return key
 
-        # Deleted first on a destroy (everything above is its dependency): ends the instances
-        # Slurm started, and waits for them, before the templates, role and network go.
-        self.terminator = terminate_on_delete(
-            f"{name}-terminate-instances",
-            cluster,
-            config,
-            depends_on=[*self.templates.values(), *self.subnets, *self.routes, self.security_group, profile, key],
-            parent=self,
-        )
-        self.register_outputs(
-            {
-                "launch_templates": {f"{p}/{t}": lt.name for (p, t), lt in self.templates.items()},
-                "secret_id": self.secret.name,
-            }
-        )
-
-    def _template(self, name, cluster, config, partition: BurstPartition, instance_type, profile, user_data, tagged):
+    def _template(self, partition: BurstPartition, instance_type: str, profile, user_data):
+        config = self._config
         label = f"{partition.name}-{instance_type.replace('.', '-')}"
-        burst_tags = tagged(f"{label}", **{BURST_TAG: partition.name})
+        burst_tags = self._tagged(f"{label}", **{BURST_TAG: partition.name})
         return aws.ec2.LaunchTemplate(
-            f"{name}-{label}",
-            name=template_name(cluster, partition.name, instance_type),
+            f"{self._prefix}-{label}",
+            name=template_name(self._cluster, partition.name, instance_type),
             image_id=config.ami,
             instance_type=instance_type,
             vpc_security_group_ids=[self.security_group.id],

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from components.aws.config import INSTANCE_TYPE_PATTERN, Price, _aws_block_size, _resource_id
 from components.aws.prices import VCPUS
-from components.config_types import (
+from components.common.config_types import (
     DEFAULT_MEMORY_MB_PER_CPU,
     SLURM_RESERVED_PARTITION_NAMES,
     Address,

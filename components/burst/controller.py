@@ -11,8 +11,8 @@ from components.burst.cloud import BurstCloud
 from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
 from components.burst.programs import program_config
-from components.options import child_options
-from components.transport import Transport, host_command
+from components.common.options import child_options
+from components.common.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 PROGRAM_FILES = {

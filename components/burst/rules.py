@@ -1,9 +1,9 @@
-"""The cluster's rule on its burst partitions (registered in components/config.py)."""
+"""The cluster's rule on its burst partitions (registered in components/composition/config.py)."""
 
 from collections.abc import Iterator
 
 from components.aws.prices import PRICES_DATE, hourly_price
-from components.config_types import duplicates
+from components.common.config_types import duplicates
 from components.network.rules import host_subnets
 
 

@@ -4,7 +4,7 @@ Bridges, their addresses, ip_forward, iptables rules and the host daemons are ru
 a reboot drops them. One systemd unit per cluster runs an idempotent bring-up at boot, with
 the same shell functions the create scripts use; the containers' own daemons are systemd
 units inside them. What the bring-up needs (the host state) is rendered by pure functions of
-the cluster's config in components/host_state.py; `verify.sh` checks the host against the same
+the cluster's config in components/composition/host_state.py; `verify.sh` checks the host against the same
 description.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
-from components.options import child_options
-from components.transport import Transport, host_command, script
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, host_command, script
 
 FILES = Path(__file__).parent / "files"
 

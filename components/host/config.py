@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, Strict
 
-from components.config_types import (
+from components.common.config_types import (
     Port,
     SafePath,
     StrictBool,

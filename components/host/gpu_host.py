@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import KEEP_DIR, ClusterIdentity
+from components.common.config_types import KEEP_DIR, ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, env_list, host_command
 from components.host.config import HostConfig, UserConfig
 from components.network.config import NetworkConfig
-from components.options import child_options
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -100,40 +100,13 @@ class GpuHost(pulumi.ComponentResource):
         transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
-        net = network
-        environment = {
-            "CLUSTER": cluster.name,
-            "CLUSTER_DIR": cluster.cluster_dir,
-            "IMAGE": cluster.container_name("image"),
-            "GPU_DEVICES": env_list(gpu_devices),
-            "NAT_BRIDGE": net.nat_bridge.name,
-            "NAT_ADDRESS": str(net.nat_bridge.address),
-            "CLUSTER_BRIDGE": net.cluster_bridge.name,
-            "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
-            "HOST_PORTS": env_list(host_ports),
-            # Only with slurmctld on the host: it needs its port there.
-            **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
-            "CONTAINERS": env_list(containers),
-        }
-        specs = env_list(user.spec for user in users)
+        self._prefix, self._cluster, self._opts, self._transport = name, cluster, opts, transport
+        environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers, controller_port)
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
-            environment["USERS"] = specs
+            environment["USERS"] = env_list(user.spec for user in users)
         # Stand-ins first: the preflight checks them like real GPUs.
-        self.stand_in_gpus = None
-        if stand_in_gpus:
-            self.stand_in_gpus = host_command(
-                f"{name}-stand-in-gpus",
-                transport=transport,
-                create=FILES / "stand_in_gpus_create.sh",
-                delete=FILES / "stand_in_gpus_delete.sh",
-                environment={
-                    "CLUSTER": cluster.name,
-                    "DEVICE_DIR": device_dir,
-                    "GPU_COUNT": str(stand_in_gpus),
-                },
-                opts=child_options(self, opts),
-            )
+        self.stand_in_gpus = self._stand_in_gpus(stand_in_gpus, device_dir) if stand_in_gpus else None
         # Re-run the checks whenever what they check changes.
         triggers = [json.dumps(environment, sort_keys=True)]
         # These inputs are not in the trigger, so an upgrade that adds their checks does not
@@ -163,6 +136,27 @@ class GpuHost(pulumi.ComponentResource):
             triggers=triggers,
             opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
+        self._install(host, extra_packages, users)
+        self._facts()
+
+    def _stand_in_gpus(self, count: int, device_dir: str | None):
+        """Character devices with NVIDIA's major in the cluster's private device directory."""
+        return host_command(
+            f"{self._prefix}-stand-in-gpus",
+            transport=self._transport,
+            create=FILES / "stand_in_gpus_create.sh",
+            delete=FILES / "stand_in_gpus_delete.sh",
+            environment={
+                "CLUSTER": self._cluster.name,
+                "DEVICE_DIR": device_dir,
+                "GPU_COUNT": str(count),
+            },
+            opts=child_options(self, self._opts),
+        )
+
+    def _install(self, host: HostConfig, extra_packages, users: tuple[UserConfig, ...]) -> None:
+        """After the preflight: the packages, then the shared directory and the people."""
+        name, cluster, opts, transport = self._prefix, self._cluster, self._opts, self._transport
         self.packages = host_command(
             f"{name}-packages",
             transport=transport,
@@ -194,9 +188,12 @@ class GpuHost(pulumi.ComponentResource):
                 transport=transport,
                 create=FILES / "users_create.sh",
                 delete=FILES / "users_delete.sh",
-                environment={"CLUSTER": cluster.name, "USERS": specs},
+                environment={"CLUSTER": cluster.name, "USERS": env_list(user.spec for user in users)},
                 opts=child_options(self, opts, self.packages),
             )
+
+    def _facts(self) -> None:
+        """What the preflight found (its JSON stdout), as the component's outputs."""
         facts = self.preflight.stdout.apply(_parse_facts)
         self.devices = facts.apply(lambda f: f.get("devices", []))
         self.driver_version = facts.apply(lambda f: f.get("driver_version", "none"))
@@ -210,6 +207,31 @@ class GpuHost(pulumi.ComponentResource):
                 "uvm_major": self.uvm_major,
             }
         )
+
+
+def _checked_environment(
+    cluster: ClusterIdentity,
+    net: NetworkConfig,
+    gpu_devices: list[str],
+    host_ports: list[int],
+    containers: list[str],
+    controller_port: int | None,
+) -> dict[str, str]:
+    """The preflight's inputs whose change re-runs it (its trigger)."""
+    return {
+        "CLUSTER": cluster.name,
+        "CLUSTER_DIR": cluster.cluster_dir,
+        "IMAGE": cluster.container_name("image"),
+        "GPU_DEVICES": env_list(gpu_devices),
+        "NAT_BRIDGE": net.nat_bridge.name,
+        "NAT_ADDRESS": str(net.nat_bridge.address),
+        "CLUSTER_BRIDGE": net.cluster_bridge.name,
+        "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
+        "HOST_PORTS": env_list(host_ports),
+        # Only with slurmctld on the host: it needs its port there.
+        **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
+        "CONTAINERS": env_list(containers),
+    }
 
 
 def _parse_facts(stdout: str | None) -> dict:

@@ -1,5 +1,5 @@
 """The cluster's rules on hosts, their directories and the people using them (registered in
-components/config.py).
+components/composition/config.py).
 
 Each rule takes the composed cluster and yields messages naming the field and what it accepts.
 """
@@ -7,7 +7,7 @@ Each rule takes the composed cluster and yields messages naming the field and wh
 import re
 from collections.abc import Iterable, Iterator
 
-from components.config_types import duplicates, is_within, related
+from components.common.config_types import duplicates, is_within, related
 from components.host.config import is_system_account, same_machine_key
 from components.network.rules import host_subnets
 

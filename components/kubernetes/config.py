@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from components.config_types import Port, SafePath, StrictModel
+from components.common.config_types import Port, SafePath, StrictModel
 from components.kubernetes.fields import GpuCount, ImageRef, K8sName, Rule, RuledModel
 from components.kubernetes.operator_config import GpuOperatorConfig, GpuScheduling, Toleration
 from components.kubernetes.workload_config import (

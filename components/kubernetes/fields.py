@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from components.config_types import StrictModel
+from components.common.config_types import StrictModel
 
 Rule = Callable[[Any], Iterator[str]]
 

@@ -11,8 +11,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.common.options import child_options
 from components.kubernetes.operator_config import GpuOperatorConfig
-from components.options import child_options
 
 CHART = "gpu-operator"
 

@@ -8,7 +8,7 @@ from pydantic import (
     Field,
 )
 
-from components.config_types import SafePath, StrictModel
+from components.common.config_types import SafePath, StrictModel
 from components.kubernetes.fields import ChartVersion, K8sName, LabelKey, LabelValue, Rule, RuledModel
 
 # --- scheduling -----------------------------------------------------------------------------

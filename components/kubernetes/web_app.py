@@ -8,6 +8,7 @@ they cannot disagree, and the manifest tests check that they do not.
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.common.options import child_options
 from components.kubernetes.config import KubernetesConfig, WebAppConfig
 from components.kubernetes.workloads import (
     await_options,
@@ -18,7 +19,6 @@ from components.kubernetes.workloads import (
     pod_security,
     selector_labels,
 )
-from components.options import child_options
 
 PORT_NAME = "http"
 

@@ -9,7 +9,7 @@ from pydantic import (
     Field,
 )
 
-from components.config_types import Port, SafePath, StrictModel
+from components.common.config_types import Port, SafePath, StrictModel
 from components.host.rules import LXC_DIR_FORBIDDEN_TREES, _system_dir_problem
 from components.kubernetes.fields import (
     CpuQuantity,

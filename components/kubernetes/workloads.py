@@ -13,10 +13,10 @@ container only has to ask for `nvidia.com/gpu`.
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.common.options import child_options
 from components.kubernetes.config import KubernetesConfig
 from components.kubernetes.operator_config import GpuScheduling
 from components.kubernetes.workload_config import DeviceQueryDeployment, MnistTrainingJob, NotebookPod, NvidiaSmiJob
-from components.options import child_options
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PART_OF = "gpu-cluster"

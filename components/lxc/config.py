@@ -5,13 +5,13 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from components.config_types import PackageName, SafeGlob, SafePath, StrictBool, StrictModel
+from components.common.config_types import PackageName, SafeGlob, SafePath, StrictBool, StrictModel
 
 # The most stand-in GPUs a host gets (the device list is built only for a count in range).
 STAND_IN_MAX = 64
 
 # MIG: the driver's capability devices (/proc/driver/nvidia-caps names them), kept at their
-# path in a node (components/rendering.py: container_device_path), as MIG needs the directory.
+# path in a node (components/common/rendering.py: container_device_path), as MIG needs the directory.
 MIG_CAPS_DIR = "/dev/nvidia-caps/"
 MIG_CAP_NAME = re.compile(r"^nvidia-cap[0-9]+$")
 

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, env_list, host_command
 from components.host.config import UserConfig
 from components.lxc.config import GpuConfig, ImageConfig
 from components.lxc.lxc_conf import ContainerSpec, container_devices, render_lxc_config
 from components.lxc.node_image import image_fingerprint
 from components.network.config import NetworkConfig
-from components.options import child_options
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 # Whom users_create.sh made in a container (only those are ever removed).

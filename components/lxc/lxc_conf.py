@@ -28,9 +28,9 @@ are privileged and confined by what does not depend on user namespaces:
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 
+from components.common.rendering import HEADER, container_device_path
 from components.lxc.config import GpuConfig
 from components.network.config import NetworkConfig
-from components.rendering import HEADER, container_device_path
 
 # Dropped besides LXC's Debian defaults (mac_admin mac_override sys_time sys_module sys_rawio),
 # repeated here so the config says it whatever the template includes.

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import KEEP_DIR, ClusterIdentity
+from components.common.config_types import KEEP_DIR, ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, env_list, host_command
 from components.lxc.config import ImageConfig
-from components.options import child_options
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 

@@ -1,4 +1,4 @@
-"""The cluster's rules on containers and GPU devices (registered in components/config.py).
+"""The cluster's rules on containers and GPU devices (registered in components/composition/config.py).
 
 Each rule takes the composed cluster and yields messages naming the field and what it accepts.
 """
@@ -6,7 +6,7 @@ Each rule takes the composed cluster and yields messages naming the field and wh
 import re
 from collections.abc import Iterator
 
-from components.config_types import duplicates, is_within
+from components.common.config_types import duplicates, is_within
 from components.lxc.config import stand_in_devices
 
 # Containers the program names itself (`<cluster>-<name>`): no node or web app may take them.

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import Field, Strict
 
-from components.config_types import Address, Hostname, StrictBool, StrictInt, StrictModel
+from components.common.config_types import Address, Hostname, StrictBool, StrictInt, StrictModel
 from components.network.rules import SLURM_PORTS
 
 # Prometheus and the exporters run as unprivileged users: no port below 1024.

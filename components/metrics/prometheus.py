@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, host_command
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec
 from components.metrics.config import MetricsConfig
 from components.metrics.render import RULES_PATH, node_exporter_args, prometheus_args
-from components.options import child_options
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 # The exporter runs beside copies of these (standard library only), as the status command reads them.

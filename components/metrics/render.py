@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from components.config_types import guard_tag
+from components.common.config_types import guard_tag
 from components.metrics.config import MetricsConfig
 from components.metrics.prices import PricedCluster, node_prices
 

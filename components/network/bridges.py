@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, host_command
 from components.network.config import NetworkConfig
-from components.options import child_options
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 
@@ -19,6 +19,8 @@ class Bridges(pulumi.ComponentResource):
       - `<name>-nat`: bridge with the gateway address, ip_forward on, MASQUERADE for its
         subnet and FORWARD accepts, every rule tagged with the cluster's comment.
       - `<name>-cluster`: address-less bridge, lower device of the nodes' macvlan links.
+    Each refuses new connections routed into it but for what is accepted before (forwards,
+    other hosts' subnets) and, on the NAT bridge, `burst_access` (burst nodes to Slurm).
     Delete removes exactly these (and restores ip_forward if it was off).
     """
 
@@ -32,6 +34,7 @@ class Bridges(pulumi.ComponentResource):
         network: NetworkConfig,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
+        burst_access: str = "",
     ):
         super().__init__("gpu-cluster:network:Bridges", name, None, opts)
         # A renamed bridge is a new bridge: delete the old one first (same subnet), while
@@ -49,6 +52,8 @@ class Bridges(pulumi.ComponentResource):
                 "BRIDGE": nat.name,
                 "ADDRESS": str(nat.address),
                 "NAT_SUBNET": str(nat.subnet),
+                # only with burst, so other stacks' inputs stay as they were
+                **({"BURST_ACCESS": burst_access} if burst_access else {}),
             },
             opts=child_options(self, opts, delete_before_replace=True),
         )

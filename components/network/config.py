@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from components.config_types import Hostname, Interface, InterfaceName, Network, Port, StrictModel
+from components.common.config_types import Hostname, Interface, InterfaceName, Network, Port, StrictModel
 
 # Where a bridge's subnet may lie: the private ranges of RFC 1918 and the shared address space
 # of RFC 6598 (100.64.0.0/10). Anything else is someone's: a public network the nodes could no

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, host_command
 from components.network.config import PortForwardConfig
-from components.options import child_options
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 

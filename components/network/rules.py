@@ -1,4 +1,4 @@
-"""The cluster's rules on bridges, addresses and forwards (registered in components/config.py).
+"""The cluster's rules on bridges, addresses and forwards (registered in components/composition/config.py).
 
 Each rule takes the composed cluster and yields messages naming the field and what it accepts.
 """
@@ -6,7 +6,7 @@ Each rule takes the composed cluster and yields messages naming the field and wh
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
-from components.config_types import duplicates
+from components.common.config_types import duplicates
 
 # Host ports a forward may not take: a DNAT rule on them would hijack the host's SSH, DNS,
 # or Slurm traffic (slurmctld 6817, slurmd 6818, slurmdbd 6819; a host controller listens on

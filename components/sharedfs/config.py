@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
-from components.config_types import Hostname, Port, SafePath, StrictBool, StrictModel, check_host_address
+from components.common.config_types import Hostname, Port, SafePath, StrictBool, StrictModel, check_host_address
 from components.host.rules import LXC_DIR_FORBIDDEN_TREES, _system_dir_problem
 
 NfsClient = Literal["kernel", "stand_in"]

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 import pulumi
 
-from components.config_types import guard_tag
+from components.common.config_types import guard_tag
+from components.common.transport import Transport, host_command
 from components.host.gpu_host import ServedDirectory
 from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, served_address, serving_host
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 CLIENT_PROGRAM = FILES / "nfs_stand_in_client.py"
@@ -179,9 +179,10 @@ def mount_state(config: SharedFsCluster, host: Any, efs_address: str | None = No
 
 
 def nfs_server(
-    name: str, config: SharedFsCluster, transport: Transport, after: list[pulumi.Resource], parent: pulumi.Resource
+    name: str, config: SharedFsCluster, transport: Transport, after: list[pulumi.Resource], opts: pulumi.ResourceOptions
 ):
-    """`<name>-nfs-server` on the serving host; destroy stops it and keeps the files."""
+    """`<name>-nfs-server` on the serving host; destroy stops it and keeps the files. `opts`:
+    its parent (and aliases); it waits for `after`."""
     fs = config.shared_fs
     return host_command(
         f"{name}-nfs-server",
@@ -196,7 +197,7 @@ def nfs_server(
             "ADDRESS": str(served_address(config)),
             "PORT": str(fs.port),
         },
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=after),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
     )
 
 
@@ -206,11 +207,12 @@ def shared_mount(
     host: Any,
     transport: Transport,
     after: list[pulumi.Resource],
-    parent: pulumi.Resource,
+    opts: pulumi.ResourceOptions,
     efs_address: pulumi.Input[str] | None = None,
 ):
     """`<name>-shared-mount`: the export at the host's shared_dir, and the host's NFS guard;
-    delete unmounts it there and removes the guard."""
+    delete unmounts it there and removes the guard. `opts`: its parent (and aliases); it waits
+    for `after`."""
     fs = config.shared_fs
     environment = {
         "CLIENT": fs.client,
@@ -231,5 +233,5 @@ def shared_mount(
         create=FILES / "shared_mount_create.sh",
         delete=FILES / "shared_mount_delete.sh",
         environment=environment,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=after),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
     )

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import KEEP_DIR, ClusterIdentity
+from components.common.config_types import KEEP_DIR, ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, env_list, host_command
 from components.host.config import UserConfig
 from components.lxc.cuda_container import USERS_RECORD
 from components.lxc.lxc_conf import render_service_lxc_config
 from components.network.config import NetworkConfig
-from components.options import child_options
 from components.slurm.config import AccountingConfig
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 # The people of the cluster are made in containers by the same script as in the nodes.
@@ -118,85 +118,21 @@ class AccountingDatabase(pulumi.ComponentResource):
         transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:slurm:AccountingDatabase", name, None, opts)
+        self._prefix, self._cluster, self._opts = name, cluster, opts
         # Placed: moved to another host, the old host's delete runs there (and keeps its dump).
-        on_host = {"transport": transport, "placed": True}
+        self._on_host = {"transport": transport, "placed": True}
         accounting, paths = setup.config, AccountingPaths.of(cluster)
         container = cluster.container_name(accounting.name)
-        self.data = host_command(
-            f"{name}-data",
-            **on_host,
-            create=FILES / "accounting_data_create.sh",
-            delete=FILES / "accounting_data_delete.sh",
-            environment={
-                "CLUSTER": cluster.name,
-                "DATA_DIR": paths.data_dir,
-                "PASSWORD_FILE": paths.password_file,
-                "PENDING_DUMP": paths.pending_dump,
-                "KEEP_DUMP": "yes" if accounting.keep_dump else "no",
-                "KEPT_DUMP": paths.kept_dump,
-                "FIRST_JOB_ID_FILE": paths.first_job_id,
-            },
-            opts=child_options(self, opts),
-        )
-        self.lxc = host_command(
-            f"{name}-lxc",
-            **on_host,
-            create=FILES / "dbd_container_create.sh",
-            delete=FILES / "dbd_container_delete.sh",
-            environment={
-                "CLUSTER": cluster.name,
-                "CLUSTER_DIR": cluster.cluster_dir,
-                "CONTAINER": container,
-                "NODE_HOSTNAME": accounting.name,
-                "LXC_CONFIG": render_service_lxc_config(
-                    accounting.name, accounting.nat_address, setup.network, {paths.data_dir: MYSQL_DIR}, container
-                ),
-                "NAT_ADDRESS": str(accounting.nat_address),
-                "RELEASE": setup.release,
-                "PACKAGES": env_list(DB_PACKAGES),
-                "DATA_DIR": paths.data_dir,
-            },
-            triggers=db_fingerprint(setup.release),
-            # Fixed name and address: the old container goes before a new one is made.
-            opts=child_options(self, opts, self.data, delete_before_replace=True),
-        )
-        # What is set up inside the container is set up again in a new one.
-        inside = child_options(self, opts, self.lxc, replace_with=[self.lxc])
+        self.data = self._data(accounting, paths)
+        self.lxc = self._container(setup, paths, container)
         people = []
         if setup.users:
-            self.users = host_command(
-                f"{name}-users",
-                **on_host,
-                create=LXC_FILES / "users_create.sh",
-                delete=LXC_FILES / "users_delete.sh",
-                environment={
-                    "CONTAINER": container,
-                    "USERS": env_list(user.spec for user in setup.users),
-                    "USERS_RECORD": USERS_RECORD,
-                },
-                opts=inside,
-            )
+            self.users = self._users(setup.users, container)
             people.append(self.users)
-        self.database = host_command(
-            f"{name}-database",
-            **on_host,
-            create=FILES / "database_create.sh",
-            delete=FILES / "database_delete.sh",
-            environment={
-                "CLUSTER": cluster.name,
-                "CONTAINER": container,
-                "PASSWORD_FILE": paths.password_file,
-                "FIRST_JOB_ID_FILE": paths.first_job_id,
-                "MYSQL_CONF_TEXT": render_mariadb_conf(),
-                "RESTORE": "yes" if accounting.restore else "no",
-                "KEPT_DUMP": paths.kept_dump,
-                "PENDING_DUMP": paths.pending_dump,
-            },
-            opts=child_options(self, opts, self.lxc, self.data, replace_with=[self.lxc]),
-        )
+        self.database = self._database(accounting, paths, container)
         self.slurmdbd = host_command(
             f"{name}-slurmdbd",
-            **on_host,
+            **self._on_host,
             create=FILES / "slurmdbd_create.sh",
             delete=FILES / "slurmdbd_delete.sh",
             environment={
@@ -214,6 +150,87 @@ class AccountingDatabase(pulumi.ComponentResource):
         self.address = pulumi.Output.from_input(str(accounting.nat_address))
         self.data_dir = pulumi.Output.from_input(paths.data_dir)
         self.register_outputs({"container": self.container, "address": self.address, "data_dir": self.data_dir})
+
+    def _data(self, accounting: AccountingConfig, paths: AccountingPaths) -> pulumi.Resource:
+        """The data directory and the database password on the host; its delete keeps the dump."""
+        return host_command(
+            f"{self._prefix}-data",
+            **self._on_host,
+            create=FILES / "accounting_data_create.sh",
+            delete=FILES / "accounting_data_delete.sh",
+            environment={
+                "CLUSTER": self._cluster.name,
+                "DATA_DIR": paths.data_dir,
+                "PASSWORD_FILE": paths.password_file,
+                "PENDING_DUMP": paths.pending_dump,
+                "KEEP_DUMP": "yes" if accounting.keep_dump else "no",
+                "KEPT_DUMP": paths.kept_dump,
+                "FIRST_JOB_ID_FILE": paths.first_job_id,
+            },
+            opts=child_options(self, self._opts),
+        )
+
+    def _container(self, setup: AccountingSetup, paths: AccountingPaths, container: str) -> pulumi.Resource:
+        """The container with MariaDB and slurmdbd, on the NAT bridge, its data directory bound in."""
+        accounting, cluster = setup.config, self._cluster
+        return host_command(
+            f"{self._prefix}-lxc",
+            **self._on_host,
+            create=FILES / "dbd_container_create.sh",
+            delete=FILES / "dbd_container_delete.sh",
+            environment={
+                "CLUSTER": cluster.name,
+                "CLUSTER_DIR": cluster.cluster_dir,
+                "CONTAINER": container,
+                "NODE_HOSTNAME": accounting.name,
+                "LXC_CONFIG": render_service_lxc_config(
+                    accounting.name, accounting.nat_address, setup.network, {paths.data_dir: MYSQL_DIR}, container
+                ),
+                "NAT_ADDRESS": str(accounting.nat_address),
+                "RELEASE": setup.release,
+                "PACKAGES": env_list(DB_PACKAGES),
+                "DATA_DIR": paths.data_dir,
+            },
+            triggers=db_fingerprint(setup.release),
+            # Fixed name and address: the old container goes before a new one is made.
+            opts=child_options(self, self._opts, self.data, delete_before_replace=True),
+        )
+
+    def _users(self, users: tuple[UserConfig, ...], container: str) -> pulumi.Resource:
+        """The cluster's people in the container (slurmdbd resolves names to uids)."""
+        return host_command(
+            f"{self._prefix}-users",
+            **self._on_host,
+            create=LXC_FILES / "users_create.sh",
+            delete=LXC_FILES / "users_delete.sh",
+            environment={
+                "CONTAINER": container,
+                "USERS": env_list(user.spec for user in users),
+                "USERS_RECORD": USERS_RECORD,
+            },
+            # What is set up inside the container is set up again in a new one.
+            opts=child_options(self, self._opts, self.lxc, replace_with=[self.lxc]),
+        )
+
+    def _database(self, accounting: AccountingConfig, paths: AccountingPaths, container: str) -> pulumi.Resource:
+        """MariaDB on the data directory, initialised or restored; its delete dumps it."""
+        return host_command(
+            f"{self._prefix}-database",
+            **self._on_host,
+            create=FILES / "database_create.sh",
+            delete=FILES / "database_delete.sh",
+            environment={
+                "CLUSTER": self._cluster.name,
+                "CONTAINER": container,
+                "PASSWORD_FILE": paths.password_file,
+                "FIRST_JOB_ID_FILE": paths.first_job_id,
+                "MYSQL_CONF_TEXT": render_mariadb_conf(),
+                "RESTORE": "yes" if accounting.restore else "no",
+                "KEPT_DUMP": paths.kept_dump,
+                "PENDING_DUMP": paths.pending_dump,
+            },
+            opts=child_options(self, self._opts, self.lxc, self.data, replace_with=[self.lxc]),
+        )
 
 
 def account_lines(accounting: AccountingConfig) -> dict[str, str]:

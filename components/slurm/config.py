@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from components.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTITION_NAMES: used through this module)
+from components.common.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTITION_NAMES: used through this module)
     DEFAULT_MEMORY_MB_PER_CPU,
     SLURM_RESERVED_PARTITION_NAMES,
     Address,
@@ -25,11 +25,11 @@ from components.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTITION_NA
 # instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
 # `SlurmctldHost=localhost` is replaced by the host's own name.
 SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
-# SLURM_RESERVED_PARTITION_NAMES: in components/config_types.py (burst partitions use it too).
+# SLURM_RESERVED_PARTITION_NAMES: in components/common/config_types.py (burst partitions use it too).
 
 
 # What a node container may hold besides its jobs (systemd, munged, slurmd and the job
-# steps' slurmstepd), in MB. DEFAULT_MEMORY_MB_PER_CPU: in components/config_types.py.
+# steps' slurmstepd), in MB. DEFAULT_MEMORY_MB_PER_CPU: in components/common/config_types.py.
 NODE_DAEMON_MEMORY_MB = 256
 
 _TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)

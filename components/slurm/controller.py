@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
-from components.options import child_options
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.transport import Transport, host_command
 from components.slurm.accounting import AccountingDatabase, AccountingSetup
 from components.slurm.slurm_conf import render_cgroup_conf
-from components.transport import Transport, host_command
 
 FILES = Path(__file__).parent / "files"
 # The munge key is a host secret: its scripts live with the host's.
@@ -78,51 +78,21 @@ class SlurmController(pulumi.ComponentResource):
         client: pulumi.Resource | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
-        key_file = f"{cluster.cluster_dir}/munge.key"
+        self._prefix, self._opts, self._transport = name, opts, transport
         conf_path = f"{cluster.cluster_dir}/slurm.conf"
-        common = {
+        self._common = {
             "CLUSTER": cluster.name,
             "CLUSTER_DIR": cluster.cluster_dir,
-            "MUNGE_KEY_FILE": key_file,
+            "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
             "MUNGE_SOCKET": cluster.munge_socket,
         }
-        # With several hosts the cluster installs one key on each (`munge_key`, from a secret).
-        self.munge_key = munge_key or host_command(
-            f"{name}-munge-key",
-            transport=transport,
-            create=HOST_FILES / "munge_key_create.sh",
-            delete=HOST_FILES / "munge_key_delete.sh",
-            environment=common,
-            opts=child_options(self, opts),
-        )
-        # With several hosts the cluster gives every host its own client, the controller's
-        # included (`client`): a client that moved with the controller would share its paths
-        # with the per-host client of the host it moved to.
-        self.client = client or host_command(
-            f"{name}-client",
-            transport=transport,
-            create=FILES / "client_create.sh",
-            delete=FILES / "client_delete.sh",
-            environment={**common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
-            opts=child_options(self, opts, self.munge_key),
-        )
+        self._key_and_client(munge_key, client, conf_path, slurm_conf)
         # Order: database -> slurmdbd -> slurmctld (which registers its TRES with slurmdbd).
-        self.accounting = None
+        self.accounting = self._accounting(cluster, accounting) if accounting else None
         # The key and the host client need only the host (made while the containers boot);
         # slurmctld in a container waits for it.
         before_slurmctld = [self.munge_key, self.client, *([container] if container else [])]
-        if accounting:
-            self.accounting = AccountingDatabase(
-                f"{name}-accounting",
-                accounting.cluster or cluster,
-                accounting,
-                munge_key=accounting.munge_key or self.munge_key,
-                client=accounting.client or self.client,
-                # Not after the controller's own dependencies: the database's container is
-                # made while the node image is built.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(accounting.after)),
-                transport=accounting.transport or transport,
-            )
+        if self.accounting:
             before_slurmctld.append(self.accounting.slurmdbd)
         # In a container slurmctld reads /etc/slurm there; on the host, a directory of its own.
         where = (
@@ -136,7 +106,7 @@ class SlurmController(pulumi.ComponentResource):
             create=FILES / f"slurmctld_{placement.kind}_create.sh",
             delete=FILES / f"slurmctld_{placement.kind}_delete.sh",
             environment={
-                **common,
+                **self._common,
                 **where,
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
@@ -156,6 +126,48 @@ class SlurmController(pulumi.ComponentResource):
                 replace_with=(lives_on or [container]) if container else None,
             ),
         )
+        self._outputs(slurm_conf, gres_conf, conf_path, placement)
+
+    def _key_and_client(
+        self, munge_key: pulumi.Resource | None, client: pulumi.Resource | None, conf_path: str, slurm_conf: str
+    ) -> None:
+        """The cluster's munge key and the host's Slurm client, unless the cluster gives them."""
+        # With several hosts the cluster installs one key on each (`munge_key`, from a secret).
+        self.munge_key = munge_key or host_command(
+            f"{self._prefix}-munge-key",
+            transport=self._transport,
+            create=HOST_FILES / "munge_key_create.sh",
+            delete=HOST_FILES / "munge_key_delete.sh",
+            environment=self._common,
+            opts=child_options(self, self._opts),
+        )
+        # With several hosts the cluster gives every host its own client, the controller's
+        # included (`client`): a client that moved with the controller would share its paths
+        # with the per-host client of the host it moved to.
+        self.client = client or host_command(
+            f"{self._prefix}-client",
+            transport=self._transport,
+            create=FILES / "client_create.sh",
+            delete=FILES / "client_delete.sh",
+            environment={**self._common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
+            opts=child_options(self, self._opts, self.munge_key),
+        )
+
+    def _accounting(self, cluster: ClusterIdentity, accounting: AccountingSetup) -> AccountingDatabase:
+        """The accounting database, on the host `accounting` names (default: this one)."""
+        return AccountingDatabase(
+            f"{self._prefix}-accounting",
+            accounting.cluster or cluster,
+            accounting,
+            munge_key=accounting.munge_key or self.munge_key,
+            client=accounting.client or self.client,
+            # Not after the controller's own dependencies: the database's container is
+            # made while the node image is built.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(accounting.after)),
+            transport=accounting.transport or self._transport,
+        )
+
+    def _outputs(self, slurm_conf: str, gres_conf: str, conf_path: str, placement: ControllerPlacement) -> None:
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)
         self.slurm_conf_path = pulumi.Output.from_input(conf_path)

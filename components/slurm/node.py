@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pulumi
 
-from components.config_types import ClusterIdentity
-from components.options import child_options
-from components.rendering import container_device_path
+from components.common.config_types import ClusterIdentity
+from components.common.options import child_options
+from components.common.rendering import container_device_path
+from components.common.transport import Transport, env_list, host_command
 from components.slurm.config import HealthCheckConfig, NodeConfig
-from components.transport import Transport, env_list, host_command
 
 FILES = Path(__file__).parent / "files"
 HEALTH_CHECK_SOURCE = FILES / "gpu_health.sh"
@@ -42,6 +42,7 @@ class SlurmNode(pulumi.ComponentResource):
         gpu_devices: list[str] | None = None,
         health_check: HealthCheckConfig | None = None,
         start_plugins: str | None = None,
+        cpuset: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -63,6 +64,9 @@ class SlurmNode(pulumi.ComponentResource):
             )
         if start_plugins:
             environment["SLURMD_START_PLUGINS"] = start_plugins
+        if cpuset:
+            # The container's (SLOT,COUNT): a new one writes slurmd's CPU topology again.
+            environment["CPUSET"] = cpuset
         self.slurmd = host_command(
             f"{name}-slurmd",
             transport=transport,

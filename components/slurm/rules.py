@@ -1,12 +1,12 @@
 """The cluster's rules on Slurm names, the controller, partitions and accounting (registered
-in components/config.py).
+in components/composition/config.py).
 
 Each rule takes the composed cluster and yields messages naming the field and what it accepts.
 """
 
 from collections.abc import Iterator
 
-from components.config_types import duplicates
+from components.common.config_types import duplicates
 from components.lxc.rules import INTERNAL_CONTAINER_NAMES
 from components.slurm.config import SACCTMGR_KEYWORDS, SLURM_RESERVED_NODE_NAMES, SLURM_RESERVED_PARTITION_NAMES
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
-from components.rendering import HEADER, container_device_path
+from components.common.rendering import HEADER, container_device_path
 from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for the container's limit)
     NODE_DAEMON_MEMORY_MB,
     AccountingConfig,
@@ -21,11 +21,15 @@ from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for 
 )
 
 SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+# The ports srun listens on for its tasks (SrunPortRange, set with burst): burst nodes are
+# admitted to the nodes' containers on these and SLURMD_PORT only (inbound_rules).
+SRUN_PORTS = (60001, 63000)
 
 
 class SlurmCluster(Protocol):
-    """What the Slurm files need of the cluster (components/cluster.py passes the composed
-    config, components/config.py's ClusterConfig): its name, nodes and their GPU devices, the
+    """What the Slurm files need of the cluster (components/composition/cluster.py passes the composed
+    config, components/composition/config.py's ClusterConfig): its name, nodes and their GPU devices, the
     Slurm, accounting and burst settings, and where the controller runs."""
 
     name: str
@@ -82,7 +86,6 @@ def controller_paths(config: SlurmCluster) -> dict[str, str]:
 def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_socket: str | None = None) -> str:
     """slurm.conf: served to every slurmd by the controller (configless mode). Another host's
     client copy names that host's own munge socket (`munge_socket`)."""
-    gpus = config.gpu_assignment()
     general = {
         "ClusterName": config.name,
         "SlurmctldHost": f"{controller_hostname}({config.controller_address})",
@@ -95,7 +98,7 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         "SlurmUser": "slurm",
         "SlurmdUser": "root",
         "SlurmctldPort": SLURMCTLD_PORT,
-        "SlurmdPort": 6818,
+        "SlurmdPort": SLURMD_PORT,
         **controller_paths(config),
         "SlurmdSpoolDir": "/var/lib/slurm/slurmd",
         "SlurmdPidFile": "/run/slurmd.pid",
@@ -116,8 +119,10 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         "ReturnToService": 2,
         "SlurmdTimeout": 120,
         "SwitchType": "switch/none",
-        # A job's usage (sstat, sacct's MaxRSS) read from its cgroup.
-        "JobAcctGatherType": "jobacct_gather/cgroup",
+        # A job's usage (sstat, sacct's MaxRSS) read from /proc for the processes its cgroup
+        # holds (Slurm's recommended gather: the cgroup one reads a finished step's usage as 0,
+        # and on cgroup v1 needs a cpuacct hierarchy that not every host gives a node).
+        "JobAcctGatherType": "jobacct_gather/linux",
         "JobCompType": "jobcomp/none",
         "AccountingStorageType": "accounting_storage/none",
         **accounting_settings(config, munge_socket),
@@ -126,7 +131,13 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
     }
     text = HEADER + "".join(f"{key}={value}\n" for key, value in general.items())
     text += "\n# Nodes: one line each, so adding a node is a one-line diff.\n"
-    text += _lines(
+    return text + node_lines(config) + burst_node_lines(config) + "\n" + partition_lines(config)
+
+
+def node_lines(config: SlurmCluster) -> str:
+    """One NodeName line per node, with its GPUs (and shards) as GRES."""
+    gpus = config.gpu_assignment()
+    return _lines(
         {
             "NodeName": node.name,
             "NodeAddr": node.nat_address,
@@ -137,9 +148,11 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         }
         for node in config.nodes
     )
-    text += burst_node_lines(config)
-    text += "\n"
-    text += _lines(
+
+
+def partition_lines(config: SlurmCluster) -> str:
+    """The configured partitions, then the burst ones (their cloud nodes power down)."""
+    text = _lines(
         {
             "PartitionName": partition.name,
             "Nodes": slurm_hostlist(partition.nodes or config.node_names),
@@ -150,7 +163,7 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         }
         for partition in config.slurm.partitions
     )
-    text += _lines(
+    return text + _lines(
         {
             "PartitionName": partition.name,
             "Nodes": slurm_hostlist(partition.node_names),
@@ -162,7 +175,6 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         }
         for partition in (config.burst.partitions if config.burst else [])
     )
-    return text
 
 
 # What slurmd loads at its start only (a change needs a restart of slurmd, not a reconfigure).
@@ -228,6 +240,9 @@ def burst_settings(config: SlurmCluster) -> dict[str, object]:
         "ResumeTimeout": max(p.resume_timeout_s for p in config.burst.partitions),
         # slurmd's do not know each other's addresses: no fan-out tree.
         "TreeWidth": 65533,
+        # srun on a node opens these for the steps' tasks, burst nodes' among them: the host's
+        # firewall admits burst nodes on them (components/files/lib/bridges.sh inbound_rules).
+        "SrunPortRange": f"{SRUN_PORTS[0]}-{SRUN_PORTS[1]}",
         "TCPTimeout": 10,
         "CommunicationParameters": "NoAddrCache",
         "PrivateData": "cloud",

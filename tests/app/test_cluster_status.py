@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from components.app.web_app import FILES, STATUS_WRITER_SOURCE
-from components.transport import INTERPRETER, script
+from components.common.transport import INTERPRETER, script
 
 sys.path.insert(0, str(FILES))
 from cluster_status import gres_count
@@ -78,6 +78,10 @@ def test_the_writer_starts_once_restarts_on_change_and_is_removed(open_dir):
         "STATUS_INTERVAL_S": "1",
         "SLURM_CONF": str(tmp_path / "slurm.conf"),
         "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
+        # A deploy's environment (`pulumi up` in CI): none of it reaches the writer.
+        "RUNNER_TRACKING_ID": "github_status-test",
+        "PULUMI_CONFIG_PASSPHRASE": "the deploy's passphrase",
+        "AWS_SECRET_ACCESS_KEY": "the deploy role's key",
     }
 
     def run(name: str, **changes) -> None:
@@ -89,6 +93,9 @@ def test_the_writer_starts_once_restarts_on_change_and_is_removed(open_dir):
         assert first and (cluster_dir / "status").is_dir()
         # Not root: it needs only Slurm's client and the munge socket.
         assert uid_of(first) == pwd.getpwnam("nobody").pw_uid
+        # Any process of nobody's can read its environment: it holds nothing of the deploy's.
+        held = {p.split(b"=")[0].decode() for p in Path(f"/proc/{first}/environ").read_bytes().split(b"\0") if p}
+        assert held == {"PATH", "LC_ALL", "SLURM_CONF"}, held
         deadline = time.monotonic() + 10
         while not (cluster_dir / "status" / "cluster.json").exists():
             assert time.monotonic() < deadline, "no snapshot written"

@@ -521,7 +521,7 @@ def test_server_names_come_from_the_config_and_bad_ones_name_the_field():
     from pydantic import ValidationError
 
     from components.app.web_app import render_app_settings
-    from components.config import ClusterConfig
+    from components.composition.config import ClusterConfig
     from tests.harness.program_harness import stack_config
 
     raw = stack_config("e2e")["cluster"]

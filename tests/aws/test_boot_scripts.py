@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from components.aws.user_data import FILES
-from components.transport import script
+from components.common.transport import script
 
 MOUNT = "/var/lib/gpucluster-volume"
 DIRECTORIES = ["/var/lib/gpucluster", "/var/lib/lxc", "/srv/gpucluster/cloud/shared"]

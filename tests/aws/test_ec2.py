@@ -8,7 +8,7 @@ import re
 import pytest
 
 from components.aws.prices import HOURS_PER_MONTH, PRICES
-from components.stack_config import ConfigError, parse_stack_config
+from components.composition.stack_config import ConfigError, parse_stack_config
 from tests.harness.command_executor import unwrap
 from tests.harness.program_harness import ROOT, run_program, stack_config
 

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from components.stack_config import ConfigError, parse_stack_config
+from components.composition.stack_config import ConfigError, parse_stack_config
 from tests.harness.program_harness import stack_config
 
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from components.stack_config import ConfigError, parse_stack_config
+from components.composition.stack_config import ConfigError, parse_stack_config
 from tests.harness.command_executor import unwrap
 from tests.harness.program_harness import run_program, stack_config
 

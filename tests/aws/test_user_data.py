@@ -9,7 +9,7 @@ import yaml
 
 from components.aws.user_data import ACCEPT_ENV_DROPIN, STATE_MOUNT_POINT, StateVolume, render_user_data
 from components.aws.user_data import FILES as AWS_FILES
-from components.transport import FILES
+from components.common.transport import FILES
 from tests.harness.command_executor import unwrap
 from tests.harness.program_harness import run_program, stack_config
 

@@ -16,7 +16,7 @@ from moto.ec2.responses.fleets import Fleets
 
 from components.burst.programs import program_config
 from components.burst.user_data import render_user_data
-from components.stack_config import parse_stack_config
+from components.composition.stack_config import parse_stack_config
 from tests.burst.stack import burst_stack
 from tests.harness.command_executor import unwrap
 from tests.harness.program_harness import run_program

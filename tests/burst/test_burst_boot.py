@@ -12,8 +12,8 @@ import pytest
 from moto import mock_aws
 
 from components.burst.user_data import NODE_PLACEHOLDER, for_node, render_user_data
+from components.composition.stack_config import parse_stack_config
 from components.slurm.slurm_conf import render_slurm_conf
-from components.stack_config import parse_stack_config
 from tests.burst.moto_ec2 import AwsWorld, FakeSlurm
 from tests.burst.stack import burst_stack
 

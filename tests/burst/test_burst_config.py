@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.stack_config import ConfigError, parse_stack_config
+from components.composition.stack_config import ConfigError, parse_stack_config
 from tests.burst.stack import burst_stack
 
 

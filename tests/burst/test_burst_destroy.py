@@ -13,7 +13,7 @@ import requests
 from moto.server import ThreadedMotoServer
 
 from components.burst.cloud import FILES
-from components.transport import INTERPRETER, script
+from components.common.transport import INTERPRETER, script
 from tests.burst.stack import burst_stack
 from tests.harness.command_executor import destroy, host_commands
 from tests.harness.program_harness import run_program

@@ -161,9 +161,31 @@ def test_changing_a_burst_type_changes_its_template_the_policy_and_the_programs_
 
 def test_the_controllers_host_routes_the_burst_vpc_via_the_vpn_router_without_masquerading(run):
     routes = run.by_name("gpu-local-routes")
-    assert unwrap(routes.inputs["environment"]["ROUTES"]).split() == ["10.90.0.0/16,192.168.1.254"]
+    # `burst`: the route's rules are the RETURN only; the VPC gets no blanket accept into the bridge.
+    assert unwrap(routes.inputs["environment"]["ROUTES"]).split() == ["10.90.0.0/16,192.168.1.254,burst"]
     assert "-j RETURN" in routes.inputs["create"]  # ahead of the NAT bridge's MASQUERADE
     assert run.depends_on("gpu-slurm-slurmctld", "gpu-local-routes")
+
+
+def test_burst_nodes_are_admitted_into_the_nat_bridge_to_slurm_only(run):
+    """The NAT bridge refuses new connections (components/files/lib/bridges.sh inbound_rules) but
+    from the burst subnets to slurmctld's container (6817) and to the nodes' slurmd and srun ports;
+    the boot unit and verify read the same, with the route (a one-host stack too)."""
+    from components.composition.config import ClusterConfig
+    from components.composition.host_state import host_state
+    from components.slurm.slurm_conf import SRUN_PORTS
+
+    sources = "10.90.1.0/24+10.90.2.0/24"
+    config = ClusterConfig.model_validate(burst_stack()["cluster"])
+    nodes = "+".join(str(node.nat_address) for node in config.nodes)
+    srun = f"{SRUN_PORTS[0]}:{SRUN_PORTS[1]}"
+    expected = f"{sources},{config.controller_address},6817 {sources},{nodes},6818+{srun}"
+    assert unwrap(run.by_name("gpu-bridges-nat").inputs["environment"]["BURST_ACCESS"]) == expected
+    assert "BURST_ACCESS" not in run.by_name("gpu-bridges-cluster").inputs["environment"]
+    state = host_state(config)
+    assert state["BURST_ACCESS"] == expected and state["ROUTES"] == "10.90.0.0/16,192.168.1.254,burst"
+    conf = unwrap(run.by_name("gpu-slurm-slurmctld").inputs["environment"]["SLURM_CONF_TEXT"])
+    assert f"SrunPortRange={SRUN_PORTS[0]}-{SRUN_PORTS[1]}\n" in conf
 
 
 def test_a_burst_type_with_more_gpus_changes_slurm_conf_and_touches_no_running_node(run):

@@ -4,8 +4,8 @@ the programs, configless; accepted by Slurm 22.05's parser."""
 import shutil
 import subprocess
 
+from components.composition.stack_config import parse_stack_config
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
-from components.stack_config import parse_stack_config
 from tests.burst.stack import burst_stack
 
 
@@ -22,7 +22,7 @@ def settings(text: str) -> dict[str, str]:
 
 def test_cloud_nodes_with_their_gres_and_the_partition_timers():
     text, _ = rendered()
-    assert "NodeName=burst-[1-4] CPUs=4 Gres=gpu:1 Feature=cloud,burst Weight=100 State=CLOUD\n" in text
+    assert "NodeName=burst-[1-4] CPUs=4 RealMemory=4096 Gres=gpu:1 Feature=cloud,burst Weight=100 State=CLOUD\n" in text
     assert "PartitionName=burst Nodes=burst-[1-4] MaxTime=INFINITE SuspendTime=300 ResumeTimeout=600 State=UP\n" in text
 
 

@@ -512,5 +512,5 @@ def update(old: list[HostCommand], new: list[HostCommand], timeout: int = 900) -
 
 def makes_the_munge_key(command: HostCommand) -> bool:
     """The one local command of a stack on SSH hosts: the cluster's munge key, made where
-    `pulumi up` runs (components/transport.py generated_secret); it touches no host."""
+    `pulumi up` runs (components/common/transport.py generated_secret); it touches no host."""
     return not command.connection and command.create == "head -c 1024 /dev/urandom | base64 -w0"

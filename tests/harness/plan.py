@@ -5,8 +5,9 @@ delete_before_replace, inputs, aliases. The engine's rules, as far as they decid
 happens to a resource that already exists:
   - a new resource takes over the old one with the same URN, or else the one one of its
     `aliases` names, or else (parent taken over through an alias) the one with its own type
-    and name under the parent's old URN; nothing matched: create. An old resource nobody
-    took over: delete.
+    and name (or an alias's) under the parent's old URN, a name prefixed with the parent's
+    name prefixed with the parent's old name instead, as the engine derives them; nothing
+    matched: create. An old resource nobody took over: delete.
   - taken over by URN but with another type or parent: replace (an alias makes a move safe).
   - an input its provider replaces on (pulumi-command: `triggers`; Kubernetes: the object's
     name or namespace) changed: replace; any other input changed: update; else same.
@@ -96,6 +97,23 @@ def _child_urn(parent_urn: str, type_: str, name: str) -> str:
     return _normalize(f"{stack}::{project}::{chain}::{name}")
 
 
+def _inherited(record: dict, parent_was: str) -> list[str]:
+    """The aliases the engine derives for a child of a parent taken over through an alias
+    (step_generator.go generateAliases): the child's own type and name, and each of its own
+    aliases' types and names, under the parent's old URN; a name that starts with the parent's
+    name starts with the parent's old name instead (`<parent>-details`, the naming convention)."""
+    parent_name = record["parent"].rsplit("::", 1)[1]
+    old_parent_name = parent_was.rsplit("::", 1)[1]
+
+    def under_old_parent(type_: str, name: str) -> str:
+        if name.startswith(parent_name):
+            name = old_parent_name + name[len(parent_name) :]
+        return _child_urn(parent_was, type_, name)
+
+    own = [(alias.split("::")[2].split("$")[-1], alias.rsplit("::", 1)[1]) for alias in record.get("aliases", ())]
+    return [under_old_parent(type_, name) for type_, name in [(record["type"], record["name"]), *own]]
+
+
 def _depth(record: dict) -> tuple[int, str]:
     return record["urn"].split("::")[2].count("$"), record["urn"]
 
@@ -110,7 +128,7 @@ def plan(old: list[dict], new: list[dict]) -> list[Step]:
         candidates = [record["urn"], *record.get("aliases", ())]
         parent_was = taken.get(record["parent"], record["parent"])
         if parent_was != record["parent"]:
-            candidates.append(_child_urn(parent_was, record["type"], record["name"]))
+            candidates += _inherited(record, parent_was)
         previous = next((by_urn[c] for c in candidates if c in by_urn and c not in taken.values()), None)
         if previous is None:
             steps.append(Step(record["urn"], "create"))

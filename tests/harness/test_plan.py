@@ -89,12 +89,23 @@ PROGRAM = textwrap.dedent(
             self.register_outputs({})
 
 
+    class Part(pulumi.ComponentResource):
+        def __init__(self, name):
+            super().__init__("test:new:Part", name, None)
+
+
     if variant == "old":
         Box("box", "test:old:Box")
     elif variant == "moved":
         Box("box", "test:new:Box")
-    else:
+    elif variant == "aliased":
         Box("box", "test:new:Box", opts=pulumi.ResourceOptions(aliases=[pulumi.Alias(type_="test:old:Box")]))
+    elif variant == "renamed":
+        Box("crate", "test:old:Box", opts=pulumi.ResourceOptions(aliases=[pulumi.Alias(name="box")]))
+    else:  # a new component between: the box now below a Part (aliased to its old parent, the stack)
+        part = Part("part")
+        alias = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)] if variant == "parted-aliased" else []
+        Box("box", "test:old:Box", opts=pulumi.ResourceOptions(parent=part, aliases=alias))
     """
 )
 
@@ -111,3 +122,25 @@ def test_aliases_recorded_from_the_sdk_keep_a_moved_component_and_its_children(t
     assert {step.urn: step.old_urn for step in plan(old, aliased)} == {
         new["urn"]: previous["urn"] for new, previous in zip(aliased, old, strict=True)
     }
+
+
+def test_a_child_inherits_its_parents_alias_under_the_parents_old_name(tmp_path):
+    # The engine's rule: a child whose name starts with its parent's name is looked for under
+    # the parent's old URN with the parent's old name as its prefix ("crate-cmd" was "box-cmd").
+    main = tmp_path / "main.py"
+    main.write_text(PROGRAM)
+    old = records(run_program({"variant": "old"}, stack="s", main=main))
+    renamed = records(run_program({"variant": "renamed"}, stack="s", main=main))
+    assert summary(plan(old, renamed)) == {"same": 2, "update": 0, "replace": 0, "create": 0, "delete": 0}
+
+
+def test_a_component_put_between_keeps_what_moved_below_it_only_through_an_alias(tmp_path):
+    main = tmp_path / "main.py"
+    main.write_text(PROGRAM)
+    old = records(run_program({"variant": "old"}, stack="s", main=main))
+    parted = records(run_program({"variant": "parted"}, stack="s", main=main))
+    aliased = records(run_program({"variant": "parted-aliased"}, stack="s", main=main))
+
+    assert summary(plan(old, aliased)) == {"same": 2, "update": 0, "replace": 0, "create": 1, "delete": 0}
+    assert [step.urn.rsplit("::", 1)[1] for step in plan(old, aliased) if step.action == "create"] == ["part"]
+    assert summary(plan(old, parted))["same"] == 0, "without the alias the box and its command are made anew"

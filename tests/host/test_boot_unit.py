@@ -10,10 +10,10 @@ import time
 
 import pytest
 
+from components.common.transport import INTERPRETER, helpers
+from components.composition.host_state import render_host_state
+from components.composition.stack_config import parse_stack_config
 from components.host.boot_unit import render_boot_unit
-from components.host_state import render_host_state
-from components.stack_config import parse_stack_config
-from components.transport import INTERPRETER, helpers
 from tests.harness.program_harness import run_program, stack_config
 
 COMMAND = "command:local:Command"

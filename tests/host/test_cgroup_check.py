@@ -6,7 +6,7 @@ controller, and every node with a cpuset failed to start."""
 import subprocess
 from pathlib import Path
 
-from components.transport import INTERPRETER, helpers
+from components.common.transport import INTERPRETER, helpers
 
 ALL_V2 = "cpuset cpu io memory hugetlb pids rdma misc"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.transport import INTERPRETER, script
+from components.common.transport import INTERPRETER, script
 
 pytestmark = pytest.mark.privileged
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import INTERPRETER, script
 from components.host.gpu_host import FILES
-from components.transport import INTERPRETER, script
 
 # Root-owned key files and directories (chown to root, modes checked against uid 0).
 pytestmark = pytest.mark.privileged

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import INTERPRETER, script
 from components.host.gpu_host import FILES
-from components.transport import INTERPRETER, script
 from tests.lxc.driver_layouts import LAYOUTS, VERSION, install
 
 # Dummy bridges, iptables NAT rules and device nodes on this host.

@@ -2,9 +2,9 @@
 really brings a host back: the boot unit's bring-up script, or a replace; never a plain or
 refreshed `pulumi up`, which runs no script again when the inputs are unchanged."""
 
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
+from components.composition.stack_config import parse_stack_config
 from components.host.boot_unit import render_boot_unit
-from components.stack_config import parse_stack_config
 from tests.harness.docs import DOCS, bash_lines, doc_files
 from tests.harness.program_harness import ROOT, run_program, stack_config
 

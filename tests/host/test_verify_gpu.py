@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config import ClusterConfig
+from components.composition.config import ClusterConfig
 from ops.verify import main
 from ops.verify_gpu import PROBE, node_gpus, verify_gpus
 from tests.harness.program_harness import stack_config

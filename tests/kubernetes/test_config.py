@@ -435,7 +435,7 @@ def test_all_problems_of_a_model_are_reported_together():
 
 def test_stack_loader_reports_rule_problems_with_their_full_path():
     # Each rule's line starts with its field, so the loader can prefix the model's path.
-    from components.stack_config import ConfigError, parse_stack_config
+    from components.composition.stack_config import ConfigError, parse_stack_config
 
     section = config_with({"gpu_scheduling": {"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}})
     with pytest.raises(ConfigError) as caught:

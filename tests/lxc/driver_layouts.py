@@ -7,7 +7,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from components.transport import INTERPRETER, helpers
+from components.common.transport import INTERPRETER, helpers
 
 VERSION = "580.159.04"
 # The bytes a real library or program starts with: what tells a program from a wrapper script.

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import INTERPRETER, script
 from components.slurm.node import FILES as SLURM_FILES
-from components.transport import INTERPRETER, script
 
 DELETES = ["slurmd_delete.sh", "slurmctld_container_delete.sh", "slurmdbd_delete.sh", "database_delete.sh"]
 

@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from components.common.transport import helpers, script
 from components.lxc.cuda_container import FILES
-from components.transport import helpers, script
 from tests.harness.program_harness import run_program, stack_config
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "upgrade" / "snapshots" / "e2e.json"

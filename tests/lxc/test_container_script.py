@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import INTERPRETER, script
 from components.lxc.cuda_container import FILES
-from components.transport import INTERPRETER, script
 
 CREATE = script(FILES / "container_create.sh")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import INTERPRETER, script
 from components.lxc.cuda_container import FILES
-from components.transport import INTERPRETER, script
 from tests.lxc.driver_layouts import LAYOUTS, VERSION, install, install_container_cli
 from tests.lxc.driver_layouts import discover as run_discovery
 from tests.lxc.test_container_script import script_environment

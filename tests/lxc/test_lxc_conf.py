@@ -10,10 +10,10 @@ import subprocess
 from ipaddress import IPv4Address
 from pathlib import Path
 
-from components.config import ClusterConfig
+from components.common.transport import helpers
+from components.composition.config import ClusterConfig
 from components.lxc.lxc_conf import ContainerSpec, container_devices, cpu_slots, render_lxc_config
 from components.slurm.config import NODE_DAEMON_MEMORY_MB
-from components.transport import helpers
 from tests.harness.program_harness import stack_config
 
 

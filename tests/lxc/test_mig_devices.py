@@ -3,9 +3,9 @@ devices of MIG stay in /dev/nvidia-caps/ (the H100 review of 2026-11-25, finding
 flattened to /dev/nvidia-capN); the config accepts them and names the field of a bad one.
 Stand-ins (made in the cluster's private device directory) still appear as /dev/<name>."""
 
-from components.config import ClusterConfig
+from components.common.rendering import container_device_path
+from components.composition.config import ClusterConfig
 from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
-from components.rendering import container_device_path
 from components.slurm.slurm_conf import render_gres_conf
 from tests.test_config import error_of, local_cluster
 

@@ -7,9 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from components.common.transport import helpers, script
 from components.lxc.cuda_container import FILES as LXC_FILES
 from components.slurm.node import FILES as SLURM_FILES
-from components.transport import helpers, script
 from tests.harness.program_harness import run_program, stack_config
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import script
 from components.lxc import node_image
 from components.lxc.config import ImageConfig
 from components.lxc.node_image import image_digest
-from components.transport import script
 from tests.harness.command_executor import CommandFailedError, State, StateEntry, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program, stack_config
 

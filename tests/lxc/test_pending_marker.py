@@ -3,7 +3,7 @@ container and marks it; none of them may pull the directory from under another."
 
 import subprocess
 
-from components.transport import helpers
+from components.common.transport import helpers
 
 # Eight creates at once, each making 40 containers (in a scratch LXC directory) the way
 # container_create.sh does: pending marker, the container, the owner marker.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.transport import INTERPRETER, script
+from components.common.transport import INTERPRETER, script
 
 pytestmark = pytest.mark.privileged
 CGROUPS = Path("/sys/fs/cgroup")

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from components.stack_config import ConfigError, parse_stack_config
+from components.composition.stack_config import ConfigError, parse_stack_config
 from tests.harness.command_executor import host_commands
 from tests.harness.program_harness import run_program, stack_config
 

@@ -6,7 +6,7 @@ shell functions that print a fixed ruleset, so nothing on the host is read or ch
 
 import subprocess
 
-from components.transport import helpers
+from components.common.transport import helpers
 
 TAG = "gpucluster:e2e:fwd:7000"
 FORWARD = [TAG, "7000", "10.43.3.10", "8080"]
@@ -52,6 +52,38 @@ def test_the_bridge_accepts_no_dnat_of_its_own():
         f"-m comment --comment {BRIDGE_TAG} -j ACCEPT",
     ]
     assert not any("DNAT" in rule for rule in rules)
+
+
+def test_each_bridge_ends_with_a_refusal_of_new_connections_after_what_it_admits():
+    """What may open a connection into a bridge, then the refusal (proven in network namespaces:
+    tests/network/test_bridge_refusal.py); the forwards and routes accept above it."""
+    inbound = "gpucluster:e2e:inbound:e2ebr0"
+    admitted = "10.90.1.0/24+10.90.2.0/24,10.43.3.2,6817 10.90.1.0/24,10.43.3.2+10.43.3.3,6818+60001:63000"
+    rules = bash("inbound_rules", "e2e", "e2ebr0", admitted).stdout.splitlines()
+    tcp = f"-o e2ebr0 -p tcp -m multiport --dports {{}} -m comment --comment {inbound} -j ACCEPT"
+    assert rules == [
+        f"filter FORWARD -i e2ebr0 -o e2ebr0 -m comment --comment {inbound} -j ACCEPT",
+        "filter FORWARD -s 10.90.1.0/24 -d 10.43.3.2/32 " + tcp.format("6817"),
+        "filter FORWARD -s 10.90.2.0/24 -d 10.43.3.2/32 " + tcp.format("6817"),
+        "filter FORWARD -s 10.90.1.0/24 -d 10.43.3.2/32 " + tcp.format("6818,60001:63000"),
+        "filter FORWARD -s 10.90.1.0/24 -d 10.43.3.3/32 " + tcp.format("6818,60001:63000"),
+        f"filter FORWARD -o e2ebr0 -m conntrack --ctstate NEW -m comment --comment {inbound} -j REJECT",
+    ]
+    # The cluster bridge (and a NAT bridge without burst): its own traffic, then the refusal.
+    assert len(bash("inbound_rules", "e2e", "e2ebr1").stdout.splitlines()) == 2
+
+
+def test_the_burst_vpcs_route_is_not_masqueraded_and_accepts_nothing_of_its_own():
+    route = ["e2e", "e2ebr0", "10.43.3.0/24", "10.90.0.0/16", "192.168.1.254"]
+    tag = "gpucluster:e2e:route:10.90.0.0/16"
+    assert bash("route_rules", *route, "burst").stdout.splitlines() == [
+        f"nat POSTROUTING -s 10.43.3.0/24 -d 10.90.0.0/16 -m comment --comment {tag} -j RETURN"
+    ]
+    # Another host's subnet and the host itself are accepted into the bridge (above its refusal).
+    assert [r.split()[2:5] for r in bash("route_rules", *route).stdout.splitlines()[1:]] == [
+        ["-s", "10.90.0.0/16", "-o"],
+        ["-s", "192.168.1.254/32", "-o"],
+    ]
 
 
 def test_rules_go_on_top_of_their_chains_in_order():

@@ -17,7 +17,7 @@ from review.render import render_run
 from tests.harness.program_harness import fixture_file
 
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
-NEW_NODE = "      - {name: c004, nat_address: 10.42.3.6, cluster_address: 10.42.5.5}\n"
+NEW_NODE = "      - {name: c004, nat_address: 10.42.3.6, cluster_address: 10.42.5.5, gpus: 0}\n"
 
 
 def _render_cli(stack: str, outdir: Path) -> dict[str, bytes]:
@@ -144,22 +144,27 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
     partition = "PartitionName=tutorial Nodes=c[{}] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
     for conf in ("files/gpu-slurm-client/slurm.conf", "files/gpu-slurm-slurmctld/slurm.conf"):
         assert per_file[conf] == [
-            "+NodeName=c004 NodeAddr=10.42.3.6 CPUs=1 Gres=gpu:1 State=UNKNOWN",
+            "+NodeName=c004 NodeAddr=10.42.3.6 CPUs=1 RealMemory=1024 State=UNKNOWN",
             "-" + partition.format("000-003"),
             "+" + partition.format("000-004"),
         ]
-    assert per_file["files/gpu-slurm-slurmctld/gres.conf"] == ["+NodeName=c004 Name=gpu File=/dev/nvidia0"]
+    # A node without GPUs (the local stack's GPU is c000's): no gres.conf line.
+    assert "files/gpu-slurm-slurmctld/gres.conf" not in per_file
 
     # Every other changed line is a line naming c004, or an existing line whose only change is
     # the new node (in a list of containers, a node range, a node count).
     def without_new_node(line: str) -> str:
         line = re.sub(r"(\\n| |,)gpu-c004", "", line).replace("c[000-004]", "c[000-003]")
-        return line.replace("'5'", "'4'")
+        return any_node_memory(line.replace("'5'", "'4'"))
+
+    def any_node_memory(line: str) -> str:
+        """The memory the host must have for its nodes grows by the new node's."""
+        return re.sub(r"(NODE_MEMORY_MB\W+)\d+", r"\1N", line)
 
     def only_the_new_node(path: str, lines: list[str]) -> None:
         added = {line[1:]: without_new_node(line[1:]) for line in lines if line.startswith("+")}
         for removed in (line[1:] for line in lines if line.startswith("-")):
-            match = [line for line, normal in added.items() if normal == removed]
+            match = [line for line, normal in added.items() if normal == any_node_memory(removed)]
             assert match, f"{path}: {removed!r} changed by more than the new node"
             del added[match[0]]
         assert all("c004" in line for line in added), (path, list(added))

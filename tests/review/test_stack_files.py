@@ -71,7 +71,7 @@ def test_a_broken_stack_fails_with_the_field_named(tmp_path):
 
 def test_the_same_message_as_pulumi_up(tmp_path):
     """validate prints what the program raises when `pulumi up` loads the stack."""
-    from components.stack_config import ConfigError
+    from components.composition.stack_config import ConfigError
     from review.program import run_program
 
     config = yaml.safe_load(fixture_file("local").read_text())["config"]

@@ -77,6 +77,7 @@ def test_counts_and_a_banner_when_a_node_container_is_replaced(urns):
     assert text.startswith(MARKER.format(stack="local"))
     assert "[!CAUTION]" in text and "a node container: `gpu-c001-lxc` (replace)" in text
     assert "| replace | `gpu-c001-lxc` | triggers |" in text
+    assert "#### Host part" not in text, "a one-host stack's comment has one table"
 
 
 def test_the_controller_and_the_node_image_raise_the_banner_the_web_app_does_not(urns):
@@ -95,6 +96,43 @@ def test_the_controller_and_the_node_image_raise_the_banner_the_web_app_does_not
         ("gpu-slurm-slurmctld", "the Slurm controller"),
     ]
     assert summary.labels() == ["replace", "delete"]
+
+
+def test_a_multi_host_comment_groups_its_rows_by_host_part():
+    # The two-host stack: what the change does to each host, then to the rest of the cluster.
+    secrets = {"gpu2SshKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-key\n-----END OPENSSH PRIVATE KEY-----\n"}
+    resources = run_program(stack_config("twohost"), stack="twohost", secrets=secrets).resources
+    PARENTS.update({r.urn: r.parent for r in resources})
+    duo = {r.name: r.urn for r in resources}
+    changed = {"duo-gpu1-host-packages", "duo-c003-lxc", "duo-c002", "duo-slurm-slurmctld", "duo-gpu2-boot-unit"}
+    events = [
+        _step(i, OpType.SAME, urn)
+        for i, urn in enumerate(sorted(duo.values()))
+        if urn.rsplit("::", 1)[1] not in changed
+    ]
+    events += [
+        _step(100, OpType.UPDATE, duo["duo-gpu1-host-packages"], ["environment"]),
+        *_replace(101, duo["duo-c003-lxc"], ["triggers"]),
+        _step(104, OpType.UPDATE, duo["duo-slurm-slurmctld"], ["environment"]),
+        _step(105, OpType.UPDATE, duo["duo-gpu2-boot-unit"], ["environment"]),
+        _summary(106, update=3, replace=1),
+    ]
+    summary = summarize("twohost", events)
+    assert summary.host_parts == {"duo-gpu1", "duo-gpu2"}
+    assert {c.name: c.host_part for c in summary.changes} == {
+        "duo-gpu1-host-packages": "duo-gpu1",
+        "duo-c003-lxc": "duo-gpu2",
+        "duo-slurm-slurmctld": None,
+        "duo-gpu2-boot-unit": None,
+    }
+    text = comment(summary, "twohost")
+    table = text[text.index("#### ") : text.index("Labels:")]  # below the banner
+    gpu1, gpu2, rest = (
+        table.index(f"#### {title}") for title in ("Host part `duo-gpu1`", "Host part `duo-gpu2`", "The whole cluster")
+    )
+    assert gpu1 < table.index("`duo-gpu1-host-packages`") < gpu2 < table.index("`duo-c003-lxc`") < rest
+    assert rest < table.index("`duo-slurm-slurmctld`") and rest < table.index("`duo-gpu2-boot-unit`")
+    assert table.count("| op | resource | changed keys |") == 3
 
 
 def test_no_changes_gets_its_label_and_no_banner(urns):

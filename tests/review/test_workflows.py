@@ -370,6 +370,15 @@ def test_only_deploy_runs_on_a_self_hosted_runner_and_only_for_a_push_to_main():
             assert any(label.startswith("gpucluster-deploy-") for label in runner), runner
 
 
+def test_the_deploy_leaves_the_runner_no_tracking_id_to_kill_the_cluster_by():
+    """A self-hosted runner kills, after a job, every process whose environment holds the job's
+    RUNNER_TRACKING_ID: the `pulumi up` step clears it (the scripts start detached as well)."""
+    steps = _load("deploy.yml")["jobs"]["deploy"]["steps"]
+    (up,) = [step for step in steps if step.get("uses", "").startswith("pulumi/actions@")]
+    assert up["with"]["command"] == "up"
+    assert up["env"] == {"RUNNER_TRACKING_ID": ""}
+
+
 def test_the_cli_in_ci_is_the_one_up_sh_pins():
     pinned = re.search(r"^VERSION=(\S+)$", (ROOT / "tools" / "pulumi-cli.sh").read_text(), re.M).group(1)
     found = 0

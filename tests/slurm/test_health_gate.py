@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from components.common.transport import INTERPRETER, script
 from components.slurm.node import FILES as SLURM_FILES
-from components.transport import INTERPRETER, script
 
 NODES = "c[000-003]"
 

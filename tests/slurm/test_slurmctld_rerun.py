@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from components.common.transport import helpers, script
 from components.slurm.controller import FILES
-from components.transport import helpers, script
 from tests.harness.program_harness import run_program, stack_config
 from tests.upgrade.snapshot import release_stack_config
 

@@ -8,7 +8,7 @@ includes that file's text, which is what an edit to the file changes.
 
 import sys
 
-from components import transport
+from components.common import transport
 from tests.harness.plan import records
 from tests.harness.program_harness import run_program, stack_config
 

@@ -5,7 +5,7 @@ tests/upgrade/snapshot.py), the current program runs under mocks on the same sta
 the engine's plan against the recorded graph is computed (tests/harness/plan.py). An
 upgrade deletes nothing, replaces only what is listed below, and updates only (a) commands
 whose script text changed, which re-run their idempotent create in place (the documented
-choice for script and helper edits, components/transport.py), and (b) what is listed below:
+choice for script and helper edits, components/common/transport.py), and (b) what is listed below:
 every other changed input needs a reason here.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from components import transport
-from components.stack_config import ConfigError
+from components.common import transport
+from components.composition.stack_config import ConfigError
 from tests.harness.plan import plan, records, summary
 from tests.harness.program_harness import ROOT, run_program, stack_config
 from tests.upgrade import lib_reach
@@ -102,9 +102,53 @@ def test_upgrade_replaces_and_deletes_nothing(stack, capsys):
     assert unexplained(beyond_scripts, ALLOWED_UPDATES) == {}
 
 
+HOST_PART = "gpu-cluster:cluster:HostPart"
+
+
+def _below_host_parts(graph: list[dict]) -> dict[str, dict]:
+    """The resources of a graph inside a host part (at any depth), by name."""
+    by_urn = {record["urn"]: record for record in graph}
+    parts = {record["urn"] for record in graph if record["type"] == HOST_PART}
+    below = {}
+    for record in graph:
+        parent = record["parent"]
+        while parent in by_urn and parent not in parts:
+            parent = by_urn[parent]["parent"]
+        if parent in parts:
+            below[record["name"]] = record
+    return below
+
+
+@pytest.mark.parametrize("stack", ["e2e", "local"])
+def test_what_moved_into_the_host_parts_keeps_its_identity_through_aliases(stack):
+    # The release had the host's resources (GpuHost, bridges, image, containers, ...) right
+    # under the GpuCluster; now a HostPart per host is their parent, which changes their URNs.
+    # The moved ones carry an alias to the cluster and their children inherit it, so the plan
+    # takes every one over; without the aliases they would be made anew and the old deleted.
+    old = snapshot(stack)["resources"]
+    new = records(run_program(stack_config(stack), stack=stack))
+    released = {record["name"]: record for record in old}
+    moved = {name: record for name, record in _below_host_parts(new).items() if name in released}
+    assert {"-host", "-bridges", "-image", "-c000", "-c000-lxc", "-image-rootfs"} <= {
+        name.removeprefix(stack if stack != "local" else "gpu") for name in moved
+    }
+    parts = {record["urn"] for record in new if record["type"] == HOST_PART}
+    direct = [name for name, record in moved.items() if record["parent"] in parts]
+    assert direct and all(moved[name]["urn"] != released[name]["urn"] for name in direct)
+    steps = {step.urn.rsplit("::", 1)[1]: step for step in plan(old, new)}
+    taken = {name: (steps[name].action, steps[name].old_urn) for name in moved}
+    assert {name: old_urn for name, (_, old_urn) in taken.items()} == {name: released[name]["urn"] for name in moved}
+    assert {action for action, _ in taken.values()} <= {"same", "update", "replace"}
+    replaced = [name for name, (action, _) in taken.items() if action == "replace"]
+    assert not [name for name in replaced if not name.endswith(tuple(ALLOWED_REPLACES))]
+    unaliased = plan(old, [{**record, "aliases": []} for record in new])
+    lost = {step.urn.rsplit("::", 1)[1] for step in unaliased if step.action in ("create", "delete", "replace")}
+    assert set(moved) <= lost
+
+
 @pytest.mark.parametrize("edited", ["core.sh", "iptables.sh"])
 def test_an_edit_to_a_helper_file_reruns_the_commands_using_it_and_replaces_nothing(edited, monkeypatch, tmp_path):
-    # The documented choice (components/transport.py): a script includes the helper files it
+    # The documented choice (components/common/transport.py): a script includes the helper files it
     # uses, so an edit to one runs again exactly the commands whose text includes it.
     library = tmp_path / "lib"
     shutil.copytree(transport.LIB, library)
@@ -135,7 +179,7 @@ CONTAINMENT_SETTINGS = {
     "SelectTypeParameters": ("CR_Core", "CR_Core_Memory"),
     "DefMemPerCPU": (None, "1024"),
     "GresTypes": ("gpu", "gpu,shard"),
-    "JobAcctGatherType": ("jobacct_gather/none", "jobacct_gather/cgroup"),
+    "JobAcctGatherType": ("jobacct_gather/none", "jobacct_gather/linux"),
 }
 
 

@@ -20,9 +20,9 @@ if ours "$pid" && [ "$changed" = 0 ]; then
 fi
 if ! ours "$pid" || [ "$changed" = 0 ]; then
   rm -f "$STATUS_DIR/cluster.json"
-  SLURM_CONF="$SLURM_CONF" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
-    python3 "$program" "$CLUSTER" "$STATUS_DIR/cluster.json" "$STATUS_INTERVAL_S" </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
-  echo $! > "$pidfile"
+  detached --background "$pidfile" "$CLUSTER_DIR/cluster-status.log" SLURM_CONF="$SLURM_CONF" \
+    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
+    python3 "$program" "$CLUSTER" "$STATUS_DIR/cluster.json" "$STATUS_INTERVAL_S"
 fi
 # Until slurmctld answers, the snapshot says why; the page shows that.
 sleep 0.5

@@ -39,7 +39,7 @@ cluster_munged_up() {
       munge -S "$socket" -n >/dev/null 2>&1 && die "munge socket $socket is served by a process that is not this cluster's munged"
       rm -f "$socket"
     fi
-    munged --socket="$socket" --key-file="$key" --pid-file="$state/munged.pid" \
+    detached munged --socket="$socket" --key-file="$key" --pid-file="$state/munged.pid" \
       --seed-file="$state/munged.seed" --log-file="$state/munged.log"
   fi
   wait_until 15 "the cluster's munged on the host" /bin/sh -c 'munge -S "$1" -n | unmunge -S "$1"' sh "$socket"

@@ -17,7 +17,8 @@ lxc-start() {
   for ((i = 0; i + 1 < ${#args[@]}; i++)); do
     [ "${args[i]}" != -n ] || clear_stale_cgroups "${args[i + 1]}"
   done
-  command lxc-start ${LXC_PATH:+-P "$LXC_PATH"} "$@"
+  # The container's monitor belongs to no deploy: killed, it takes the container with it.
+  detached lxc-start ${LXC_PATH:+-P "$LXC_PATH"} "$@"
 }
 lxc-stop() { command lxc-stop ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc-wait() { command lxc-wait ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }

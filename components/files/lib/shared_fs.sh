@@ -5,7 +5,7 @@ nfs_server_up() {
   [ -f "$dir/ganesha.conf" ] || die "NFS server config $dir/ganesha.conf is missing"
   mkdir -p "$dir/recovery"
   if [ -z "$(nfs_server_pid "$dir")" ]; then
-    ganesha.nfsd -f "$dir/ganesha.conf" -p "$dir/ganesha.pid" -L "$dir/ganesha.log" -N NIV_EVENT
+    detached ganesha.nfsd -f "$dir/ganesha.conf" -p "$dir/ganesha.pid" -L "$dir/ganesha.log" -N NIV_EVENT
   fi
   wait_until 30 "the NFS server at $address:$port" tcp_connects "$address" "$port"
 }
@@ -47,10 +47,9 @@ shared_mount_up() {
     return 0
   fi
   [ -f "$state/nfs-client.py" ] || die "stand-in NFS client $state/nfs-client.py is missing"
-  # A daemon of its own session, its log beside it; it ends when the directory is unmounted.
-  setsid /usr/bin/python3 "$state/nfs-client.py" "$server" "$port" "$export" "$dir" \
-    </dev/null >>"$state/nfs-client.log" 2>&1 &
-  echo $! > "$state/nfs-client.pid"
+  # A daemon of no deploy, its log beside it; it ends when the directory is unmounted.
+  detached --background "$state/nfs-client.pid" "$state/nfs-client.log" \
+    /usr/bin/python3 "$state/nfs-client.py" "$server" "$port" "$export" "$dir"
   wait_until 60 "the stand-in NFS client's mount at $dir (log: $state/nfs-client.log)" mountpoint -q "$dir"
 }
 

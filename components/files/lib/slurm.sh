@@ -31,7 +31,7 @@ host_slurmctld_pid() { daemon_pid "$1/slurmctld.pid" slurmctld "$2"; }
 # host_slurmctld_up CLUSTER_DIR CONF: slurmctld on the host with CONF, started when not running.
 host_slurmctld_up() {
   install -d -o slurm -g slurm "$1/slurmctld"
-  [ -n "$(host_slurmctld_pid "$1" "$2")" ] || slurmctld -f "$2"
+  [ -n "$(host_slurmctld_pid "$1" "$2")" ] || detached slurmctld -f "$2"
   wait_until 60 "slurmctld on the host" /bin/sh -c 'SLURM_CONF="$1" scontrol ping | grep -q "is UP"' sh "$2"
 }
 

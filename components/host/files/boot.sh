@@ -10,7 +10,8 @@ require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FOR
 bridge_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_ADDRESS"
 bridge_up "$CLUSTER" "$CLUSTER_BRIDGE" ""
 ip_forward_acquire "$CLUSTER"
-nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" | rules_up "gpucluster:$CLUSTER:bridge:$NAT_BRIDGE" append
+bridge_rules_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "${BURST_ACCESS:-}"
+bridge_rules_up "$CLUSTER" "$CLUSTER_BRIDGE" "" ""
 for forward in $FORWARDS; do
   IFS=, read -r tag host_port address port sources <<< "$forward"
   forward_up "$tag" "$host_port" "$address" "$port" "$sources"
@@ -75,10 +76,10 @@ if [ -n "${STATUS_WRITER:-}" ]; then
     log "$CLUSTER: no cluster-status writer $program: 'pulumi up' writes it"
   elif [ -z "$(daemon_pid "$CLUSTER_DIR/cluster-status.pid" python3 "$program")" ]; then
     install -d -m 0755 -o nobody -g "$(id -g nobody)" "$status_dir"
-    SLURM_CONF="$SLURM_CONF_PATH" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
-      python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval" </dev/null >>"$CLUSTER_DIR/cluster-status.log" 2>&1 &
-    echo $! > "$CLUSTER_DIR/cluster-status.pid"
-    log "$CLUSTER: cluster-status writer started (pid $!)"
+    detached --background "$CLUSTER_DIR/cluster-status.pid" "$CLUSTER_DIR/cluster-status.log" \
+      SLURM_CONF="$SLURM_CONF_PATH" setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
+      python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval"
+    log "$CLUSTER: cluster-status writer started (pid $(cat "$CLUSTER_DIR/cluster-status.pid"))"
   fi
 fi
 # The metrics' cluster exporter, a plain daemon run as nobody (as its create starts it).
@@ -87,9 +88,9 @@ if [ -n "${METRICS_EXPORTER:-}" ]; then
   if [ ! -f "$program" ]; then
     log "$CLUSTER: no cluster exporter $program: 'pulumi up' writes it"
   elif [ -z "$(daemon_pid "$METRICS_EXPORTER/exporter.pid" python3 "$program")" ]; then
-    SLURM_CONF="$SLURM_CONF_PATH" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
-      python3 "$program" "$METRICS_EXPORTER/exporter.json" </dev/null >>"$METRICS_EXPORTER/exporter.log" 2>&1 &
-    echo $! > "$METRICS_EXPORTER/exporter.pid"
-    log "$CLUSTER: cluster exporter started (pid $!)"
+    detached --background "$METRICS_EXPORTER/exporter.pid" "$METRICS_EXPORTER/exporter.log" \
+      SLURM_CONF="$SLURM_CONF_PATH" setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
+      python3 "$program" "$METRICS_EXPORTER/exporter.json"
+    log "$CLUSTER: cluster exporter started (pid $(cat "$METRICS_EXPORTER/exporter.pid"))"
   fi
 fi

@@ -35,7 +35,7 @@ check "ip_forward user $CLUSTER ($IP_FORWARD_DIR/users)" MISSING test -f "$IP_FO
 # Routes to the other hosts' container subnets (several hosts).
 read -ra routes <<< "${ROUTES:-}"
 for route in "${routes[@]}"; do
-  IFS=, read -r subnet via <<< "$route"
+  IFS=, read -r subnet via _ <<< "$route"
   check "route $subnet via $via" MISSING /bin/sh -c 'ip -4 route show "$1" | grep -q "via $2 "' sh "$subnet" "$via"
 done
 
@@ -54,9 +54,11 @@ fi
 # iptables: every expected rule, nothing else carrying one of the cluster's tags.
 expected_rules=$(
   nat_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET"
+  inbound_rules "$CLUSTER" "$NAT_BRIDGE" "${BURST_ACCESS:-}"
+  inbound_rules "$CLUSTER" "$CLUSTER_BRIDGE" ""
   for route in "${routes[@]}"; do
-    IFS=, read -r subnet via <<< "$route"
-    route_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "$subnet" "$via"
+    IFS=, read -r subnet via kind <<< "$route"
+    route_rules "$CLUSTER" "$NAT_BRIDGE" "$NAT_SUBNET" "$subnet" "$via" "$kind"
   done
   for forward in $FORWARDS; do
     IFS=, read -r tag host_port address port sources <<< "$forward"
@@ -80,6 +82,14 @@ while read -r table; do
     grep -qF -- "--comment $tag " <<< "$expected_rules" || bad FOREIGN "iptables rule with an unknown tag ($table): $rule"
   done < <(iptables -w 30 -t "$table" -S | grep -E -- "--comment \"?$owner:" || true)
 done <<< $'nat\nfilter'
+
+# Each bridge's refusal of new connections: after the cluster's accepts into it, before any
+# cluster's accept of its containers' traffic out (which would let another cluster's in).
+for bridge in "$NAT_BRIDGE" "$CLUSTER_BRIDGE"; do
+  while read -r misplaced; do
+    [ -z "$misplaced" ] || bad WRONG "$bridge: $misplaced"
+  done <<< "$(inbound_misplaced "$CLUSTER" "$bridge")"
+done
 
 # Forwards: no rule above ours takes their traffic (the chain is named).
 for forward in $FORWARDS; do

@@ -21,9 +21,8 @@ if [ -n "$pid" ] && [ "$changed" = 0 ]; then
   pid=
 fi
 if [ -z "$pid" ]; then
-  SLURM_CONF="$SLURM_CONF" setsid setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
-    python3 "$program" "$dir/exporter.json" </dev/null >>"$dir/exporter.log" 2>&1 &
-  echo $! > "$pidfile"
+  detached --background "$pidfile" "$dir/exporter.log" SLURM_CONF="$SLURM_CONF" \
+    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs python3 "$program" "$dir/exporter.json"
 fi
 if ! (wait_until 15 "the cluster exporter on $EXPORTER_ADDRESS:$EXPORTER_PORT" \
   curl -fsS --max-time 10 -o /dev/null "http://$EXPORTER_ADDRESS:$EXPORTER_PORT/"); then

@@ -150,6 +150,24 @@ def collect(
         if node.gpus_allocated is None:
             node.gpus_allocated = slurm_text.allocated_from_jobs(node.name, running)
 
+    node_families(metrics, nodes)
+    partition_families(metrics, nodes, jobs, records, now)
+    gpu_families(metrics, settings, run, device_check, smi)
+    prices = {node: Decimal(str(price)) for node, price in settings.get("prices", {}).items()}
+    metrics.family(
+        "gpucluster_gpu_hour_price_usd",
+        "gauge",
+        "USD per GPU-hour of the node (its host's price)",
+        [({"node": node}, float(price)) for node, price in sorted(prices.items())],
+    )
+    if settings.get("accounting") and answered:
+        sacct = sacct or SacctCache(float(settings.get("sacct_interval_s", 60)))
+        account_families(metrics, sacct.get(run, now), prices)
+    return metrics.text()
+
+
+def node_families(metrics: Metrics, nodes: list) -> None:
+    """Each node's state, drain, health and GPUs, and the nodes counted by state."""
     metrics.family(
         "gpucluster_node_state",
         "gauge",
@@ -195,6 +213,10 @@ def collect(
         "GPUs allocated to jobs on the node",
         [({"node": n.name}, n.gpus_allocated) for n in nodes],
     )
+
+
+def partition_families(metrics: Metrics, nodes: list, jobs: list, records: list[dict], now: float) -> None:
+    """Each partition's GPUs, allocated GPUs, jobs by state and longest pending wait."""
     partitions = sorted({p for n in nodes for p in n.partitions} | {job.partition for job in jobs if job.partition})
     metrics.family(
         "gpucluster_partition_gpus",
@@ -232,6 +254,9 @@ def collect(
         [({"partition": p}, round(max(w, 0.0), 1)) for p, w in sorted(waited.items())],
     )
 
+
+def gpu_families(metrics: Metrics, settings: dict, run, device_check, smi) -> None:
+    """The nodes' GPU devices on this host, and what nvidia-smi reports where it runs."""
     gpus = settings.get("gpus", {})
     metrics.family(
         "gpucluster_gpu_present",
@@ -240,59 +265,51 @@ def collect(
         [({"node": node, "device": path}, int(device_check(path))) for node in sorted(gpus) for path in gpus[node]],
     )
     rows = smi(run)
-    if rows is not None:
-        for field, name, help_text in (
-            ("utilization.gpu", "gpucluster_nvidia_gpu_utilization_percent", "GPU utilization (nvidia-smi)"),
-            ("memory.used", "gpucluster_nvidia_gpu_memory_used_mib", "GPU memory in use, MiB (nvidia-smi)"),
-            ("memory.total", "gpucluster_nvidia_gpu_memory_total_mib", "GPU memory, MiB (nvidia-smi)"),
-            ("temperature.gpu", "gpucluster_nvidia_gpu_temperature_celsius", "GPU temperature (nvidia-smi)"),
-        ):
-            samples = [
-                ({"index": row["index"], "name": row["name"]}, row[field])
-                for row in rows
-                if row[field].replace(".", "", 1).isdigit()
-            ]
-            metrics.family(name, "gauge", help_text, samples)
-        metrics.family("gpucluster_nvidia_smi_gpus", "gauge", "GPUs nvidia-smi lists on this host", [({}, len(rows))])
+    if rows is None:
+        return
+    for field, name, help_text in (
+        ("utilization.gpu", "gpucluster_nvidia_gpu_utilization_percent", "GPU utilization (nvidia-smi)"),
+        ("memory.used", "gpucluster_nvidia_gpu_memory_used_mib", "GPU memory in use, MiB (nvidia-smi)"),
+        ("memory.total", "gpucluster_nvidia_gpu_memory_total_mib", "GPU memory, MiB (nvidia-smi)"),
+        ("temperature.gpu", "gpucluster_nvidia_gpu_temperature_celsius", "GPU temperature (nvidia-smi)"),
+    ):
+        samples = [
+            ({"index": row["index"], "name": row["name"]}, row[field])
+            for row in rows
+            if row[field].replace(".", "", 1).isdigit()
+        ]
+        metrics.family(name, "gauge", help_text, samples)
+    metrics.family("gpucluster_nvidia_smi_gpus", "gauge", "GPUs nvidia-smi lists on this host", [({}, len(rows))])
 
-    prices = {node: Decimal(str(price)) for node, price in settings.get("prices", {}).items()}
+
+def account_families(metrics: Metrics, found: list | None, prices: dict[str, Decimal]) -> None:
+    """Whether sacct answered, and this month's jobs, GPU-seconds and cost per account."""
+    metrics.family("gpucluster_sacct_up", "gauge", "whether sacct answered", [({}, int(found is not None))])
+    if found is None:
+        return
+    started = [r for r in found if r.state != "PENDING"]
+    accounts = cost_arithmetic.per_account(((r.account, r.elapsed_seconds, r.gpus, r.nodes) for r in started), prices)
+    gpu_seconds = {a: 0 for a in (entry.account for entry in accounts)}
+    for r in started:
+        gpu_seconds[r.account] += r.elapsed_seconds * r.gpus
     metrics.family(
-        "gpucluster_gpu_hour_price_usd",
+        "gpucluster_account_jobs_month",
         "gauge",
-        "USD per GPU-hour of the node (its host's price)",
-        [({"node": node}, float(price)) for node, price in sorted(prices.items())],
+        "jobs started this month, per account",
+        [({"account": a.account}, a.jobs) for a in accounts],
     )
-    if settings.get("accounting") and answered:
-        sacct = sacct or SacctCache(float(settings.get("sacct_interval_s", 60)))
-        found = sacct.get(run, now)
-        metrics.family("gpucluster_sacct_up", "gauge", "whether sacct answered", [({}, int(found is not None))])
-        if found is not None:
-            started = [r for r in found if r.state != "PENDING"]
-            accounts = cost_arithmetic.per_account(
-                ((r.account, r.elapsed_seconds, r.gpus, r.nodes) for r in started), prices
-            )
-            gpu_seconds = {a: 0 for a in (entry.account for entry in accounts)}
-            for r in started:
-                gpu_seconds[r.account] += r.elapsed_seconds * r.gpus
-            metrics.family(
-                "gpucluster_account_jobs_month",
-                "gauge",
-                "jobs started this month, per account",
-                [({"account": a.account}, a.jobs) for a in accounts],
-            )
-            metrics.family(
-                "gpucluster_account_gpu_seconds_month",
-                "gauge",
-                "GPU-seconds (elapsed x GPUs) this month, per account",
-                [({"account": a.account}, gpu_seconds[a.account]) for a in accounts],
-            )
-            metrics.family(
-                "gpucluster_account_cost_usd_month",
-                "gauge",
-                "GPU-seconds x the hosts' price this month, per account",
-                [({"account": a.account}, float(round(a.usd, 6))) for a in accounts],
-            )
-    return metrics.text()
+    metrics.family(
+        "gpucluster_account_gpu_seconds_month",
+        "gauge",
+        "GPU-seconds (elapsed x GPUs) this month, per account",
+        [({"account": a.account}, gpu_seconds[a.account]) for a in accounts],
+    )
+    metrics.family(
+        "gpucluster_account_cost_usd_month",
+        "gauge",
+        "GPU-seconds x the hosts' price this month, per account",
+        [({"account": a.account}, float(round(a.usd, 6))) for a in accounts],
+    )
 
 
 class CollectionCache:

@@ -1,6 +1,6 @@
 # Routes to the other hosts' container subnets via those hosts, with only the forwarding they
 # need (lib/routes.sh route_rules); a route an earlier run made that is no longer wanted is removed.
-# ROUTES: one SUBNET,VIA per line. The record lists what this host routes now.
+# ROUTES: one SUBNET,VIA[,burst] per line. The record lists what this host routes now.
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_SUBNET ROUTES
 record="$CLUSTER_DIR/routes"
 mkdir -p "$CLUSTER_DIR"
@@ -8,7 +8,7 @@ wanted=$(lines "$ROUTES")
 if [ -f "$record" ]; then
   while read -r route; do
     [ -n "$route" ] && ! grep -qxF "$route" <<< "$wanted" || continue
-    IFS=, read -r subnet via <<< "$route"
+    IFS=, read -r subnet via _ <<< "$route"
     route_down "$CLUSTER" "$subnet" "$via"
   done < "$record"
 fi

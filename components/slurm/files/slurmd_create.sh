@@ -3,19 +3,20 @@
 require CONTAINER NODE CONF_SERVER SLURM_CONF_PATH
 report_clone "$CONTAINER"
 stage=$(mktemp -d)
+TOPOLOGY=/etc/slurm/gpucluster-topology.xml
 trap 'rm -rf "$stage"' EXIT
 ct_stage_munge "$stage"
+# The CPU topology slurmd reads (lib/hwloc.sh): its CPU numbers are the node's own CPUs, as the
+# container's cpuset has them, whichever of the host's CPUs those are.
+online=$(cat /sys/devices/system/cpu/online)
+node_cpus=$(lxc-cgroup -n "$CONTAINER" cpuset.cpus 2>/dev/null || true)
+hwloc_topology_xml "$online" "${node_cpus:-$online}" | ct_stage "$stage" "$TOPOLOGY" 0644 root:root
 {
   printf 'SLURMD_OPTIONS="--conf-server %s"\n' "$CONF_SERVER"
+  printf 'HWLOC_XMLFILE=%s\nHWLOC_THISSYSTEM=1\n' "$TOPOLOGY"
   # slurmd loads these plugins at start only (containment, job accounting): a change restarts it.
   [ -z "${SLURMD_START_PLUGINS:-}" ] || printf '# %s\n' "$SLURMD_START_PLUGINS"
 } | ct_stage "$stage" /etc/default/slurmd 0644 root:root
-# On cgroup v1 Slurm's job accounting reads the cpuacct hierarchy, which the node may lack
-# where the host mounts cpu and cpuacct apart (systemd in the node then mounts neither):
-# mounted before slurmd starts, at every start. Nothing on cgroup v2.
-printf '%s\n' '[Service]' \
-  "ExecStartPre=-/bin/sh -c '[ -e /sys/fs/cgroup/cgroup.controllers ] || mountpoint -q /sys/fs/cgroup/cpuacct || mount -t cgroup -o cpuacct cgroup /sys/fs/cgroup/cpuacct'" |
-  ct_stage "$stage" /etc/systemd/system/slurmd.service.d/gpucluster-cgroup.conf 0644 root:root
 # The GPU health check (HealthCheckProgram) and the devices it expects, with the major:minor
 # of the host's device nodes the container's are bound to.
 if [ -n "${GPU_HEALTH_PROGRAM:-}" ]; then
@@ -31,13 +32,12 @@ else
 fi
 changed=$(ct_install_staged "$CONTAINER" "$stage")
 slurmd_changed=0
-! grep -qx -e /etc/default/slurmd -e /etc/systemd/system/slurmd.service.d/gpucluster-cgroup.conf <<< "$changed" ||
-  slurmd_changed=1
+! grep -qx -e /etc/default/slurmd -e "$TOPOLOGY" <<< "$changed" || slurmd_changed=1
 # The health gate finds a restarted slurmd by its start time (SlurmdStartTime), on any host.
 in_ct "$CONTAINER" /bin/sh -c "set -e; $CT_MUNGE_UP"'
-  [ "$3" = 0 ] || systemctl daemon-reload
   systemctl enable --quiet --no-reload slurmd
   if [ "$3" = 1 ] || ! systemctl is-active --quiet slurmd; then
+    rm -f /var/lib/slurm/slurmd/hwloc_topo_whole.xml  # slurmd keeps the topology it read here
     systemctl restart slurmd
   fi' sh "$MUNGE_SOCKET" "$(key_changed "$changed")" "$slurmd_changed" >/dev/null
 node_ready() {

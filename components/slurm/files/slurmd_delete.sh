@@ -7,4 +7,4 @@ rmdir "$fresh" 2>/dev/null || true
 lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
 in_ct "$CONTAINER" systemctl disable --now --quiet slurmd || true
 in_ct "$CONTAINER" rm -f /etc/default/slurmd /usr/local/sbin/gpucluster-gpu-health /etc/gpucluster/gpu-health.conf \
-  /etc/systemd/system/slurmd.service.d/gpucluster-cgroup.conf
+  /etc/slurm/gpucluster-topology.xml /var/lib/slurm/slurmd/hwloc_topo_whole.xml

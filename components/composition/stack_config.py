@@ -10,9 +10,9 @@ from typing import Any
 import pulumi
 from pydantic import ValidationError, model_validator
 
-from components.config import ClusterConfig
-from components.config_rules_beside_errors import with_rules_beside
-from components.config_types import StrictModel
+from components.common.config_types import StrictModel
+from components.composition.config import ClusterConfig
+from components.composition.config_rules_beside_errors import with_rules_beside
 from components.kubernetes.config import KubernetesConfig
 
 NAMESPACE = "gpu-cluster"

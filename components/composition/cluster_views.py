@@ -1,8 +1,8 @@
 """What the composed cluster means for the graph: the derived views ClusterConfig offers the
-renderers, the rules and components/cluster.py (its hosts and where each node, the controller
+renderers, the rules and components/composition/cluster.py (its hosts and where each node, the controller
 and the database run, names and paths, addresses, forwards, the GPUs dealt to each node).
 
-A mixin of ClusterConfig (components/config.py), kept apart from what the stack file says.
+A mixin of ClusterConfig (components/composition/config.py), kept apart from what the stack file says.
 """
 
 from collections import Counter
@@ -10,16 +10,17 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 from typing import Self
 
-from components.cluster_host import LOCAL_HOST, ClusterHostConfig
-from components.config_types import ClusterIdentity
+from components.common.config_types import ClusterIdentity
+from components.composition.cluster_host import LOCAL_HOST, ClusterHostConfig
 from components.host.config import HostConfig
 from components.lxc.config import device_dir_of
 from components.network.config import PortForwardConfig
 from components.slurm.config import NodeConfig, slurm_hostlist
+from components.slurm.slurm_conf import SLURMCTLD_PORT, SLURMD_PORT, SRUN_PORTS
 
 
 class ClusterViews:
-    """The derived views of a ClusterConfig (its fields: components/config.py)."""
+    """The derived views of a ClusterConfig (its fields: components/composition/config.py)."""
 
     # ---- hosts ----
 
@@ -176,6 +177,28 @@ class ClusterViews:
         if self.burst is not None and host.name == self.controller_host.name:
             routes.append((self.burst.vpc_cidr, self.burst.vpn.router_address))
         return routes
+
+    def route_entries(self, host: "ClusterHostConfig") -> list[str]:
+        """routes_of as the route scripts read it: SUBNET,VIA, and SUBNET,VIA,burst for the burst
+        VPC, which is not masqueraded but admitted only to Slurm's ports (burst_access)."""
+        burst = self.burst.vpc_cidr if self.burst is not None else None
+        return [f"{subnet},{via}" + (",burst" if subnet == burst else "") for subnet, via in self.routes_of(host)]
+
+    def burst_access(self, host: "ClusterHostConfig") -> str:
+        """What burst nodes may open into a host's NAT bridge, as inbound_rules reads it (entries
+        SOURCES,ADDRESSES,PORTS): from the burst subnets, slurmctld's port on its container when it
+        is here, slurmd's and srun's (SrunPortRange) on the nodes here. Empty without burst."""
+        if self.burst is None:
+            return ""
+        sources = "+".join(str(subnet.cidr) for subnet in self.burst.subnets)
+        entries = []
+        controller = self.controller_node
+        if controller and self.node_host(controller).name == host.name:
+            entries.append(f"{sources},{controller.nat_address},{SLURMCTLD_PORT}")
+        nodes = [str(node.nat_address) for node in self.nodes if self.node_host(node).name == host.name]
+        if nodes:
+            entries.append(f"{sources},{'+'.join(nodes)},{SLURMD_PORT}+{SRUN_PORTS[0]}:{SRUN_PORTS[1]}")
+        return " ".join(entries)
 
     @property
     def cluster_dir(self) -> str:

@@ -34,7 +34,7 @@ class TransportHost(Protocol):
     def is_ssh(self) -> bool: ...
 
 
-FILES = Path(__file__).parent / "files"
+FILES = Path(__file__).parents[1] / "files"
 # The shared helpers, one file per concern. A script's text is preceded by core.sh and by the
 # files whose functions (or variables) it uses, found in its text, and transitively those the
 # included files use: an edit to one helper file changes the input of exactly the commands

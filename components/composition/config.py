@@ -6,7 +6,7 @@ models into the cluster (ClusterConfig; one host of it: cluster_host.py; what it
 graph, its derived views: cluster_views.py) and registers the rules in CLUSTER_RULES, all run
 together so one `pulumi up` reports every problem at once,
 each naming the field and what it accepts. Only the host layout rule, which every other rule
-relies on, lives here. The areas never import this module: components/cluster.py hands each
+relies on, lives here. The areas never import this module: components/composition/cluster.py hands each
 component the slice it models.
 """
 
@@ -22,10 +22,10 @@ from components.aws.config import AwsConfig
 from components.aws.rules import rule_aws
 from components.burst.config import BurstConfig
 from components.burst.rules import rule_burst
-from components.cluster_host import ClusterHostConfig
-from components.cluster_views import ClusterViews
-from components.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
-from components.config_types import StrictModel, duplicates
+from components.common.config_types import StrictModel, duplicates
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.cluster_views import ClusterViews
+from components.composition.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
 from components.host.config import HostConfig, UserConfig
 from components.host.rules import rule_driver_files, rule_host_paths, rule_hosts, rule_users
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
@@ -150,7 +150,7 @@ class ClusterConfig(ClusterViews, StrictModel):
 
     def rule_problems(self, run) -> list[str]:
         """Every cross-field rule's messages; `run(check)` gives one rule's (None: not checked,
-        components/config_rules_beside_errors.py). The rules read the host layout it checks first."""
+        components/composition/config_rules_beside_errors.py). The rules read the host layout it checks first."""
         layout = run(lambda: rule_host_layout(self))
         if layout is None or layout:  # not checked, or wrong: the other rules need it right
             return layout or []

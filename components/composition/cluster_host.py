@@ -5,7 +5,7 @@ host is built from its `host`, `network` and `gpu` (ClusterConfig.cluster_hosts)
 from pydantic import Field
 
 from components.aws.config import Ec2Connection
-from components.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
+from components.common.config_types import Address, Hostname, SafePath, StrictBool, StrictModel
 from components.host.config import GpuHourPrice, LocalConnection, SshConnection
 from components.lxc.config import GpuConfig
 from components.network.config import NetworkConfig

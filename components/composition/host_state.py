@@ -6,12 +6,12 @@ the shared filesystem), so it is rendered here, beside the composition, from the
 ClusterConfig; the host area's boot unit receives the rendered text.
 """
 
-from components.cluster_host import ClusterHostConfig
-from components.config import ClusterConfig
+from components.common.transport import DEFAULT_LXC_PATH
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.config import ClusterConfig
 from components.host.boot_unit import boot_paths
 from components.metrics.render import exporter_guard
 from components.sharedfs.shared_fs import mount_state
-from components.transport import DEFAULT_LXC_PATH
 
 
 def host_state(
@@ -72,9 +72,13 @@ def host_state(
         state["EXPORTER_GUARD"] = exporter_guard(config)
     if host.lxc_dir != DEFAULT_LXC_PATH:
         state["LXC_PATH"] = host.lxc_dir
-    if config.multi_host:
-        # subnet,via per other host: routes to its containers (components/network/files/routes_*)
-        state["ROUTES"] = " ".join(f"{subnet},{via}" for subnet, via in config.routes_of(host))
+    if config.burst_access(host):
+        # what burst nodes may open into the NAT bridge (components/files/lib/bridges.sh inbound_rules)
+        state["BURST_ACCESS"] = config.burst_access(host)
+    if config.multi_host or config.routes_of(host):
+        # subnet,via per other host: routes to its containers, and the burst VPC's (subnet,via,burst)
+        # on the controller's host, one host too (components/network/files/routes_*)
+        state["ROUTES"] = " ".join(config.route_entries(host))
     # The shared filesystem (with shared_fs): its server on the serving host, the mount on each.
     state.update(mount_state(config, host, efs_address))
     return state

@@ -1,4 +1,4 @@
-"""The GpuCluster's parts around its core (components/cluster.py): the EC2 site and the burst
+"""The GpuCluster's parts around its core (components/composition/cluster.py): the EC2 site and the burst
 cloud, the routes between hosts, a host's Slurm client, the metrics, and how users reach the
 hosts and nodes. Each makes children of the cluster from the composed config, under the same
 names and parents as when they were methods of GpuCluster."""
@@ -12,8 +12,9 @@ import pulumi
 from components.aws.site import Ec2Site, SiteSpec
 from components.burst.cloud import BurstCloud
 from components.burst.user_data import render_user_data as render_burst_user_data
-from components.cluster_host import ClusterHostConfig
-from components.config import ClusterConfig
+from components.common.transport import env_list, host_command
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.config import ClusterConfig
 from components.metrics.prometheus import Metrics, MetricsSetup, ScrapedNode
 from components.metrics.render import (
     exporter_address,
@@ -24,11 +25,10 @@ from components.metrics.render import (
 )
 from components.sharedfs.shared_fs import burst_mount
 from components.slurm.slurm_conf import render_slurm_conf
-from components.transport import env_list, host_command
 
 # The other hosts' Slurm clients are Slurm scripts; routes are the network's.
-SLURM_FILES = Path(__file__).parent / "slurm" / "files"
-NETWORK_FILES = Path(__file__).parent / "network" / "files"
+SLURM_FILES = Path(__file__).parents[1] / "slurm" / "files"
+NETWORK_FILES = Path(__file__).parents[1] / "network" / "files"
 
 
 def ec2_site(name: str, config: ClusterConfig, parent: pulumi.Resource) -> Ec2Site | None:
@@ -82,7 +82,7 @@ def routes(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource) 
                 "CLUSTER_DIR": config.host_cluster_dir(host),
                 "NAT_BRIDGE": host.network.nat_bridge.name,
                 "NAT_SUBNET": str(host.network.nat_bridge.subnet),
-                "ROUTES": env_list(f"{subnet},{via}" for subnet, via in wanted),
+                "ROUTES": env_list(config.route_entries(host)),
             },
             opts=pulumi.ResourceOptions(parent=cluster, depends_on=[cluster.bridges_of[host.name]]),
         )

@@ -1,0 +1,380 @@
+"""GpuCluster: the whole GPU Slurm cluster, on one host or several, as one dependency graph."""
+
+import socket
+from pathlib import Path
+
+import pulumi
+
+from components.app.web_app import WebApp
+from components.aws.efs import EfsFileSystem
+from components.aws.prices import estimate
+from components.burst.controller import BurstPrograms
+from components.burst.cost import burst_estimate
+from components.common.transport import generated_secret, host_command
+from components.composition.cluster_host import ClusterHostConfig
+from components.composition.cluster_parts import (
+    burst_cloud,
+    ec2_site,
+    host_access,
+    metrics,
+    node_shell,
+    reachable_address,
+    routes,
+    slurm_client,
+)
+from components.composition.config import ClusterConfig
+from components.composition.host_part import HostPart, SharedParts
+from components.composition.host_state import render_host_state
+from components.host.boot_unit import BootUnit
+from components.lxc.lxc_conf import cpu_slots
+from components.network.port_forward import PortForward
+from components.sharedfs.config import EfsShare, serving_host
+from components.slurm.accounting import AccountingSetup, SlurmAccounts
+from components.slurm.config import NodeConfig
+from components.slurm.controller import ControllerPlacement, SlurmController
+from components.slurm.node import SlurmNode
+from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf, render_slurmdbd_conf, slurmd_start_plugins
+
+# The cluster-wide health check is a Slurm script (routes, clients and metrics:
+# components/composition/cluster_parts.py; a host's own part: components/composition/host_part.py).
+SLURM_FILES = Path(__file__).parents[1] / "slurm" / "files"
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """Per host a HostPart (components/composition/host_part.py: preflight, packages, bridges, node image,
+    CUDA containers); then Slurm: one controller, slurmd on every node of every host; then the
+    services: the web app, the metrics, the forwards; then a boot unit per host.
+
+    The order comes from the graph: preflight -> packages -> bridges and image ->
+    containers (in parallel, no edges between them) -> controller -> slurmd on every node
+    -> health gate; web app container -> app -> port forward.
+
+    This is where the whole ClusterConfig is sliced: each component gets the part it models.
+    A one-host stack names its resources `<name>-...`; with `hosts`, a host's resources carry
+    the host's name (`<name>-<host>-...`) and reach it by its transport (local or SSH). A
+    retired host keeps its whole part, unchanged, marked to leave the state without running.
+    """
+
+    controller_address: pulumi.Output[str]
+    nodes: pulumi.Output[dict]
+    node_list: pulumi.Output[str]
+    web_url: pulumi.Output[str]
+    slurm_env: pulumi.Output[str]
+    node_shells: pulumi.Output[dict]
+    host_facts: pulumi.Output[dict]
+    cost: pulumi.Output[dict] | None = None
+    """With EC2 hosts: the instances' estimated hourly and monthly cost (components/aws/prices.py)."""
+    boot_command: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
+        self._cluster_wide(name, config)
+        self._host_parts(name, config)
+        self._slurm(name, config)
+        self._services(name, config)
+        self._boot_units(name, config)
+        self._outputs(config)
+
+    def _cluster_wide(self, name: str, config: ClusterConfig) -> None:
+        """What the hosts share, made before them: the munge key of several hosts, the EC2
+        site, EFS, the burst cloud, and the cost estimate."""
+        child = pulumi.ResourceOptions(parent=self)
+        # Several hosts share one munge key: generated once, kept only as an encrypted secret
+        # in the state, installed on each host by stdin. One host makes its own on the host.
+        key = generated_secret(f"{name}-munge-key", length=1024, opts=child) if config.multi_host else None
+        self.ec2_site = ec2_site(name, config, self)
+        # On EC2 the shared filesystem may be EFS: made before the hosts that mount it.
+        self.efs = None
+        if isinstance(config.shared_fs, EfsShare):
+            self.efs = EfsFileSystem(
+                f"{name}-efs", config.aws, config.name, config.shared_fs, self.ec2_site, opts=child
+            )
+        self.shared = SharedParts(self, key, self.ec2_site, self.efs)
+        if self.ec2_site is not None:
+            types = [host.connection.instance_type for host in config.cluster_hosts if host.is_ec2]
+            self.cost = pulumi.Output.from_input(estimate(config.aws.region, types, config.aws.prices))
+        self.burst, self.burst_user_data = burst_cloud(name, config, self)
+        if self.burst is not None:
+            cost = self.cost if self.cost is not None else pulumi.Output.from_input({})
+            self.cost = cost.apply(lambda c: {**c, "burst": burst_estimate(config.burst)})
+
+    def _host_parts(self, name: str, config: ClusterConfig) -> None:
+        """One HostPart per host (the serving host's first: every mount waits for its server),
+        then the routes between hosts; the parts' pieces by host for the stages after them."""
+        parts = [
+            HostPart(name, config, host, self.shared, pulumi.ResourceOptions(parent=self))
+            for host in serving_first(config)
+        ]
+        self.parts = {part.host_config.name: part for part in parts}
+        self.nfs_server = self.shared.nfs_server
+        self.machines = {host: part.machine for host, part in self.parts.items() if part.machine}
+        self.transports = {host: part.transport for host, part in self.parts.items()}
+        self.hosts = {host: part.gpu_host for host, part in self.parts.items()}
+        self.host_users = {host: part.users for host, part in self.parts.items()}
+        self.bridges_of = {host: part.bridges for host, part in self.parts.items()}
+        self.images = {host: part.image for host, part in self.parts.items()}
+        self.late_mounts = {host: part.late_mounts for host, part in self.parts.items()}
+        self.munge_keys = {host: part.munge_key for host, part in self.parts.items() if part.munge_key}
+        self.platforms = {host: part.platform for host, part in self.parts.items()}
+        self.containers = {node: c for part in parts for node, c in part.containers.items()}
+        self.routes = routes(name, config, self) if config.multi_host or config.burst else {}
+        # The first host's parts, for the one-host outputs.
+        first = config.cluster_hosts[0].name
+        self.host, self.bridges, self.image = self.hosts[first], self.bridges_of[first], self.images[first]
+
+    def _slurm(self, name: str, config: ClusterConfig) -> None:
+        """One controller; with several hosts a Slurm client on every host; accounting and its
+        accounts; the burst programs; slurmd on every node; then the health gate."""
+        controller_host = config.controller_host
+        self.controller_hostname = controller_hostname(config)
+        slurm_conf = render_slurm_conf(config, self.controller_hostname)
+        # Several hosts: every host has the cluster's munged and a slurm.conf for its Slurm
+        # clients (sinfo, srun there; a slurmd's create waits there for its node to register),
+        # the controller's host included, so a client never moves with the controller.
+        clients = {
+            host.name: slurm_client(name, config, host, self.controller_hostname, self)
+            for host in (config.cluster_hosts if config.multi_host else [])
+        }
+        self.controller = self._controller(name, config, slurm_conf, clients)
+        self.accounts = self._accounts(name, config) if config.accounting else None
+        self.clients = clients or {controller_host.name: self.controller.client}
+        self.burst_programs = self._burst_programs(name, config) if self.burst is not None else None
+        self.slurm_nodes = [self._slurm_node(name, config, node, slurm_conf) for node in config.nodes]
+        # Fails the apply, loudly, when a node (of any host) does not serve or a test job
+        # cannot run; never waits on users' jobs (components/slurm/files/health_check.sh).
+        self.health = host_command(
+            f"{name}-health",
+            transport=self.transports[controller_host.name],
+            create=SLURM_FILES / "health_check.sh",
+            environment={"SLURM_CONF": f"{config.cluster_dir}/slurm.conf", "NODES": config.hostlist},
+            triggers=[config.hostlist],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.slurm_nodes),
+        )
+
+    def _controller(
+        self, name: str, config: ClusterConfig, slurm_conf: str, clients: dict[str, pulumi.Resource]
+    ) -> SlurmController:
+        node, host = config.controller_node, config.controller_host
+        # slurmctld maps the people of the accounts to uids where it runs.
+        deps = [self.hosts[host.name].packages, *self.host_users[host.name], *self.routes.values()]
+        return SlurmController(
+            f"{name}-slurm",
+            config.host_identity(host),
+            ControllerPlacement(
+                hostname=self.controller_hostname,
+                address=config.controller_address,
+                container=config.container_name(node.name) if node else None,
+            ),
+            slurm_conf=slurm_conf,
+            gres_conf=render_gres_conf(config),
+            container=self.containers[node.name].lxc if node else None,
+            lives_on=self.containers[node.name].lives_on if node else None,
+            accounting=self._accounting(config, clients) if config.accounting else None,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
+            transport=self.transports[host.name],
+            munge_key=self.munge_keys.get(host.name),
+            client=clients.get(host.name),
+        )
+
+    def _accounting(self, config: ClusterConfig, clients: dict[str, pulumi.Resource]) -> AccountingSetup:
+        """The database's host: the controller's unless `accounting.host` names another."""
+        database = config.accounting_host
+        return AccountingSetup(
+            config=config.accounting,
+            network=database.network,
+            release=config.image.release,
+            users=tuple(config.users),
+            slurmdbd_conf=render_slurmdbd_conf(config),
+            after=(self.hosts[database.name].packages, self.bridges_of[database.name]),
+            cluster=config.host_identity(database) if config.multi_host else None,
+            transport=self.transports[database.name],
+            munge_key=self.munge_keys.get(database.name),
+            client=clients.get(database.name),
+        )
+
+    def _accounts(self, name: str, config: ClusterConfig) -> SlurmAccounts:
+        """After slurmctld: it registers the cluster's TRES (gres/gpu) that GPU limits name."""
+        host = config.controller_host
+        deps = [self.controller, *self.containers.values(), *self.host_users[host.name]]
+        return SlurmAccounts(
+            f"{name}-accounts",
+            config.host_identity(host),
+            config.accounting,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
+            transport=self.transports[host.name],
+        )
+
+    def _burst_programs(self, name: str, config: ClusterConfig) -> BurstPrograms:
+        node, host = config.controller_node, config.controller_host
+        return BurstPrograms(
+            f"{name}-burst-programs",
+            config.name,
+            config.burst,
+            self.burst,
+            self.burst_user_data,
+            munge_key_file=f"{config.host_cluster_dir(host)}/munge.key",
+            container=config.container_name(node.name) if node else None,
+            slurm_conf=None if node else f"{config.cluster_dir}/controller/slurm.conf",
+            transport=self.transports[host.name],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.controller]),
+        )
+
+    def _slurm_node(self, name: str, config: ClusterConfig, node: NodeConfig, slurm_conf: str) -> SlurmNode:
+        host = config.node_host(node)
+        deps = [self.containers[node.name], self.controller]
+        if config.multi_host:
+            deps += [self.munge_keys[host.name], self.clients[host.name]]
+        return SlurmNode(
+            f"{name}-{node.name}-slurm",
+            config.host_identity(host),
+            node,
+            controller_address=config.controller_address,
+            container=self.containers[node.name].lxc,
+            gpu_devices=config.gpu_assignment()[node.name],
+            health_check=config.slurm.health_check,
+            start_plugins=slurmd_start_plugins(slurm_conf),
+            cpuset=f"{cpu_slots(config.for_host(host).nodes)[node.name]},{node.cpus}",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
+            transport=self.transports[host.name],
+        )
+
+    def _services(self, name: str, config: ClusterConfig) -> None:
+        """The web app, the metrics, and the port forwards to what answers behind them."""
+        self.web_app = self._web_app(name, config) if config.web_app else None
+        self.metrics = metrics(name, config, self) if config.metrics_enabled else None
+        self.forwards = []
+        for forward in config.all_forwards:
+            host = self._target_host(config, forward.target)
+            self.forwards.append(
+                PortForward(
+                    f"{name}-fwd-{forward.host_port}",
+                    config.host_identity(host),
+                    forward,
+                    config.target_address(forward.target),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self._forward_target(config, forward.target)]),
+                    transport=self.transports[host.name],
+                )
+            )
+
+    def _web_app(self, name: str, config: ClusterConfig) -> WebApp:
+        host = config.node_host(config.web_app).name
+        return WebApp(
+            f"{name}-web",
+            config.host_identity(config.host_named(host)),
+            config.web_app,
+            self.platforms[host],
+            image=self.images[host].rootfs,
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.bridges_of[host], self.images[host], *self.late_mounts[host]]
+            ),
+            transport=self.transports[host],
+            prometheus_url=f"http://{config.metrics.nat_address}:{config.metrics.port}"
+            if config.metrics_enabled
+            else "",
+        )
+
+    def _boot_units(self, name: str, config: ClusterConfig) -> None:
+        """Written last, deleted first: a destroy cut short is not brought back at the next boot.
+        One per host: each host brings back its own part."""
+        everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
+        everything += [self.accounts] if self.accounts else []
+        everything += [self.metrics] if self.metrics else []
+        self.boots = {
+            host.name: BootUnit(
+                f"{name}-{host.name}-boot" if config.multi_host else f"{name}-boot",
+                config.host_identity(host),
+                self._host_state(config, host),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=everything),
+                transport=self.transports[host.name],
+            )
+            for host in config.cluster_hosts
+        }
+        self.boot = self.boots[config.cluster_hosts[0].name]
+
+    def _outputs(self, config: ClusterConfig) -> None:
+        """The stack's outputs (__main__.py exports them)."""
+        multi, gpus = config.multi_host, config.gpu_assignment()
+        self.controller_address = self.controller.address
+        self.nodes = pulumi.Output.from_input(
+            {
+                node.name: {
+                    "container": config.container_name(node.name),
+                    "nat_address": str(node.nat_address),
+                    "cluster_address": str(node.cluster_address),
+                    "gpus": gpus[node.name],
+                    **({"host": config.node_host(node).name} if multi else {}),
+                }
+                for node in config.nodes
+            }
+        )
+        self.node_list = pulumi.Output.from_input(config.hostlist)
+        # Where a user reaches each host: the web app's forwarded port answers there, not on a bridge.
+        self.host_addresses = {host.name: reachable_address(host, self.machines) for host in config.cluster_hosts}
+        web_host = config.node_host(config.web_app).name if config.web_app else None
+        self.web_url = pulumi.Output.from_input(
+            pulumi.Output.concat("http://", self.host_addresses[web_host], f":{config.web_app.host_port}/")
+            if config.web_app
+            else ""
+        )
+        self.hosts_config = (
+            {host.name: host_access(host, self.host_addresses[host.name]) for host in config.cluster_hosts}
+            if multi
+            else {}
+        )
+        self.hosts_access = pulumi.Output.from_input(self.hosts_config)
+        self.slurm_env = pulumi.Output.from_input(f"export SLURM_CONF={config.cluster_dir}/slurm.conf")
+        self.node_shells = pulumi.Output.from_input({node.name: node_shell(config, node) for node in config.nodes})
+        self.host_facts = pulumi.Output.all(
+            devices=self.host.devices,
+            driver_version=self.host.driver_version,
+            cgroup_version=self.host.cgroup_version,
+            uvm_major=self.host.uvm_major,
+        )
+        self.boot_command = self.boot.boot_command
+        self.register_outputs(
+            {
+                "boot_command": self.boot_command,
+                "controller_address": self.controller_address,
+                "nodes": self.nodes,
+                "node_list": self.node_list,
+                "web_url": self.web_url,
+                "slurm_env": self.slurm_env,
+                "node_shells": self.node_shells,
+                "host_facts": self.host_facts,
+                **({"cost": self.cost} if self.cost is not None else {}),
+            }
+        )
+
+    def _host_state(self, config: ClusterConfig, host: ClusterHostConfig) -> pulumi.Input[str]:
+        """The host's state file; with EFS it names the mount target's address, known once made."""
+        if self.efs is None:
+            return render_host_state(config, host)
+        return self.efs.address.apply(lambda address: render_host_state(config, host, address))
+
+    @staticmethod
+    def _target_host(config: ClusterConfig, target: str) -> ClusterHostConfig:
+        if config.web_app and target == config.web_app.name:
+            return config.node_host(config.web_app)
+        return config.node_host(next(n for n in config.nodes if n.name == target))
+
+    def _forward_target(self, config: ClusterConfig, target: str) -> pulumi.Resource:
+        """A forward waits for what answers behind it: the app, or the node's slurmd."""
+        if self.web_app and config.web_app and target == config.web_app.name:
+            return self.web_app.service
+        return self.containers[target]
+
+
+def serving_first(config: ClusterConfig) -> list[ClusterHostConfig]:
+    """The hosts, the one serving the shared filesystem first: every mount waits for its server."""
+    serving = serving_host(config)
+    hosts = config.cluster_hosts
+    return sorted(hosts, key=lambda host: host.name != serving.name) if serving else hosts
+
+
+def controller_hostname(config: ClusterConfig) -> str:
+    """The host name slurmctld answers by: its node's, its host's, or this machine's."""
+    if config.controller_node:
+        return config.controller_node.name
+    if config.multi_host:
+        return config.controller_host.hostname
+    return socket.gethostname().split(".")[0]
