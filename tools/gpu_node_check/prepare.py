@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORK = Path(__file__).with_name("work")
 sys.path.insert(0, str(ROOT))
 
-from components.config import ClusterConfig  # noqa: E402 (after the path)
+from components.composition.config import ClusterConfig  # noqa: E402 (after the path)
 from components.slurm.slurm_conf import render_cgroup_conf, render_gres_conf, render_slurm_conf  # noqa: E402
 from tests.harness.command_executor import host_commands  # noqa: E402
 from tests.harness.program_harness import run_program, stack_config  # noqa: E402

@@ -96,8 +96,14 @@ for n in "${NODES[@]}"; do
   # shellcheck disable=SC2016,SC2086 # expanded in the node; the options are words
   in_node "$ct" sh -c 'c=/sys/fs/cgroup/system.slice/munge.service/cgroup.procs; [ ! -e $c ] || echo $$ > $c; exec "$@"' \
     sh "$SLURM_ROOT/wrap/munged" $MUNGED_ARGS || verdict FAIL "munged did not start in $n"
+  # slurmd's CPU topology, the node's own CPUs its package, as slurmd_create.sh writes it
+  # (components/files/lib/hwloc.sh): c001's cpuset is not the host's first CPUs.
+  cpus=$(sed -n 's/^lxc\.cgroup2\.cpuset\.cpus = //p' "$LXCPATH/$ct/config" | head -n1)
+  (libs hwloc && hwloc_topology_xml "$(cat /sys/devices/system/cpu/online)" "${cpus:-$(cat /sys/devices/system/cpu/online)}") \
+    > "$CT/$ct/munge/topology.xml"
   # shellcheck disable=SC2016 # expanded in the node
-  in_node "$ct" sh -c 'c=/sys/fs/cgroup/system.slice/slurmd.service/cgroup.procs; [ ! -e $c ] || echo $$ > $c; exec "$@"' \
+  in_node "$ct" env HWLOC_XMLFILE="$MUNGE/topology.xml" HWLOC_THISSYSTEM=1 \
+    sh -c 'c=/sys/fs/cgroup/system.slice/slurmd.service/cgroup.procs; [ ! -e $c ] || echo $$ > $c; exec "$@"' \
     sh "$SLURM_ROOT/wrap/slurmd" -N "$n" --conf-server 127.0.0.1:6817 -d "$SLURM_ROOT/wrap/slurmstepd" ||
     verdict FAIL "slurmd did not start in $n"
 done
