@@ -2,9 +2,12 @@
 # The GPU path on a real GPU host, without the cluster: the project's driver discovery, its
 # preflight, two node containers made from the project's own config lines (c000 owns
 # /dev/nvidia0, c001 no GPU), the acceptance probe (ops/verify_gpu.py) and gpu_health.sh in
-# them, and tools/gpu_overhead.py. Step two, as root on the GPU host (prepare.py first).
+# them, Slurm in them (slurm_check.sh: the stack's slurm.conf, gres.conf and cgroup.conf, jobs
+# through srun contained by their cgroup) and tools/gpu_overhead.py ($OVERHEAD_RUNS runs, 1
+# unless set). Step two, as root on the GPU host (prepare.py first).
 # Its log: $OUT/log.txt (default /tmp/gpu-node-check). Everything else it makes lies in a fresh
-# `mktemp -d` ($SCRATCH: the unpacked LXC, its container path, the rootfs, the lxc-* wrappers),
+# `mktemp -d` ($SCRATCH: the unpacked LXC and Slurm, the container path, the rootfs, the
+# wrappers, munge's and slurmctld's files),
 # but the stack's shared_dir, which the commands name: it refuses to start when that exists,
 # and at the end removes the scratch directory and the part of shared_dir's path it made.
 set -uo pipefail
@@ -66,10 +69,16 @@ export PATH=$SCRATCH/bin:$PATH
 sed -i "s#/usr/share/lxc#$LXC_ROOT/usr/share/lxc#g" "$LXC_ROOT"/usr/share/lxc/config/*.conf
 lxc-start --version
 
+step "Slurm 22.05 and munge from Debian 12's debs in $SLURM_ROOT"
+slurm_unpack "$WORK/slurm-debs" || echo "error: could not unpack $WORK/slurm-debs"
+# (A client reads a slurm.conf first: the stack's.)
+for p in slurmctld slurmd srun; do printf '%s: %s\n' $p "$(SLURM_CONF=$WORK/slurm/slurm.conf "$SLURM_ROOT/wrap/$p" -V 2>&1)"; done
+"$SLURM_ROOT/wrap/munged" --version 2>&1
+
 # Part two runs as PID 1 of a new PID namespace, from the root cgroup (LXC's base cgroup is
 # PID 1's: as on a systemd host). The preflight runs again there.
 echo $$ > /sys/fs/cgroup/cgroup.procs 2>/dev/null || echo "(could not move into the root cgroup)"
 step "part two: unshare --pid --fork --mount-proc, from cgroup $(cat /proc/self/cgroup)"
-timeout 420 unshare --pid --fork --mount-proc bash "$DC/in_namespace.sh"
+timeout 560 unshare --pid --fork --mount-proc bash "$DC/in_namespace.sh"
 echo "part two exit $?"
 step done

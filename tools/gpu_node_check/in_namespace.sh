@@ -32,7 +32,7 @@ make_container() { # NAME COMMAND
   local name=$1 cmd=$2 dir=$LXCPATH/$1 lxc_config devices cpuset driver_mounts
   lxc_config=$(env_of "$cmd" LXC_CONFIG); devices=$(env_of "$cmd" DEVICES); cpuset=$(env_of "$cmd" CPUSET)
   make_rootfs "$name"
-  mkdir -p "$dir" "$SHARED"
+  mkdir -p "$dir" "$SHARED" "$CT/$name/munge"
   (
     libs lxc_config gpu_driver
     DRIVER_FILES=""
@@ -51,12 +51,18 @@ make_container() { # NAME COMMAND
       echo "lxc.rootfs.path = dir:$CT/$name/root"
       echo "lxc.rootfs.mount = $LXC_ROOT/usr/lib/x86_64-linux-gnu/lxc/rootfs"
       echo "lxc.init.cmd = /bin/sleep infinity"
-      echo "lxc.net.0.type = empty"
+      # The host's network: slurmd in the nodes and slurmctld meet on the loopback (no bridges
+      # and no `ip` on that host; slurm_check.sh gives each node its own address and port).
+      echo "lxc.net.0.type = none"
       # The project's lines, its two network groups left out (no bridges on this machine).
       printf '%s\n' "$lxc_config" | grep -v '^lxc\.net' | lxc_absent_binds_out
       printf 'lxc.cgroup.cpuset.cpus = %s\nlxc.cgroup2.cpuset.cpus = %s\n' "$cpus" "$cpus"
       device_allow_lines "$devices"
       printf '%s' "$driver_mounts"
+      # Slurm and munge (slurm_check.sh): the unpacked tree at its own path, read-only, and the
+      # node's own munge directory where the host's is (slurm.conf names one socket path).
+      echo "lxc.mount.entry = $SLURM_ROOT ${SLURM_ROOT#/} none bind,ro,create=dir 0 0"
+      echo "lxc.mount.entry = $CT/$name/munge ${SCRATCH#/}/munge none bind,create=dir 0 0"
     } > "$dir/config"
   )
   echo "--- $dir/config (project lines after the 5 of this recipe)"; cat "$dir/config"
@@ -64,13 +70,6 @@ make_container() { # NAME COMMAND
   sleep 1
   lxc-info -n "$name" | head -3
   in_node "$name" ldconfig
-}
-in_node() { local n=$1; shift; timeout 120 lxc-attach -n "$n" --clear-env -- env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
-probe() { python3 - <<'EOF'
-import ast
-tree = ast.parse(open("ops/verify_gpu.py").read())
-print(next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "PROBE"))
-EOF
 }
 PROBE=$(probe)
 TORCH=/opt/torch/.venv/bin/python3
@@ -100,10 +99,14 @@ echo "\$ torch"; in_node dev-c001 $TORCH -c "$TORCH_CHECK" 2>&1 | tail -1
 in_node dev-c001 sh -c 'mkdir -p /etc/gpucluster && echo "/dev/nvidia0 195:0" > /etc/gpucluster/gpu-health.conf; mknod /dev/nvidia0 c 195 0 2>/dev/null'
 cp "$ROOT/components/slurm/files/gpu_health.sh" "$CT/dev-c001/root/tmp/gpu_health.sh"
 echo "\$ gpu_health.sh where the GPU is refused (must fail)"; in_node dev-c001 env GPU_HEALTH_NODE=c001 bash /tmp/gpu_health.sh; echo "gpu_health exit $?"
+
+step "Slurm in the two nodes (tools/gpu_node_check/slurm_check.sh)"
+timeout 240 bash tools/gpu_node_check/slurm_check.sh
+echo "slurm check exit $?"
 lxc-stop -n dev-c001 -k
 
 echo "\$ os.cpu_count() and the affinity mask in c000"; in_node dev-c000 python3 -c 'import os; print(os.cpu_count(), len(os.sched_getaffinity(0)))'
-for run in 1 2; do
+for ((run = 1; run <= ${OVERHEAD_RUNS:-1}; run++)); do
   step "overhead run $run: tools/gpu_overhead.py dev-c000 --trials 15"
   timeout 200 python3 tools/gpu_overhead.py dev-c000 --trials 15 --json "$OUT/overhead$run.json"
   echo "overhead exit $?"
