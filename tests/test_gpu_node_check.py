@@ -141,7 +141,6 @@ def test_prepare_writes_the_stacks_slurm_files_with_the_containment_lines(slurm_
     for line in (
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/cgroup,task/affinity",
-        "JobAcctGatherType=jobacct_gather/linux",
         "SelectTypeParameters=CR_Core_Memory",
         "SlurmctldParameters=enable_configless",
     ):

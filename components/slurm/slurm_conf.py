@@ -119,10 +119,7 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         "ReturnToService": 2,
         "SlurmdTimeout": 120,
         "SwitchType": "switch/none",
-        # A job's usage (sstat, sacct's MaxRSS) read from /proc for the processes its cgroup
-        # holds (Slurm's recommended gather: the cgroup one reads a finished step's usage as 0,
-        # and on cgroup v1 needs a cpuacct hierarchy that not every host gives a node).
-        "JobAcctGatherType": "jobacct_gather/linux",
+        "JobAcctGatherType": "jobacct_gather/none",
         "JobCompType": "jobcomp/none",
         "AccountingStorageType": "accounting_storage/none",
         **accounting_settings(config, munge_socket),
@@ -289,6 +286,11 @@ def accounting_settings(config: SlurmCluster, munge_socket: str | None = None) -
         "AccountingStorageTRES": "gres/gpu",
         # Jobs of users without an association are refused; GrpTRES and QOS limits hold.
         "AccountingStorageEnforce": "associations,limits,qos",
+        # A job's usage (sacct's MaxRSS) read from /proc for the processes its cgroup holds
+        # (Slurm's recommended gather: the cgroup one recorded a finished step's usage as 0, and
+        # on cgroup v1 needs a cpuacct hierarchy that not every host gives a node). Without
+        # accounting nothing would store it, and slurmctld says so as an error.
+        "JobAcctGatherType": "jobacct_gather/linux",
         "JobAcctGatherFrequency": 30,
     }
 

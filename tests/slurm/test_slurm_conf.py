@@ -125,7 +125,6 @@ def test_jobs_are_contained_and_memory_is_scheduled():
         "TaskPlugin=task/cgroup,task/affinity",
         "SelectTypeParameters=CR_Core_Memory",
         "DefMemPerCPU=500",
-        "JobAcctGatherType=jobacct_gather/linux",
     ):
         assert setting in body
     assert lines(render_cgroup_conf()) == [
@@ -142,7 +141,7 @@ def test_jobs_are_contained_and_memory_is_scheduled():
 def test_slurmd_restarts_for_the_plugins_it_loads_at_start_only():
     text = render_slurm_conf(cluster(), "c000")
     assert slurmd_start_plugins(text) == (
-        "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity JobAcctGatherType=jobacct_gather/linux "
+        "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity JobAcctGatherType=jobacct_gather/none "
         "GresTypes=gpu,shard"
     )
 

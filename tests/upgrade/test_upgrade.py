@@ -179,7 +179,6 @@ CONTAINMENT_SETTINGS = {
     "SelectTypeParameters": ("CR_Core", "CR_Core_Memory"),
     "DefMemPerCPU": (None, "1024"),
     "GresTypes": ("gpu", "gpu,shard"),
-    "JobAcctGatherType": ("jobacct_gather/none", "jobacct_gather/linux"),
 }
 
 
