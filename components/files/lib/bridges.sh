@@ -55,13 +55,9 @@ inbound_rules() {
 # accepts on top, and before every bridge's accept of its traffic out, which would otherwise
 # let one cluster's containers into another cluster's bridge depending on which came first.
 inbound_up() {
-  local tag="gpucluster:$1:inbound:$2" rules line in_place=0 count position words try
+  local tag="gpucluster:$1:inbound:$2" rules line position words try
   rules=$(inbound_rules "$@")
-  count=$(grep -c . <<< "$rules")
-  while read -r line; do
-    rule_present "$line" && in_place=$((in_place + 1))
-  done <<< "$rules"
-  [ "$in_place" = "$count" ] && [ "$(tagged_rule_count "$tag")" = "$count" ] && return 0
+  rules_in_place "$tag" "$rules" && return 0
   delete_tagged_rules "$tag"
   while read -r line; do
     read -ra words <<< "$line"

@@ -28,17 +28,24 @@ tagged_rule_count() {
   (iptables -w 30 -t nat -S; iptables -w 30 -t filter -S) | grep -cE -- "--comment \"?$1\"?( |$)" || true
 }
 
+# rules_in_place TAG RULES: every rule line of RULES is there, and no other rule carries TAG.
+rules_in_place() {
+  local line in_place=0 count
+  count=$(grep -c . <<< "$2")
+  while read -r line; do
+    rule_present "$line" && in_place=$((in_place + 1))
+  done <<< "$2"
+  [ "$in_place" = "$count" ] && [ "$(tagged_rule_count "$1")" = "$count" ]
+}
+
 # rules_up TAG WHERE: exactly the rule lines on stdin carry TAG afterwards. When they are
 # all there already nothing changes; otherwise the tagged ones are replaced, appended at the
 # end of their chains (WHERE=append) or inserted at the top in the order given (WHERE=top).
 rules_up() {
-  local tag=$1 where=$2 rules line in_place=0 count i
+  local tag=$1 where=$2 rules count i
   rules=$(cat)
   count=$(grep -c . <<< "$rules")
-  while read -r line; do
-    rule_present "$line" && in_place=$((in_place + 1))
-  done <<< "$rules"
-  [ "$in_place" = "$count" ] && [ "$(tagged_rule_count "$tag")" = "$count" ] && return 0
+  rules_in_place "$tag" "$rules" && return 0
   delete_tagged_rules "$tag"
   if [ "$where" = top ]; then
     # Each at position 1, last first: the set ends up on top in the order given.
