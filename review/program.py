@@ -57,6 +57,9 @@ class Registration:
     """Outputs the resource asks the engine to keep secret (camelCase)."""
     trigger_dependencies: frozenset[str] = frozenset()
     """URNs the `triggers` input is computed from (its property dependencies)."""
+    engine_inputs: dict = field(default_factory=dict)
+    """The inputs as the engine receives them: a host command's scripts as stubs naming the
+    files of the host's script store (`inputs` has the whole texts they run)."""
 
 
 @dataclass
@@ -199,6 +202,7 @@ class _RecordingMonitor(MockMonitor):
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
+            engine_inputs = rpc.deserialize_properties(request.object) if request.custom else {}
             self.run.resources.append(
                 Registration(
                     urn=response.urn,
@@ -206,7 +210,8 @@ class _RecordingMonitor(MockMonitor):
                     name=request.name,
                     parent=request.parent,
                     custom=request.custom,
-                    inputs=rpc.deserialize_properties(request.object) if request.custom else {},
+                    inputs=_logical_inputs(engine_inputs),
+                    engine_inputs=engine_inputs,
                     dependencies=frozenset(request.dependencies),
                     delete_before_replace=request.deleteBeforeReplace,
                     replace_with=frozenset(request.replace_with),
@@ -224,6 +229,25 @@ class _RecordingMonitor(MockMonitor):
                 )
             )
         return response
+
+
+def _logical_inputs(inputs: dict) -> dict:
+    """The inputs with each script-store stub replaced by the whole text it runs (the program's
+    own module, imported late: a tree rendered from before the store has none)."""
+    inputs = {key: _archive_path(value) for key, value in inputs.items()}
+    try:
+        from components.common.script_store import logical_inputs
+    except ImportError:
+        return inputs
+    return logical_inputs(inputs)
+
+
+def _archive_path(value):
+    """An archive or asset input (the script store's copy over SSH) as what the engine compares
+    of it, its path: comparable, and printable as YAML or JSON."""
+    if isinstance(value, pulumi.Archive | pulumi.Asset):
+        return {"archive" if isinstance(value, pulumi.Archive) else "asset": getattr(value, "path", repr(value))}
+    return value
 
 
 SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")

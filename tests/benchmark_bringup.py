@@ -174,7 +174,7 @@ def phase_of(name: str) -> str:
     step = name.removeprefix(f"{CLUSTER}-").removeprefix("h1-").removeprefix("h2-")
     if step.startswith(("host-", "bridges-", "slurm-munge-key", "slurm-client", "munge-key", "client")):
         return "host"
-    if step in ("routes", "ssh-ready", "sshd-accept-env"):
+    if step in ("routes", "ssh-ready", "sshd-accept-env", "scripts", "scripts-dir"):
         return "host"
     if step.startswith("image-"):
         return "image"
@@ -234,13 +234,17 @@ def require_host() -> None:
 def preflight(largest: list[HostCommand], baseline_nodes: int) -> None:
     """The cluster's own preflight (read-only) for the largest size, and free baseline names."""
     # The preflight checks the stand-in GPUs it is given, so they are made for it, then removed.
-    check = [c for c in largest if c.name in (f"{CLUSTER}-host-stand-in-gpus", f"{CLUSTER}-host-preflight")]
+    check = [
+        c
+        for c in largest
+        if c.name in (f"{CLUSTER}-scripts", f"{CLUSTER}-host-stand-in-gpus", f"{CLUSTER}-host-preflight")
+    ]
     try:
         apply(check)
     except AssertionError as error:
         sys.exit(f"refusing to run: the cluster's preflight failed\n{error}")
     finally:
-        destroy([c for c in check if c.name.endswith("-stand-in-gpus")])
+        destroy([c for c in check if c.name.endswith(("-stand-in-gpus", "-scripts"))])
     taken = [name for name in baseline_names(baseline_nodes) if Path("/var/lib/lxc", name).exists()]
     if taken:
         sys.exit(
@@ -354,6 +358,13 @@ def engine_bring_up(nodes: int) -> dict:
     try:
         timeline, _ = engine_cluster.up(state, program)
         wall = time.monotonic() - started
+        exported = state.engine.export()
+        entries = json.loads(exported)["deployment"].get("resources") or []
+        resources = len(entries)
+        largest = max((len(json.dumps(entry)), entry["urn"].rsplit("::", 1)[1]) for entry in entries)
+        started = time.monotonic()
+        engine_cluster.up(state, program)
+        unchanged = time.monotonic() - started
     finally:
         started = time.monotonic()
         engine_cluster.destroy_state(state)
@@ -364,6 +375,12 @@ def engine_bring_up(nodes: int) -> dict:
         "commands_span": round(timeline.wall_seconds, 2),
         "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
         "pulumi_destroy": round(destroyed, 2),
+        "pulumi_up_unchanged": round(unchanged, 2),
+        # The engine's own share: its wall time less the span of the commands it ran.
+        "engine_share": round(wall - timeline.wall_seconds, 2),
+        "resources": resources,
+        "state_bytes": len(exported.encode()),
+        "largest_resource": {"name": largest[1], "bytes": largest[0]},
     }
 
 
@@ -376,6 +393,13 @@ def engine_report(runs: list[dict], harness: list[dict]) -> str:
             f"{run['commands_span']:.0f} s, ready at {run['ready']:.0f} s of them); "
             f"pulumi destroy {run['pulumi_destroy']:.1f} s"
         )
+        if "state_bytes" in run:
+            line += (
+                f"; no-change up {run['pulumi_up_unchanged']:.1f} s; the engine's share "
+                f"{run['engine_share']:.1f} s; state {run['state_bytes'] / 1e6:.2f} MB for "
+                f"{run['resources']} resources ({run['state_bytes'] / run['resources'] / 1e3:.1f} KB each; the "
+                f"largest {run['largest_resource']['name']}, {run['largest_resource']['bytes'] / 1e3:.1f} KB)"
+            )
         if run["nodes"] in kept:
             same = kept[run["nodes"]]
             line += (

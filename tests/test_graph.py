@@ -95,6 +95,8 @@ def test_commands_run_scripts_with_parameters_in_the_environment(run):
     for command in run.of_type(COMMAND):
         inputs = command.inputs
         assert inputs["interpreter"] == ["/bin/bash", "-c"]
+        if command.name == "e2e-scripts":  # the script store's shipping: a few lines of its own
+            continue
         for phase in ("create", "update", "delete"):
             script = inputs.get(phase)
             if not script:
@@ -186,6 +188,8 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
         "e2e-health",
         "e2e-boot-unit",
         "e2e-host-stand-in-gpus",
+        # The script store: one more file, the new node's LXC config.
+        "e2e-scripts",
     }
 
 
@@ -237,7 +241,10 @@ def test_what_lives_inside_a_thing_is_replaced_with_it(run):
 def test_stand_in_gpus_come_first_so_a_refusal_changes_nothing(run):
     """gpu.stand_in: the stand-ins' create (which refuses a host with an NVIDIA driver) runs
     before every other command, and their delete after every other delete."""
-    commands = [c.name for c in run.of_type(COMMAND) if c.name != "e2e-host-stand-in-gpus"]
+    # The script store comes first of all: every command, the stand-ins' too, runs from it.
+    assert not run.by_name("e2e-scripts").dependencies
+    assert run.depends_on("e2e-host-stand-in-gpus", "e2e-scripts")
+    commands = [c.name for c in run.of_type(COMMAND) if c.name not in {"e2e-host-stand-in-gpus", "e2e-scripts"}]
     assert len(commands) > 20
     for name in commands:
         assert run.depends_on(name, "e2e-host-stand-in-gpus"), f"{name} does not wait for the stand-in GPUs"

@@ -192,8 +192,12 @@ def test_ssh_host_commands_are_remote_with_secret_key_and_pinned_host_key(run):
 
 
 def test_every_command_of_an_ssh_host_waits_for_its_bootstrap(run):
-    bootstrap = {"duo-gpu2-ssh-ready", "duo-gpu2-sshd-accept-env"}
-    assert run.depends_on("duo-gpu2-sshd-accept-env", "duo-gpu2-ssh-ready")
+    # The bootstrap: sshd answers, the script store's folder and files (they need no
+    # parameter), then the drop-in accepting the parameters, run from the store.
+    bootstrap = {"duo-gpu2-ssh-ready", "duo-gpu2-scripts-dir", "duo-gpu2-sshd-accept-env"}
+    assert run.depends_on("duo-gpu2-scripts-dir", "duo-gpu2-ssh-ready")
+    assert run.depends_on("duo-gpu2-scripts", "duo-gpu2-scripts-dir")
+    assert run.depends_on("duo-gpu2-sshd-accept-env", "duo-gpu2-scripts")
     for command in run.of_type(REMOTE):
         if command.name in bootstrap:
             continue

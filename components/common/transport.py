@@ -1,7 +1,9 @@
 """Host commands: every pulumi-command resource runs a script kept in a component's files/.
 
-The script's text (shared helpers + the script) is the resource input, so a preview shows
-its diff; parameters travel as environment variables, never pasted into shell text.
+A host's commands run their scripts (shared helpers + the script) from the host's script store
+(components/common/script_store.py): the resource input is a short stub naming each file of
+the script by its content hash, so a preview still says which file changed; parameters travel
+as environment variables, never pasted into shell text.
 This is the only module that creates pulumi-command resources.
 
 A host is reached locally (`local.Command`, the default: a one-host stack's graph) or over
@@ -20,6 +22,9 @@ from typing import Any, Protocol
 import pulumi
 from pulumi_command import local, remote
 
+from components.common import script_store
+from components.common.script_store import Part
+
 
 class TransportHost(Protocol):
     """What the transport reads of a host (the composition's ClusterHostConfig): its name, how it
@@ -28,6 +33,7 @@ class TransportHost(Protocol):
     name: str
     connection: Any
     lxc_dir: str
+    state_dir: str
     retired: bool
 
     @property
@@ -93,12 +99,20 @@ def helpers(names: list[str] | None = None) -> str:
     return "".join(f"# ---- lib/{name} ----\n{(LIB / name).read_text()}\n" for name in names)
 
 
-def script(path: Path) -> str:
-    """The text of the script at `path` preceded by the shared helpers it uses."""
+def script_parts(path: Path, over_ssh: bool = False) -> list[script_store.Part]:
+    """The files the script at `path` is made of, in order: over SSH the prelude, then the
+    shared helpers it uses, then the script; their concatenation is `script(path)`."""
     if not isinstance(path, Path):
         raise TypeError(f"script wants the path of a file (e.g. FILES / 'x.sh'), got {path!r}")
     body = path.read_text()
-    return f"{helpers(helper_files(body))}# ---- {path.name} ----\n{body}"
+    prelude = [Part("ssh_prelude.sh", f"{(FILES / 'ssh_prelude.sh').read_text()}\n")] if over_ssh else []
+    libs = [Part(f"lib/{name}", f"# ---- lib/{name} ----\n{(LIB / name).read_text()}\n") for name in helper_files(body)]
+    return [*prelude, *libs, Part(path.name, f"# ---- {path.name} ----\n{body}")]
+
+
+def script(path: Path) -> str:
+    """The text of the script at `path` preceded by the shared helpers it uses."""
+    return "".join(part.text for part in script_parts(path))
 
 
 def remote_script(path: Path) -> str:
@@ -128,6 +142,8 @@ class Transport:
     connection: remote.ConnectionArgs | None = None
     ready: list[pulumi.Resource] = field(default_factory=list)
     deleted_with: pulumi.Resource | None = None
+    store: script_store.ScriptStore | None = None
+    """The host's script store, where its commands' scripts run from (None: inline text)."""
 
     @property
     def is_ssh(self) -> bool:
@@ -149,11 +165,30 @@ class Transport:
     def env(self, environment: dict) -> dict:
         """Parameters as the host receives them: plus the host's LXC path where it is not
         LXC's default, and prefixed over SSH (AcceptEnv GPUCLUSTER_*)."""
+        return self.prefixed(self.with_lxc_path(environment))
+
+    def with_lxc_path(self, environment: dict) -> dict:
         if self.host.lxc_dir != DEFAULT_LXC_PATH:
             environment = {**environment, "LXC_PATH": self.host.lxc_dir}
+        return environment
+
+    def prefixed(self, environment: dict) -> dict:
         if not self.is_ssh:
             return environment
         return {f"{ENV_PREFIX}{key}": value for key, value in environment.items()}
+
+    def command_texts(self, create: Path, delete: Path | None, environment: dict) -> tuple[str, str | None, dict]:
+        """`create` and `delete` as the command's inputs, and its environment: stubs running
+        from the host's script store (long parameters in it too), else the whole texts."""
+        environment = self.with_lxc_path(environment)
+        # A command made once the store's set was shipped (in an apply) carries its text.
+        if self.store is None or not self.store.open:
+            to_text = remote_script if self.is_ssh else script
+            return to_text(create), delete and to_text(delete), self.prefixed(environment)
+        prefix = ENV_PREFIX if self.is_ssh else ""
+        create_text, kept = self.store.command_text(script_parts(create, self.is_ssh), environment, prefix)
+        delete_text = delete and self.store.command_text(script_parts(delete, self.is_ssh), environment, prefix)[0]
+        return create_text, delete_text, self.prefixed(kept)
 
 
 def _endpoint(
@@ -213,8 +248,19 @@ def connect(
     """
     if machine is not None:
         deleted_with = machine.resource
+    store = script_store.ScriptStore(f"{host.state_dir}/{cluster}/scripts")
     if not host.is_ssh:
-        return Transport(host, deleted_with=deleted_with)
+        transport = Transport(host, deleted_with=deleted_with, store=store)
+        shipped = local.Command(
+            f"{name}-scripts",
+            create=STORE_CREATE,
+            delete=STORE_DELETE,
+            environment={"SHIP_DIR": script_store.ship_dir(), "SET": store.shipped_set(), "STORE": store.path},
+            interpreter=INTERPRETER,
+            opts=pulumi.ResourceOptions.merge(opts, transport.lifecycle()),
+        )
+        transport.ready = [shipped]
+        return transport
     ssh = host.connection
     if private_key is None:
         private_key = pulumi.Config().require_secret(ssh.private_key_secret)
@@ -228,16 +274,48 @@ def connect(
         **_endpoint(ssh, private_key, SSH_READY_DIALS, machine), proxy=proxy, per_dial_timeout=SSH_READY_DIAL_TIMEOUT_S
     )
     wait = remote.Command(f"{name}-ssh-ready", connection=poll, create="true", opts=opts)
+    cluster_dir = str(Path(store.path).parent)
+    # The store: its folder (removed at destroy, after every command of the host), then the
+    # files, by the provider's SFTP copy (an asset's state is its path and hash, not its text);
+    # neither needs a parameter, so both come before the sshd drop-in that accepts them.
+    folder = remote.Command(
+        f"{name}-scripts-dir",
+        connection=connection,
+        create=f"mkdir -p {shlex.quote(store.path)}",
+        delete=f"rm -rf {shlex.quote(store.path)}; rmdir {shlex.quote(cluster_dir)} 2>/dev/null || true",
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[wait])),
+    )
+    shipped = remote.CopyToRemote(
+        f"{name}-scripts",
+        connection=connection,
+        source=store.shipped_set().apply(lambda name: pulumi.FileArchive(script_store.set_folder(name))),
+        remote_path=cluster_dir,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[folder])),
+    )
+    transport.store = store
     accept_env = remote.Command(
         f"{name}-sshd-accept-env",
         connection=connection,
-        create=remote_script(FILES / "sshd_accept_env_create.sh"),
-        delete=remote_script(FILES / "sshd_accept_env_delete.sh"),
+        create=store.command_text(script_parts(FILES / "sshd_accept_env_create.sh", over_ssh=True), {})[0],
+        delete=store.command_text(script_parts(FILES / "sshd_accept_env_delete.sh", over_ssh=True), {})[0],
         stdin=cluster,
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[wait])),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[shipped])),
     )
-    transport.ready = [wait, accept_env]
+    transport.ready = [wait, folder, shipped, accept_env]
     return transport
+
+
+# The local store's shipping: the set's files moved in by rename (each appears whole), never
+# replacing a file (a name is its content); removed at destroy, after every command of the host.
+STORE_CREATE = """set -euo pipefail
+incoming=$(mkdir -p "$STORE" && mktemp -d "$STORE/.incoming.XXXXXX")
+cp -- "$SHIP_DIR/sets/$SET/scripts/"* "$incoming/"
+mv -n -- "$incoming/"* "$STORE/"
+rm -rf "$incoming"
+"""
+STORE_DELETE = """rm -rf "$STORE"
+rmdir "$(dirname "$STORE")" 2>/dev/null || true
+"""
 
 
 def host_trigger(host: TransportHost) -> str:
@@ -276,12 +354,25 @@ def host_command(
         if placed and transport.is_ssh:
             host = host_trigger(transport.host)
             triggers = pulumi.Output.from_input(triggers or []).apply(lambda given: [*given, host])
-    if transport is None or not transport.is_ssh:
+    if transport is None:
         return local.Command(
             name,
             create=script(create),
             delete=script(delete) if delete else None,
-            environment=transport.env(environment) if transport else environment,
+            environment=environment,
+            interpreter=INTERPRETER,
+            triggers=triggers,
+            stdin=stdin,
+            opts=opts,
+        )
+    create_text, delete_text, environment = transport.command_texts(create, delete, environment)
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=transport.ready))
+    if not transport.is_ssh:
+        return local.Command(
+            name,
+            create=create_text,
+            delete=delete_text,
+            environment=environment,
             interpreter=INTERPRETER,
             triggers=triggers,
             stdin=stdin,
@@ -290,12 +381,12 @@ def host_command(
     return remote.Command(
         name,
         connection=transport.connection,
-        create=remote_script(create),
-        delete=remote_script(delete) if delete else None,
-        environment=transport.env(environment),
+        create=create_text,
+        delete=delete_text,
+        environment=environment,
         triggers=triggers,
         stdin=stdin,
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=transport.ready)),
+        opts=opts,
     )
 
 

@@ -41,7 +41,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from tests.harness.program_harness import ProgramRun
+from tests.harness.program_harness import ROOT, ProgramRun
 from tests.harness.ssh_executor import run_over_ssh
 
 LOCAL_TYPE, REMOTE_TYPE = "command:local:Command", "command:remote:Command"
@@ -164,8 +164,20 @@ class CommandFailedError(AssertionError):
 
 
 def host_commands(run: ProgramRun) -> list[HostCommand]:
-    """The Command resources of a run, each with its dependencies on other Commands."""
+    """The Command resources of a run, each with its dependencies on other Commands (through
+    another custom resource, such as an SSH host's CopyToRemote of its scripts, the ones that
+    resource waits for: the harness runs commands only)."""
     by_urn = run.by_urn
+
+    def commands_under(urns) -> set[str]:
+        found = set()
+        for urn in urns:
+            if by_urn[urn].type in COMMAND_TYPES:
+                found.add(urn)
+            elif by_urn[urn].custom:
+                found |= commands_under(by_urn[urn].dependencies)
+        return found
+
     commands = []
     for resource in (r for r in run.resources if r.type in COMMAND_TYPES):
         inputs = unwrap(resource.inputs)
@@ -180,7 +192,7 @@ def host_commands(run: ProgramRun) -> list[HostCommand]:
                 environment=dict(inputs.get("environment") or {}),
                 # A remote command has no interpreter: sshd runs it with the login shell.
                 interpreter=() if remote else tuple(inputs.get("interpreter") or ("/bin/sh", "-c")),
-                dependencies=frozenset(urn for urn in resource.dependencies if by_urn[urn].type in COMMAND_TYPES),
+                dependencies=frozenset(commands_under(resource.dependencies)),
                 triggers=tuple(inputs.get("triggers") or ()),
                 delete_before_replace=resource.delete_before_replace,
                 replace_with=frozenset(resource.replace_with),
@@ -218,6 +230,7 @@ def _execute(command: HostCommand, script: str, previous: StateEntry | None, tim
     else:
         done = subprocess.run(
             [*command.interpreter, script],
+            cwd=ROOT,  # the engine runs local commands in the program's folder
             env=environment,
             input=command.stdin or "",
             capture_output=True,

@@ -12,6 +12,17 @@ DETACHED_ENV=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin 
 log() { printf '%s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# logged LOG CMD...: an installer's output (hundreds of lines) goes to LOG on the host, not to
+# the command's stderr, which the engine keeps in its state; a failure shows its last lines.
+logged() {
+  local file=$1 rc=0
+  shift
+  mkdir -p "$(dirname "$file")"
+  "$@" >> "$file" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || { tail -n 30 "$file" >&2; log "failed ($rc): $*; its whole output is in $file"; }
+  return "$rc"
+}
+
 # require VAR...: stop early, naming the variable, when a parameter is missing.
 require() {
   local var

@@ -63,7 +63,9 @@ fi
 lxc_cache="${LXC_CACHE_PATH:-/var/cache/lxc}/debian"
 [ -d "$lxc_cache" ] || printf '%s\n' "$lxc_cache" > "$CLUSTER_DIR/lxc-cache-created"
 started=$SECONDS
-lxc-create -n "$IMAGE" -t debian -- -r "$RELEASE" >&2
+build_log="$CLUSTER_DIR/image-build.log"
+: > "$build_log"
+logged "$build_log" lxc-create -n "$IMAGE" -t debian -- -r "$RELEASE"
 lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
 log "node image: Debian base (LXC's download cache, or debootstrap into it) in $((SECONDS - started)) s"
 
@@ -90,11 +92,11 @@ chmod 0755 "$rootfs/usr/sbin/policy-rc.d"
 mapfile -t packages < <(lines "$PACKAGES")
 install=(apt-get install -y -q --no-install-recommends "${packages[@]}")
 if [ -n "$(find "$cache/updated" -mmin -1440 2>/dev/null)" ] &&
-  chroot "$rootfs" "${install[@]}" --no-download >&2 2>/dev/null; then
+  chroot "$rootfs" "${install[@]}" --no-download >> "$build_log" 2>&1; then
   log "node image: packages installed from the host's package cache"
 else
-  chroot "$rootfs" apt-get update -q >&2
-  chroot "$rootfs" "${install[@]}" >&2
+  logged "$build_log" chroot "$rootfs" apt-get update -q
+  logged "$build_log" chroot "$rootfs" "${install[@]}"
   [ "$use_cache" = false ] || touch "$cache/updated"
 fi
 rm -f "$rootfs/usr/sbin/policy-rc.d"

@@ -31,7 +31,7 @@ if [ "$KEEP_IMAGE" != true ]; then
   # Several hosts keep theirs in a folder per host, inside the cluster's.
   [ "$(basename "$KEPT_DIR")" = "$CLUSTER" ] || rmdir "$(dirname "$KEPT_DIR")" 2>/dev/null || true
 fi
-rm -f "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")"
+rm -f "$(lxc_pending_marker "$CLUSTER_DIR" "$IMAGE")" "$CLUSTER_DIR/image-build.log"
 rmdir "$CLUSTER_DIR/pending" 2>/dev/null || true
 # LXC leaves an empty lxc.pivot cgroup behind on cgroup v1 hosts; busy ones refuse rmdir.
 rmdir /sys/fs/cgroup/*/lxc.pivot 2>/dev/null || true
