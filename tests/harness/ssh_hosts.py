@@ -144,6 +144,8 @@ def start(host: SshHost) -> dict:
         f"AuthorizedKeysFile {config_dir}/authorized_keys\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "UsePAM no\nStrictModes no\nMaxStartups 100\nMaxSessions 100\n"
+        # As Debian's and Ubuntu's default sshd_config: the script store's copy is SFTP.
+        "Subsystem sftp /usr/lib/openssh/sftp-server\n"
     )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
     prefix = ["nsenter", f"--net=/run/netns/{host.netns}", f"--mount={host.mount_ns}"] if host.netns else []
