@@ -9,6 +9,7 @@ compared with its state before the test.
 """
 
 import base64
+import json
 import shlex
 import tempfile
 import time
@@ -52,6 +53,8 @@ pytestmark = pytest.mark.e2e
 CLUSTER = "e2e"
 SLURM = slurm_env(CLUSTER)
 SECOND_STATE = f"/var/lib/gpucluster-e2e-h2/{CLUSTER}"
+# What one resource may keep in the state (before the script store: up to 130 KB).
+STATE_PER_RESOURCE = 16_000
 
 
 def changed(actions: dict[str, str]) -> dict[str, str]:
@@ -256,6 +259,12 @@ def test_two_hosts_one_slurm(capsys):
         report.append("secrets found in `pulumi stack export`: " + ", ".join(f"{k}: {v}" for k, v in found.items()))
         assert not any(found.values()) and "PRIVATE KEY" not in exported, found
         assert '"ciphertext"' in exported, "the state holds the secrets encrypted"
+        # A few KB per resource, whatever its script (the script store, over SSH too): its
+        # inputs, the provider's echo of them and its output.
+        entries = json.loads(exported)["deployment"]["resources"]
+        sizes = sorted((len(json.dumps(entry)), entry["urn"].rsplit("::", 1)[1]) for entry in entries)
+        report.append(f"state: {len(exported) / 1e3:.0f} KB for {len(entries)} resources, the largest {sizes[-3:]}")
+        assert sizes[-1][0] <= STATE_PER_RESOURCE, sizes[-3:]
 
         # Apply again: nothing changes; every create once more converges on both hosts.
         _, actions = up(state, commands)
@@ -349,7 +358,8 @@ def test_a_host_that_died_is_retired_without_dialing_it(capsys):
         shrink, actions = up(state, gone, timeout=120)
         deleted = {name for name, action in actions.items() if action == "delete"}
         assert on_h2 <= deleted, on_h2 - deleted
-        assert deleted - on_h2 == {f"{CLUSTER}-h1-routes"}
+        # Beside h2's commands, its script store's copy (no command: not in the harness's list).
+        assert deleted - on_h2 == {f"{CLUSTER}-h1-routes", f"{CLUSTER}-h2-scripts"}
         assert not any(entry.command.connection for entry in state.resources.values())
         # Had any delete dialed h2, its link being down, the update would have failed.
         report.append(
