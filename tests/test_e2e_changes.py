@@ -158,6 +158,8 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
             "e2e-host-preflight": "replace",
             "e2e-health": "replace",
             "e2e-host-stand-in-gpus": "update",
+            # The script store: the new node's LXC config and the new slurm.conf, as files.
+            "e2e-scripts": "update",
         }
         assert sh("squeue", "-h", "-j", job, "-o", "%T", env=SLURM).stdout.strip() == "RUNNING", "the job died"
         assert node_states()["c001"] in {"allocated", "mixed"} and node_states()["c004"] == "idle"
@@ -176,7 +178,12 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
         moved["cluster"]["nodes"][3]["nat_address"] = "10.43.3.9"
         actions = replay.apply("a node's address", moved)
         # slurm.conf names the node's address too: the controller reconfigures.
-        assert actions == {"e2e-c003-lxc": "update", "e2e-slurm-slurmctld": "update", "e2e-slurm-client": "update"}
+        assert actions == {
+            "e2e-c003-lxc": "update",
+            "e2e-slurm-slurmctld": "update",
+            "e2e-slurm-client": "update",
+            "e2e-scripts": "update",
+        }
         assert " 10.43.3.9/" in sh("lxc-attach", "-n", "e2e-c003", "--", "ip", "-4", "-o", "addr").stdout
         wait_for('[ "$(sinfo -h -n c003 -o %T)" = idle ]')
         config = moved
