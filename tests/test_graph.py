@@ -241,13 +241,16 @@ def test_what_lives_inside_a_thing_is_replaced_with_it(run):
 def test_stand_in_gpus_come_first_so_a_refusal_changes_nothing(run):
     """gpu.stand_in: the stand-ins' create (which refuses a host with an NVIDIA driver) runs
     before every other command, and their delete after every other delete."""
-    # The script store comes first of all: every command, the stand-ins' too, runs from it.
-    assert not run.by_name("e2e-scripts").dependencies
-    assert run.depends_on("e2e-host-stand-in-gpus", "e2e-scripts")
-    commands = [c.name for c in run.of_type(COMMAND) if c.name not in {"e2e-host-stand-in-gpus", "e2e-scripts"}]
+    # Then the preflight, then the host's script store, which every other command runs from:
+    # a refused config leaves no file on the host.
+    assert not run.by_name("e2e-host-stand-in-gpus").dependencies
+    assert run.depends_on("e2e-host-preflight", "e2e-host-stand-in-gpus")
+    assert run.depends_on("e2e-scripts", "e2e-host-preflight")
+    checks = {"e2e-host-stand-in-gpus", "e2e-host-preflight", "e2e-scripts"}
+    commands = [c.name for c in run.of_type(COMMAND) if c.name not in checks]
     assert len(commands) > 20
     for name in commands:
-        assert run.depends_on(name, "e2e-host-stand-in-gpus"), f"{name} does not wait for the stand-in GPUs"
+        assert run.depends_on(name, "e2e-scripts"), f"{name} does not wait for the script store"
 
 
 def test_without_stand_ins_there_is_no_stand_in_command():

@@ -44,6 +44,11 @@ def ship_dir() -> str:
     return SHIP_DIR.name
 
 
+def files_dir() -> str:
+    """The program's own copy of every file, as the commands name it (`ship_dir`)."""
+    return f"{ship_dir()}/files"
+
+
 def set_folder(name: str) -> str:
     """The folder of a set of files, named as `ship_dir`: the files under `scripts/`."""
     return f"{ship_dir()}/sets/{name}/scripts"
@@ -88,7 +93,7 @@ def stub(store: str, parts: list[Part]) -> str:
     """The command text that runs `parts` from the store at `store`: POSIX shell up to the exec
     (an SSH login shell may be any), so it runs wherever the whole text ran before."""
     lines = [
-        f"# Runs from the host's script store (files named by the SHA-256 of their text): {parts[-1].label}",
+        f"# Runs {parts[-1].label} from the script files in $s, each named by the SHA-256 of its text:",
         f"s={shlex.quote(store)}",
         "set --",
         *(f'set -- "$@" {part.name}  # {part.label}' for part in parts),
@@ -173,17 +178,20 @@ class ScriptStore:
         """The name of the set of files (a folder under SHIP_DIR/sets), once sealed."""
         return pulumi.Output.from_input(self._sealed)
 
-    def command_text(self, parts: list[Part], environment: dict, prefix: str = "") -> tuple[str, dict]:
+    def command_text(
+        self, parts: list[Part], environment: dict, prefix: str = "", folder: str | None = None
+    ) -> tuple[str, dict]:
         """The stub running `parts` with the long plain parameters of `environment` from the
-        store, and the environment left to pass as such. Parameters become files only while
-        the store is open; a command made later (in an apply) keeps them in its environment."""
+        store (or from `folder`, holding the same files), and the environment left to pass as
+        such. Parameters become files only while the store is open; a command made later (in
+        an apply) keeps them in its environment."""
         stored, kept = {}, {}
         for key, value in environment.items():
             long_text = isinstance(value, str) and len(value.encode()) > STORED_ENV_BYTES
             (stored if long_text and self.open else kept)[key] = value
         parts = [*(env_part(key, value) for key, value in sorted(stored.items())), *parts]
         self.add(parts)
-        text = stub(self.path, parts)
+        text = stub(folder or self.path, parts)
         if stored:  # as the environment named them (`prefix`: an SSH host's parameters)
             _STORED_ENV[text] = {f"{prefix}{key}": value for key, value in stored.items()}
         return text, kept

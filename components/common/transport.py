@@ -144,6 +144,12 @@ class Transport:
     deleted_with: pulumi.Resource | None = None
     store: script_store.ScriptStore | None = None
     """The host's script store, where its commands' scripts run from (None: inline text)."""
+    checks: list[pulumi.Resource] = field(default_factory=list)
+    """A local host's checks (stand-in GPUs, preflight): they run before the store is made, so a
+    refused config leaves the host as it was."""
+    store_options: pulumi.ResourceOptions | None = None
+    """How the local store's resource is made, once the first command after the checks needs it."""
+    store_name: str = ""
 
     @property
     def is_ssh(self) -> bool:
@@ -177,17 +183,28 @@ class Transport:
             return environment
         return {f"{ENV_PREFIX}{key}": value for key, value in environment.items()}
 
-    def command_texts(self, create: Path, delete: Path | None, environment: dict) -> tuple[str, str | None, dict]:
+    def command_texts(
+        self, create: Path, delete: Path | None, environment: dict, check: bool = False
+    ) -> tuple[str, str | None, dict]:
         """`create` and `delete` as the command's inputs, and its environment: stubs running
         from the host's script store (long parameters in it too), else the whole texts."""
         environment = self.with_lxc_path(environment)
         # A command made once the store's set was shipped (in an apply) carries its text.
-        if self.store is None or not self.store.open:
+        store = self.store if self.store is not None and self.store.open else None
+        if check and not self.is_ssh:
+            # A local check runs before the store is made: without a delete (the preflight),
+            # from the files the program wrote beside itself; with one (the test-only stand-in
+            # GPUs), with its whole text.
+            if store is not None and delete is None:
+                text, kept = store.command_text(script_parts(create), environment, folder=script_store.files_dir())
+                return text, None, kept
+            store = None
+        if store is None:
             to_text = remote_script if self.is_ssh else script
             return to_text(create), delete and to_text(delete), self.prefixed(environment)
         prefix = ENV_PREFIX if self.is_ssh else ""
-        create_text, kept = self.store.command_text(script_parts(create, self.is_ssh), environment, prefix)
-        delete_text = delete and self.store.command_text(script_parts(delete, self.is_ssh), environment, prefix)[0]
+        create_text, kept = store.command_text(script_parts(create, self.is_ssh), environment, prefix)
+        delete_text = delete and store.command_text(script_parts(delete, self.is_ssh), environment, prefix)[0]
         return create_text, delete_text, self.prefixed(kept)
 
 
@@ -251,15 +268,8 @@ def connect(
     store = script_store.ScriptStore(f"{host.state_dir}/{cluster}/scripts")
     if not host.is_ssh:
         transport = Transport(host, deleted_with=deleted_with, store=store)
-        shipped = local.Command(
-            f"{name}-scripts",
-            create=STORE_CREATE,
-            delete=STORE_DELETE,
-            environment={"SHIP_DIR": script_store.ship_dir(), "SET": store.shipped_set(), "STORE": store.path},
-            interpreter=INTERPRETER,
-            opts=pulumi.ResourceOptions.merge(opts, transport.lifecycle()),
-        )
-        transport.ready = [shipped]
+        transport.store_options = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
+        transport.store_name = f"{name}-scripts"
         return transport
     ssh = host.connection
     if private_key is None:
@@ -282,6 +292,7 @@ def connect(
         f"{name}-scripts-dir",
         connection=connection,
         create=f"mkdir -p {shlex.quote(store.path)}",
+        triggers=[store.path],
         delete=f"rm -rf {shlex.quote(store.path)}; rmdir {shlex.quote(cluster_dir)} 2>/dev/null || true",
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[wait])),
     )
@@ -303,6 +314,28 @@ def connect(
     )
     transport.ready = [wait, folder, shipped, accept_env]
     return transport
+
+
+def _local_store(transport: Transport) -> None:
+    """A local host's store, made once, when the first command after the host's checks needs it:
+    its resource waits for the checks, every later command waits for it. Its folder is a trigger:
+    another folder (a new state_dir) is a new store, and the old one goes."""
+    if transport.ready or transport.store is None or not transport.store.open:
+        return
+    store = transport.store
+    transport.ready = [
+        local.Command(
+            transport.store_name,
+            create=STORE_CREATE,
+            delete=STORE_DELETE,
+            environment={"SHIP_DIR": script_store.ship_dir(), "SET": store.shipped_set(), "STORE": store.path},
+            interpreter=INTERPRETER,
+            triggers=[store.path],
+            opts=pulumi.ResourceOptions.merge(
+                transport.store_options, pulumi.ResourceOptions(depends_on=list(transport.checks))
+            ),
+        )
+    ]
 
 
 # The local store's shipping: the set's files moved in by rename (each appears whole), never
@@ -334,6 +367,7 @@ def host_command(
     transport: Transport | None = None,
     stdin: pulumi.Input[str] | None = None,
     placed: bool = False,
+    check: bool = False,
 ) -> local.Command | remote.Command:
     """A Command on a host running the script at `create` (and `delete`).
 
@@ -365,10 +399,12 @@ def host_command(
             stdin=stdin,
             opts=opts,
         )
-    create_text, delete_text, environment = transport.command_texts(create, delete, environment)
+    create_text, delete_text, environment = transport.command_texts(create, delete, environment, check)
+    if not (check or transport.is_ssh):
+        _local_store(transport)
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=transport.ready))
     if not transport.is_ssh:
-        return local.Command(
+        made = local.Command(
             name,
             create=create_text,
             delete=delete_text,
@@ -378,6 +414,9 @@ def host_command(
             stdin=stdin,
             opts=opts,
         )
+        if check:
+            transport.checks.append(made)
+        return made
     return remote.Command(
         name,
         connection=transport.connection,

@@ -134,6 +134,7 @@ class GpuHost(pulumi.ComponentResource):
             create=FILES / "preflight.sh",
             environment=environment,
             triggers=triggers,
+            check=True,
             opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
         self._install(host, extra_packages, users)
@@ -146,6 +147,7 @@ class GpuHost(pulumi.ComponentResource):
             transport=self._transport,
             create=FILES / "stand_in_gpus_create.sh",
             delete=FILES / "stand_in_gpus_delete.sh",
+            check=True,
             environment={
                 "CLUSTER": self._cluster.name,
                 "DEVICE_DIR": device_dir,
