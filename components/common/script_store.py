@@ -16,9 +16,10 @@ command of the host, at destroy.
 
 Shipping: the program writes the files into `SHIP_DIR` (a cache beside the program, one file
 per content, and one folder per host's set) while it runs; `<prefix>-scripts` copies them onto
-the host into `<state_dir>/<cluster>/scripts` (a local command, or over SSH the provider's
-CopyToRemote, with `<prefix>-scripts-dir` removing the folder at destroy). Parameters longer
-than STORED_ENV_BYTES travel the same way, as a file `export NAME='value'` placed first.
+the host into `<state_dir>/<cluster>/scripts` (a local command, after the host's checks, whose
+preflight runs from the program's copy; or over SSH the provider's CopyToRemote, with
+`<prefix>-scripts-dir` removing the folder at destroy). Parameters longer than
+STORED_ENV_BYTES travel the same way, as a file `export NAME='value'` placed first.
 """
 
 import asyncio
