@@ -347,7 +347,7 @@ def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
     }
 
 
-def engine_bring_up(nodes: int) -> dict:
+def engine_bring_up(nodes: int, out: Path) -> dict:
     """The same cluster (node image kept) through the real engine: `pulumi up`, then `pulumi
     destroy`, as a user's ./up.sh and ./down.sh run them. The engine's share: its wall time
     beside the span of the commands' steps in its event log (whole seconds) and beside the
@@ -359,6 +359,7 @@ def engine_bring_up(nodes: int) -> dict:
         timeline, _ = engine_cluster.up(state, program)
         wall = time.monotonic() - started
         exported = state.engine.export()
+        (out / f"state-{nodes}.json").write_text(exported)  # what the state holds, to look into
         entries = json.loads(exported)["deployment"].get("resources") or []
         resources = len(entries)
         largest = max((len(json.dumps(entry)), entry["urn"].rsplit("::", 1)[1]) for entry in entries)
@@ -788,7 +789,7 @@ def main() -> None:
             )
             if args.engine:
                 print(f"bring-up, {n} nodes, the node image kept, through the real engine ...")
-                figures.setdefault("engine", []).append(engine_bring_up(n))
+                figures.setdefault("engine", []).append(engine_bring_up(n, args.out))
         if args.hosts_nodes:
             figures["runs"] += compare_hosts(args.hosts_nodes, counted)
         if baseline_nodes:
