@@ -15,10 +15,10 @@ from components.network.config import NetworkConfig
 FILES = Path(__file__).parent / "files"
 
 # What one container may hold of the per-user kernel limits on its host (lib/kernel_limits.sh):
-# a booted node holds 3 inotify instances and about 200 watches (systemd, journald); a boot
+# a booted node holds 2-3 inotify instances and under 10 watches (systemd, journald); a boot
 # takes more for a while (systemd's path units, tmpfiles, logind). With room to spare: 64 nodes
 # add 1024 instances, the figure LXD's production setup gives.
-KERNEL_LIMITS_PER_CONTAINER = {"fs.inotify.max_user_instances": 16, "fs.inotify.max_user_watches": 4096}
+KERNEL_LIMITS_PER_CONTAINER = {"fs.inotify.max_user_instances": 16, "fs.inotify.max_user_watches": 1024}
 
 # Debian packages the host needs: LXC and its Debian template, Slurm's client tools (sinfo,
 # srun from the host) and controller, munge, and the network tools the scripts call.
