@@ -52,6 +52,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root, when run as a script
 
 from components.lxc.node_image import IMAGE_PACKAGES  # noqa: E402
+from components.slurm.config import NODE_DAEMON_MEMORY_MB  # noqa: E402
 from tests.harness import engine_cluster, ssh_hosts  # noqa: E402
 from tests.harness.command_executor import (  # noqa: E402
     HostCommand,
@@ -78,6 +79,8 @@ PACKAGE_CACHE = Path("/var/cache/gpucluster") / f"{CLUSTER}-node-packages"
 COLD_LXC_CACHE = Path("/var/cache/gpucluster") / f"{CLUSTER}-lxc-cache"
 BASELINE_PREFIX = "benchtut-"
 MAX_NODES = 64  # bounded: 64 containers at most, one /24 per bridge
+HOST_RESERVED_MB = 1024  # what the preflight's memory check leaves to the host (host/files/preflight.sh)
+MIN_NODE_MEMORY_MB = 64  # the config's least nodes[].memory_mb
 PHASES = ("host", "image", "containers", "controller", "slurmd", "health", "boot unit")
 OUT = ROOT / "docs" / "benchmark"
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
@@ -94,8 +97,21 @@ SECRET = "benchSshKey"
 OWN_CGROUP = CPUACCT / "gpucluster-benchmark"
 
 
+def node_memory_mb(nodes: int) -> int:
+    """Each node's nodes[].memory_mb: 256, or less where that many nodes would not fit this
+    host's memory by the preflight's count (a node's limit is that plus its daemons' share, and
+    1024 MB stay with the host): 64 nodes on a 24 GB host get about 100 MB each, which a bench
+    node's jobs (hostname, a GPU check) never come near."""
+    total_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
+    fits = (total_mb - HOST_RESERVED_MB) // nodes - NODE_DAEMON_MEMORY_MB
+    if fits < MIN_NODE_MEMORY_MB:
+        sys.exit(f"{nodes} nodes do not fit this host's {total_mb} MB (the preflight's memory check)")
+    return min(256, fits)
+
+
 def bench_config(nodes: int) -> dict:
     """A `bench` cluster of `nodes` nodes sharing one stand-in GPU, slurmctld in c000."""
+    memory_mb = node_memory_mb(nodes)
     return {
         "cluster": {
             "name": CLUSTER,
@@ -113,7 +129,7 @@ def bench_config(nodes: int) -> dict:
                     "cluster_address": f"{CLUSTER_PREFIX}.{1 + i}",
                     "gpus": 0 if i else 1,
                     # Small nodes: many fit this host's memory (the preflight adds their limits up).
-                    "memory_mb": 256,
+                    "memory_mb": memory_mb,
                 }
                 for i in range(nodes)
             ],

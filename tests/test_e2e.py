@@ -109,6 +109,9 @@ except OSError as error:
 """
 
 
+INOTIFY_LIMITS = ("max_user_instances", "max_user_watches")
+
+
 def host_snapshot() -> dict:
     """What a destroy must restore: /etc, network, firewall, containers, daemons."""
     etc = sorted(
@@ -124,6 +127,8 @@ def host_snapshot() -> dict:
         "addresses": sh("ip", "-o", "-4", "addr", "show").stdout.count("\n"),
         "iptables": sh("iptables-save").stdout.count("\n-A ") if shutil.which("iptables-save") else 0,
         "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(),
+        # The kernel limits the clusters raise (components/files/lib/kernel_limits.sh).
+        "inotify": [Path(f"/proc/sys/fs/inotify/{key}").read_text().strip() for key in INOTIFY_LIMITS],
         "containers": sorted(p.name for p in Path("/var/lib/lxc").glob("*")) if Path("/var/lib/lxc").exists() else [],
         "daemons": sorted(p for p in processes if p in {"munged", "slurmctld", "slurmd"}),
         "lxc_cache": Path("/var/cache/lxc/debian").exists(),
@@ -148,6 +153,7 @@ def leftovers(cluster: str) -> list[str]:
         f"/etc/systemd/system/gpucluster-{cluster}.service",
         f"/etc/systemd/system/multi-user.target.wants/gpucluster-{cluster}.service",
         f"/var/lib/gpucluster-host/ip_forward/users/{cluster}",
+        f"/etc/sysctl.d/90-gpucluster-{cluster}.conf",
     ):
         if Path(path).is_dir():
             found.append(f"path {path} (holding {sorted(os.listdir(path))})")

@@ -1,9 +1,11 @@
 """End-to-end lifecycle on this machine: a simulated reboot brought back by exactly what the
 boot unit runs, drift named by ./verify.sh, a clone cut short before its owner marker, and a
-destroy beside a second cluster. The first three run inside tests/test_e2e.py's cluster
-(they need one up); the last is its own test with two one-node clusters.
+destroy beside a second cluster (with the kernel limits each adds and gives back, and a node
+whose create fails late). The first three run inside tests/test_e2e.py's cluster (they need
+one up); the last is its own test with two one-node clusters.
 """
 
+import copy
 import shlex
 import time
 from pathlib import Path
@@ -11,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from components.composition.stack_config import parse_stack_config
+from components.host.gpu_host import KERNEL_LIMITS_PER_CONTAINER
 from ops.verify import verify
 from tests.harness.e2e_teardown import remove_stand_in_gpus
-from tests.harness.engine_cluster import apply, destroy, host_commands
+from tests.harness.engine_cluster import CommandFailedError, apply, destroy, host_commands, update
 from tests.harness.program_harness import run_program, stack_config
 from tests.test_e2e import check_cluster, leftovers, require_host, sh, slurm_env, stand_in_gpus
 
@@ -178,6 +181,31 @@ def small_cluster(name: str, octet: int, host_port: int | None) -> dict:
     return config
 
 
+def inotify_limits() -> dict[str, int]:
+    return {key: int(Path("/proc/sys", key.replace(".", "/")).read_text()) for key in KERNEL_LIMITS_PER_CONTAINER}
+
+
+def kernel_shares(cluster: str) -> dict[str, int]:
+    """The shares of the kernel limits the cluster's file in /etc/sysctl.d/ records."""
+    lines = Path(f"/etc/sysctl.d/90-gpucluster-{cluster}.conf").read_text().splitlines()
+    return {line.split()[2]: int(line.split()[3]) for line in lines if line.startswith("# share ")}
+
+
+# lxc-start as the scripts find it first on their PATH: it refuses one container, which its
+# create has just made (a create that fails late).
+REFUSING_LXC_START = Path("/usr/local/sbin/lxc-start")
+
+
+def refuse_start_of(container: str) -> None:
+    assert not REFUSING_LXC_START.exists(), f"{REFUSING_LXC_START} is the host's own"
+    REFUSING_LXC_START.write_text(
+        f'#!/bin/sh\ncase " $* " in *" {container} "*)\n'
+        f'  echo "the test refuses to start {container}" >&2; exit 1 ;;\nesac\n'
+        'exec /usr/bin/lxc-start "$@"\n'
+    )
+    REFUSING_LXC_START.chmod(0o755)
+
+
 def packages() -> str:
     return sh("dpkg-query", "-W", "-f", "${Package} ${Version} ${Status}\n").stdout
 
@@ -194,8 +222,12 @@ def test_destroy_beside_a_second_cluster(capsys):
     shared_parent = Path("/srv/gpucluster")
     shared_before = shared_parent.exists()
     try:
+        limits = inotify_limits()
         apply(runs["sidea"])
         apply(runs["sideb"])
+        # Each cluster adds its share of the kernel limits to what the host had.
+        shares = {name: kernel_shares(name) for name in runs}
+        assert inotify_limits() == {k: v + shares["sidea"][k] + shares["sideb"][k] for k, v in limits.items()}
         assert sorted(p.name for p in (IP_FORWARD_DIR / "users").iterdir()) == ["sidea", "sideb"]
         # As on a fresh host: sidea's record says it installed these (the host had them already).
         Path("/var/lib/gpucluster/sidea/host-packages").write_text("procps\ncurl\n")
@@ -222,7 +254,24 @@ def test_destroy_beside_a_second_cluster(capsys):
         purge = sh(str(ROOT / "purge-kept.sh"), "sidea").stdout
         report.append("$ ./purge-kept.sh sidea\n" + purge)
         assert not (KEEP_DIR / "sidea").exists()
+        assert inotify_limits() == {k: v + shares["sideb"][k] for k, v in limits.items()}
+
+        # A node whose create fails after it made its container: nothing of it stays outside
+        # the state, and the destroy below removes the cluster, its image included.
+        grown = copy.deepcopy(second)
+        grown["cluster"]["nodes"].append({"name": "c001", "nat_address": "10.46.3.3", "cluster_address": "10.46.5.2"})
+        grown_run = host_commands(run_program(grown, stack="e2e"))
+        refuse_start_of("sideb-c001")
+        try:
+            with pytest.raises(CommandFailedError, match="sideb-c001"):
+                update(runs["sideb"], grown_run)
+        finally:
+            REFUSING_LXC_START.unlink()
+        assert not Path("/var/lib/lxc/sideb-c001").exists(), "the failed create left its container"
+        runs["sideb"] = grown_run
+        report.append("sideb-c001's create failed after its clone was made: the clone went with it")
     finally:
+        REFUSING_LXC_START.unlink(missing_ok=True)
         for commands in runs.values():
             destroy(commands)
         sh(str(ROOT / "purge-kept.sh"), "sidea", check=False)
@@ -232,6 +281,7 @@ def test_destroy_beside_a_second_cluster(capsys):
         if not shared_before:
             sh("rmdir", "--ignore-fail-on-non-empty", str(shared_parent), check=False)
     assert leftovers("sideb") == []
+    assert inotify_limits() == limits
     assert not IP_FORWARD_DIR.exists()
     assert Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() == forward_before
     with capsys.disabled():

@@ -180,11 +180,13 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     changed = {name for name in old if new.get(name) != old[name]}
     assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd"}
     # The controller's slurm.conf, the host's client copy, the checks that cover every node,
-    # the boot unit's list of containers, and the e2e stack's stand-in GPUs: one more.
+    # the boot unit's list of containers, the e2e stack's stand-in GPUs: one more, and the host's
+    # kernel limits: one more container's share.
     assert changed == {
         "e2e-slurm-slurmctld",
         "e2e-slurm-client",
         "e2e-host-preflight",
+        "e2e-host-kernel-limits",
         "e2e-health",
         "e2e-boot-unit",
         "e2e-host-stand-in-gpus",

@@ -133,7 +133,8 @@ class HostPart(pulumi.ComponentResource):
 
     def _bridges_and_image(self, prefix: str, config: ClusterConfig, mounted: list[pulumi.Resource]) -> None:
         cluster, view = config.host_identity(self.host_config), config.for_host(self.host_config)
-        after = [self.gpu_host.packages, self.gpu_host.shared_dir, *mounted]
+        # The kernel limits before any container starts (the image's build runs one, too).
+        after = [self.gpu_host.packages, self.gpu_host.shared_dir, self.gpu_host.kernel_limits, *mounted]
         self.bridges = Bridges(
             f"{prefix}-bridges",
             cluster,

@@ -14,6 +14,12 @@ from components.network.config import NetworkConfig
 
 FILES = Path(__file__).parent / "files"
 
+# What one container may hold of the per-user kernel limits on its host (lib/kernel_limits.sh):
+# a booted node holds 2-3 inotify instances and under 10 watches (systemd, journald); a boot
+# takes more for a while (systemd's path units, tmpfiles, logind). With room to spare: 64 nodes
+# add 1024 instances, the figure LXD's production setup gives.
+KERNEL_LIMITS_PER_CONTAINER = {"fs.inotify.max_user_instances": 16, "fs.inotify.max_user_watches": 1024}
+
 # Debian packages the host needs: LXC and its Debian template, Slurm's client tools (sinfo,
 # srun from the host) and controller, munge, and the network tools the scripts call.
 HOST_PACKAGES = [
@@ -62,6 +68,10 @@ class GpuHost(pulumi.ComponentResource):
         containers will find it: lib/gpu_driver.sh), cgroup controllers LXC cannot delegate to
         the nodes (lib/cgroups.sh), a directory to serve (`served`) that holds files the cluster
         did not make, unless adopted (lib/shared_fs.sh); its stdout (JSON) reports what it found.
+      - `<name>-kernel-limits`: raises the per-user kernel limits (inotify instances and
+        watches) by what the host's containers need, never below the host's own values, and
+        persists them in /etc/sysctl.d/90-gpucluster-<cluster>[-<host>].conf; destroy removes the
+        file and gives the values back (lib/kernel_limits.sh).
       - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
         one can take reverse dependencies and other users' packages along) and keeps their
         list in KEEP_DIR/<cluster>/packages-left-installed.
@@ -120,6 +130,7 @@ class GpuHost(pulumi.ComponentResource):
             # The driver check (real GPUs need libcuda.so.1): gpu.driver_files, else found on the host.
             "DRIVER_FILES": env_list(driver_files),
             "GPU_STAND_IN": "1" if stand_in_gpus else "",
+            **self._kernel_limits_environment(len(containers)),
         }
         if served:
             # Only on a serving host, so the others keep their preflight inputs.
@@ -137,8 +148,26 @@ class GpuHost(pulumi.ComponentResource):
             check=True,
             opts=child_options(self, opts, *([self.stand_in_gpus] if self.stand_in_gpus else [])),
         )
+        self.kernel_limits = host_command(
+            f"{name}-kernel-limits",
+            transport=transport,
+            create=FILES / "kernel_limits_create.sh",
+            delete=FILES / "kernel_limits_delete.sh",
+            environment={"CLUSTER": cluster.name, **self._kernel_limits_environment(len(containers))},
+            opts=child_options(self, opts, self.preflight),
+        )
         self._install(host, extra_packages, users)
         self._facts()
+
+    def _kernel_limits_environment(self, containers: int) -> dict[str, str]:
+        """The cluster's file in /etc/sysctl.d/ (one per host of it) and its shares: what its
+        `containers` on this host need of each limit."""
+        host = f"-{self._cluster.host}" if self._cluster.host else ""
+        shares = (f"{key} {each * containers}" for key, each in KERNEL_LIMITS_PER_CONTAINER.items())
+        return {
+            "KERNEL_LIMITS_FILE": f"/etc/sysctl.d/90-gpucluster-{self._cluster.name}{host}.conf",
+            "KERNEL_LIMITS": env_list(shares),
+        }
 
     def _stand_in_gpus(self, count: int, device_dir: str | None):
         """Character devices with NVIDIA's major in the cluster's private device directory."""

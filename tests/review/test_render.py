@@ -158,10 +158,10 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
         return any_node_memory(line.replace("'5'", "'4'"))
 
     def any_node_memory(line: str) -> str:
-        """The memory the host must have for its nodes grows by the new node's, and the script
-        store's set of files by the new node's LXC config."""
+        """The memory and the kernel limits the host must have for its nodes grow by the new
+        node's, and the script store's set of files by the new node's LXC config."""
         line = re.sub(r"(SET: )[0-9a-f]{64}", r"\1H", line)
-        return re.sub(r"(NODE_MEMORY_MB\W+)\d+", r"\1N", line)
+        return re.sub(r"(NODE_MEMORY_MB\W+|fs\.inotify\.max_user_\w+ )\d+", r"\1N", line)
 
     def only_the_new_node(path: str, lines: list[str]) -> None:
         added = {line[1:]: without_new_node(line[1:]) for line in lines if line.startswith("+")}

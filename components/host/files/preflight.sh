@@ -36,6 +36,16 @@ total_mb=$(($(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo) / 1024))
 [ "${NODE_MEMORY_MB:-0}" -le $((total_mb - HOST_RESERVED_MB)) ] ||
   problems+=("nodes[].memory_mb: this host's nodes need ${NODE_MEMORY_MB} MB in all (nodes[].memory_mb and what each node keeps for its own daemons) but the host has ${total_mb} MB, of which ${HOST_RESERVED_MB} MB stay with the host: lower nodes[].memory_mb (default 1024 per CPU) or place nodes on another host")
 
+# Kernel limits the node containers need (lib/kernel_limits.sh): the create raises them, unless
+# the kernel refuses (a read-only /proc/sys, as inside a container); then they must be there already.
+while read -r key share; do
+  [ -n "$key" ] || continue
+  read -r target _ < <(kernel_limit_target "$KERNEL_LIMITS_FILE" "$key" "$share")
+  live=$(kernel_limit_live "$key" 2>/dev/null || echo 0)
+  [ "$live" -ge "$target" ] || [ -w "$(kernel_limit_path "$key")" ] ||
+    problems+=("$key is $live and cannot be raised here (read-only); this host's $(($(lines "$CONTAINERS" | wc -l))) containers need $target (each node's systemd takes inotify instances under root's uid, and one that runs out never ends its boot): set it on the host (sysctl -w $key=$target, and in /etc/sysctl.d/) or place fewer nodes on this host")
+done < <(lines "${KERNEL_LIMITS:-}")
+
 # GPU device nodes: character devices with NVIDIA's major (195).
 devices=()
 while read -r device; do

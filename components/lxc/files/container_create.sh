@@ -51,11 +51,27 @@ if lxc_exists "$CONTAINER" || [ -d "$dir" ]; then
     lxc-destroy -n "$CONTAINER" -f >&2 || rm -rf "$dir"
   fi
 fi
+# A create that fails after it made the container removes it again: the state keeps no failed
+# create, so no delete would ever remove it, and the image's delete refuses while clones of it
+# remain. Only a container this run made: one that was there (an update, a container adopted
+# from an interrupted run) stays as it is. A kill (SIGKILL) runs no trap: the pending marker
+# leaves that one to the next run, which makes it again.
+made=""
+undo_made() {
+  log "$CONTAINER: the create failed; removing the container it made"
+  lxc-stop -n "$CONTAINER" -k >/dev/null 2>&1 || true
+  lxc-destroy -n "$CONTAINER" -f >&2 || rm -rf "$dir" || true
+  rm -f "$(lxc_pending_marker "$CLUSTER_DIR" "$CONTAINER")" || true
+}
+trap 'status=$?; [ "$status" = 0 ] || [ -z "$made" ] || undo_made; exit "$status"' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 if ! lxc_exists "$CONTAINER"; then
   lxc_exists "$IMAGE" || die "node image $IMAGE is missing"
   # The pending marker first: an interruption before the owner marker leaves a clone that
   # the next run still recognizes as this cluster's (and makes again).
   lxc_pending_begin "$CLUSTER_DIR" "$CONTAINER"
+  made=1
   lxc-copy -n "$IMAGE" -N "$CONTAINER" -s -B overlay >&2
   clone_id "$CONTAINER" >/dev/null # the clone's identity, before anything is made inside it
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER"
