@@ -259,7 +259,9 @@ def test_destroy_beside_a_second_cluster(capsys):
         # A node whose create fails after it made its container: nothing of it stays outside
         # the state, and the destroy below removes the cluster, its image included.
         grown = copy.deepcopy(second)
-        grown["cluster"]["nodes"].append({"name": "c001", "nat_address": "10.46.3.3", "cluster_address": "10.46.5.2"})
+        grown["cluster"]["nodes"].append(
+            {"name": "c001", "nat_address": "10.46.3.3", "cluster_address": "10.46.5.2", "gpus": 0}
+        )
         grown_run = host_commands(run_program(grown, stack="e2e"))
         refuse_start_of("sideb-c001")
         try:
