@@ -31,8 +31,14 @@ require() {
   done
 }
 
-# lines VAR_VALUE: one list item per line, empty lines dropped (lists travel this way).
-lines() { printf '%s\n' "${1-}" | sed '/^[[:space:]]*$/d'; }
+# lines VAR_VALUE: one list item per line, empty lines dropped (lists travel this way). In
+# bash, not sed: the scripts call it often, and each program started costs every node's create.
+lines() {
+  local line
+  while IFS= read -r line; do
+    [[ $line =~ ^[[:space:]]*$ ]] || printf '%s\n' "$line"
+  done <<< "${1-}"
+}
 
 # wait_until SECONDS DESCRIPTION COMMAND...: poll COMMAND every half second, fail at the deadline.
 wait_until() {
@@ -46,8 +52,11 @@ wait_until() {
 
 # write_if_changed PATH MODE: stdin to PATH atomically; exit status 0 when the content changed.
 write_if_changed() {
-  local path=$1 mode=$2 tmp
-  mkdir -p "$(dirname "$path")"
+  local path=$1 mode=$2 tmp dir
+  # The parent directory, as dirname says it, without starting dirname.
+  dir=${path%/*}
+  [[ $path == */* ]] || dir=.
+  mkdir -p "${dir:-/}"
   tmp=$(mktemp "$path.XXXXXX")
   cat > "$tmp"
   chmod "$mode" "$tmp"

@@ -19,9 +19,10 @@ GPU_DRIVER_PROGRAMS="nvidia-smi nvidia-debugdump nvidia-cuda-mps-control nvidia-
 # /usr/local/nvidia/bin).
 GPU_DRIVER_PROGRAM_DIRS="/usr/local/nvidia/bin /usr/bin /usr/local/bin /usr/sbin /opt/nvidia/bin"
 
-# gpu_node_libdir: the library directory of a node (Debian multiarch, the node image's arch).
+# gpu_node_libdir [ARCH]: the library directory of a node (Debian multiarch, the node image's
+# arch; ARCH: `uname -m`'s, when the caller has it already).
 gpu_node_libdir() {
-  case "$(uname -m)" in
+  case "${1:-$(uname -m)}" in
     x86_64) echo /usr/lib/x86_64-linux-gnu ;;
     aarch64) echo /usr/lib/aarch64-linux-gnu ;;
     ppc64le) echo /usr/lib/powerpc64le-linux-gnu ;;
@@ -29,9 +30,9 @@ gpu_node_libdir() {
   esac
 }
 
-# gpu_ldconfig_flag: the `ldconfig -p` flag of this host's native libraries (32-bit ones are skipped).
+# gpu_ldconfig_flag [ARCH]: the `ldconfig -p` flag of this host's native libraries (32-bit ones are skipped).
 gpu_ldconfig_flag() {
-  case "$(uname -m)" in
+  case "${1:-$(uname -m)}" in
     x86_64) echo x86-64 ;;
     aarch64) echo AArch64 ;;
     *) echo "" ;;
@@ -48,13 +49,14 @@ gpu_safe_name() {
     die "driver file $(printf '%q' "$1") ($2) has characters an LXC config line cannot hold; rename it or narrow the pattern"
 }
 
-# gpu_ldconfig_libraries: `SONAME PATH` of the driver's libraries in the host's loader cache,
-# the loader's choice first (ldconfig -p lists in its search order), one per soname.
+# gpu_ldconfig_libraries [ARCH]: `SONAME PATH` of the driver's libraries in the host's loader
+# cache, the loader's choice first (ldconfig -p lists in its search order), one per soname.
 gpu_ldconfig_libraries() {
   local flag stems
   command -v ldconfig >/dev/null || return 0
-  flag=$(gpu_ldconfig_flag)
-  stems=$(tr ' ' '|' <<< "$GPU_DRIVER_LIBRARIES" | sed 's/\./\\./g')
+  flag=$(gpu_ldconfig_flag "${1-}")
+  stems=${GPU_DRIVER_LIBRARIES// /|}
+  stems=${stems//./\\.}
   # The flags may hold spaces ("libc6,x86-64, OS ABI: Linux 3.2.0"): fields split at '|'.
   { ldconfig -p 2>/dev/null || true; } | sed -nE "s/^[[:space:]]*(($stems)\.so\.[0-9][0-9.]*) \(([^)]*)\) => (.+)$/\1|\3|\4/p" |
     while IFS='|' read -r soname flags path; do
@@ -107,15 +109,18 @@ gpu_driver_method() {
 # directory; a program into /usr/bin; anything else (gpu.driver_files only) at its host path.
 gpu_driver_mounts() { _gpu_driver_mounts_all | awk '!seen[$2]++'; }
 _gpu_driver_mounts_all() {
-  local libdir method file real soname pattern name
-  libdir=$(gpu_node_libdir)
+  local arch libdir method file real soname pattern name libraries=""
+  # Each found once: every node's create runs this, and each program started costs CPU there.
+  arch=$(uname -m)
+  libdir=$(gpu_node_libdir "$arch")
   method=$(gpu_driver_method)
+  [ "$method" = gpu.driver_files ] || libraries=$(gpu_ldconfig_libraries "$arch")
   declare -A sonames=()
   while read -r soname file; do
     [ -n "$soname" ] || continue
     real=$(realpath -e "$file" 2>/dev/null) || continue
     sonames[$real]=$soname
-  done < <([ "$method" = gpu.driver_files ] || gpu_ldconfig_libraries)
+  done <<< "$libraries"
   case "$method" in
     gpu.driver_files)
       shopt -s nullglob
@@ -159,12 +164,19 @@ _gpu_driver_mounts_all() {
         gpu_is_elf "$real" || continue
         gpu_safe_name "$real" "ldconfig -p: $soname"
         printf '%s %s/%s\n' "$real" "$libdir" "$soname"
-      done < <(gpu_ldconfig_libraries)
+      done <<< "$libraries"
       # Programs: beside the libraries' directories first (…/lib64 -> …/bin), then PATH and the usual places.
       local dirs=() dir
-      while read -r dir; do
+      declare -A seen_dirs=()
+      while read -r soname file; do
+        [ -n "$file" ] || continue
+        dir=${file%/*}
+        [[ $file == */* ]] || dir=.
+        dir=${dir:-/}
+        [ -z "${seen_dirs[$dir]+x}" ] || continue
+        seen_dirs[$dir]=1
         dirs+=("${dir%/*}/bin")
-      done < <(gpu_ldconfig_libraries | awk '{ print $2 }' | xargs -r -n1 dirname | awk '!seen[$0]++')
+      done <<< "$libraries"
       for name in $GPU_DRIVER_PROGRAMS; do
         # shellcheck disable=SC2086
         file=$(gpu_real_program "$name" "${dirs[@]}" $GPU_DRIVER_PROGRAM_DIRS) || continue

@@ -7,12 +7,13 @@
 # node's, each still a machine CPU.
 
 # cpu_list_expand LIST: a kernel CPU list ("0-2,5") one CPU a line.
+# In bash, not seq: every node's slurmd create runs it.
 cpu_list_expand() {
-  local part
+  local part cpu parts
   IFS=, read -ra parts <<< "$1"
   for part in "${parts[@]}"; do
     [ -n "$part" ] || continue
-    seq "${part%-*}" "${part#*-}"
+    for ((cpu = 10#${part%-*}; cpu <= 10#${part#*-}; cpu++)); do echo "$cpu"; done
   done
 }
 
@@ -34,7 +35,9 @@ hwloc_topology_xml() {
   local online node others all gp=1
   online=$(cpu_list_expand "$1")
   node=$(cpu_list_expand "$2" | sort -n)
-  others=$(grep -vxF -f <(printf '%s\n' "$node") <<< "$online" || true)
+  # The online CPUs not in the node's list, in order (in bash: no program started per node).
+  local cpu in_node=" ${node//$'\n'/ } "
+  others=$(while read -r cpu; do [ -z "$cpu" ] || [[ $in_node == *" $cpu "* ]] || echo "$cpu"; done <<< "$online")
   # shellcheck disable=SC2046 # one CPU a word
   all=$(hwloc_mask $(printf '%s\n' "$online"))
   printf '%s\n' '<?xml version="1.0" encoding="UTF-8"?>' '<!DOCTYPE topology SYSTEM "hwloc2.dtd">' '<topology version="2.0">'

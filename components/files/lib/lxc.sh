@@ -23,7 +23,12 @@ lxc-start() {
 lxc-stop() { command lxc-stop ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc-wait() { command lxc-wait ${LXC_PATH:+-P "$LXC_PATH"} "$@"; }
 lxc_exists() { [ -f "$(lxc_dir "$1")/config" ]; }
-lxc_owner() { cat "$(lxc_dir "$1")/gpucluster-owner" 2>/dev/null || true; }
+# The owner marker's line, read by bash (no cat: each node's create reads every container's).
+lxc_owner() {
+  local owner=""
+  { IFS= read -r owner || [ -n "$owner" ]; } 2>/dev/null < "$(lxc_dir "$1")/gpucluster-owner" || true
+  [ -z "$owner" ] || printf '%s\n' "$owner"
+}
 
 # A container is marked as the cluster's right after it is made. A create interrupted before
 # that leaves an unmarked container; the pending marker, written before the container is
@@ -58,12 +63,17 @@ lxc_running() { [ "$(lxc-info -n "$1" -sH 2>/dev/null)" = RUNNING ]; }
 
 # clear_stale_cgroups NAME: a stopped container's monitor and payload cgroups (v1 and v2),
 # removed where empty; rmdir never removes a cgroup with a process in it.
+# Whether it runs (lxc-info) is asked only when there is such a cgroup: a fresh clone has none.
 clear_stale_cgroups() {
-  local dir
-  ! lxc_running "$1" || return 0
+  local dir checked=0
   for dir in /sys/fs/cgroup/lxc.monitor."$1" /sys/fs/cgroup/lxc.payload."$1" \
     /sys/fs/cgroup/*/lxc.monitor."$1" /sys/fs/cgroup/*/lxc.payload."$1"; do
-    [ ! -d "$dir" ] || find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ -d "$dir" ] || continue
+    if [ "$checked" = 0 ]; then
+      ! lxc_running "$1" || return 0
+      checked=1
+    fi
+    find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
 }
 
@@ -123,7 +133,11 @@ ct_stage() {
 }
 ct_stage_absent() { printf '%s - - %s\n' "$(($(ct_staged_count "$1") + 1))" "$2" >> "$1/manifest"; }
 # The entries staged so far (0 before the first: no manifest yet, and no message saying so).
-ct_staged_count() { if [ -f "$1/manifest" ]; then wc -l < "$1/manifest"; else echo 0; fi; }
+ct_staged_count() {
+  local entries=()
+  [ ! -f "$1/manifest" ] || mapfile -t entries < "$1/manifest"
+  echo "${#entries[@]}"
+}
 
 # ct_install_staged CONTAINER STAGE: the staged files into the container, each written only
 # when its content differs (atomically, with its mode and owner); prints the paths it changed
@@ -171,7 +185,9 @@ clone_id() {
     ln "$new" "$file" 2>/dev/null || [ -s "$file" ] || mv -f "$new" "$file"
     rm -f "$new"
   fi
-  cat "$file"
+  # Read by bash, not cat: every command living in a node reads it.
+  IFS= read -r new < "$file" || [ -n "$new" ]
+  printf '%s\n' "$new"
 }
 
 # A create of something set up inside CONTAINER reports the clone it was made in (`clone=ID`).

@@ -36,6 +36,8 @@ lxc_absent_binds_out() {
 # nvidia-smi on PATH). Only empty regular files are removed, nothing a job wrote.
 lxc_stale_placeholders_out() {
   local name=$1 upper target file
+  # No file binds before (a fresh clone has no config of ours yet), or the same config: none is stale.
+  [[ $2 == *create=file* ]] && [ "$2" != "$3" ] || return 0
   upper=$(lxc_overlay_dir "$name")
   [ -n "$upper" ] && [ -d "$upper" ] || return 0
   while read -r target; do

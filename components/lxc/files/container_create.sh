@@ -120,12 +120,23 @@ fi
 # end of this update, still holds them, and two containers on one address answer in turns.
 # Only a container that the config no longer lists can hold an address of this one (the config
 # refuses one address twice): it stops now, and its delete removes it.
+# Every node's create reads every other container's config: in bash, no program started per
+# container (that made the creates' cost grow with the square of the cluster).
 addresses=$(printf '%s\n' "$LXC_CONFIG" | grep -E '^lxc\.net\.[0-9]+\.ipv4\.address = ' || true)
-for conf in "$(dirname "$dir")"/*/gpucluster.conf; do
+# holds_address CONF: a line of CONF is one of the addresses (whole lines, as grep -x).
+holds_address() {
+  local line
+  while IFS= read -r line; do
+    [[ $'\n'$addresses$'\n' != *$'\n'"$line"$'\n'* ]] || return 0
+  done < "$1"
+  return 1
+}
+for conf in "${dir%/*}"/*/gpucluster.conf; do
   [ -n "$addresses" ] && [ -f "$conf" ] || continue
-  other=$(basename "$(dirname "$conf")")
+  other=${conf%/gpucluster.conf}
+  other=${other##*/}
   [ "$other" != "$CONTAINER" ] && [ "$(lxc_owner "$other")" = "$CLUSTER" ] || continue
-  grep -qxF -f <(printf '%s\n' "$addresses") "$conf" || continue
+  holds_address "$conf" || continue
   if lxc_running "$other"; then
     log "$other holds an address of $CONTAINER (a renamed node): stopping it"
     lxc-stop -n "$other" -k >&2

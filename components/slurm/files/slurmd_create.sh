@@ -8,7 +8,7 @@ trap 'rm -rf "$stage"' EXIT
 ct_stage_munge "$stage"
 # The CPU topology slurmd reads (lib/hwloc.sh): its CPU numbers are the node's own CPUs, as the
 # container's cpuset has them, whichever of the host's CPUs those are.
-online=$(cat /sys/devices/system/cpu/online)
+read -r online < /sys/devices/system/cpu/online
 node_cpus=$(lxc-cgroup -n "$CONTAINER" cpuset.cpus 2>/dev/null || true)
 hwloc_topology_xml "$online" "${node_cpus:-$online}" | ct_stage "$stage" "$TOPOLOGY" 0644 root:root
 {
