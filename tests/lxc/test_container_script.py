@@ -192,12 +192,12 @@ def programs_started(tmp_path: Path, others: int) -> collections.Counter:
     return collections.Counter(names[1:])  # the first is the interpreter itself
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (tests/debian-packages.txt)")
 def test_a_create_starts_few_programs_on_the_host_whatever_the_cluster_size(tmp_path):
     """Each program a node's create starts costs host CPU at every node: the driver discovery
     reads the loader cache once, and the check for a renamed node holding this one's address
     starts no program per container on the host (else the creates grow with the square of
     the cluster)."""
+    assert shutil.which("strace"), "strace is missing: ./test.sh installs tests/debian-packages.txt"
     one, eight = programs_started(tmp_path, 1), programs_started(tmp_path, 8)
     assert one == eight, f"programs started per other container: {eight - one}"
     assert eight["ldconfig"] == 1 and eight["uname"] == 1, eight
