@@ -381,7 +381,12 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         retimed = host_commands(run_program(e2e_config(placement, max_time="1-00:00:00"), stack=STACK))
         _, actions = update(commands, retimed)
         commands = retimed
-        assert changed(actions) == {f"{cluster}-slurm-slurmctld": "update", f"{cluster}-slurm-client": "update"}
+        # (the script store ships the new slurm.conf, a stored parameter, first)
+        assert changed(actions) == {
+            f"{cluster}-slurm-slurmctld": "update",
+            f"{cluster}-slurm-client": "update",
+            f"{cluster}-scripts": "update",
+        }
         assert slurmctld_pid(cluster, placement) == controller_pid, "a MaxTime change restarted slurmctld"
         partition = sh("scontrol", "show", "partition", "tutorial", env=slurm_env(cluster)).stdout
         assert "MaxTime=1-00:00:00" in partition, partition
@@ -402,6 +407,8 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-host-preflight": "replace",
             f"{cluster}-health": "replace",
             f"{cluster}-boot-unit": "update",
+            f"{cluster}-scripts": "update",
+            f"{cluster}-host-kernel-limits": "update",
         }
         assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(7)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids

@@ -162,6 +162,7 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
             "e2e-host-preflight": "replace",
             "e2e-health": "replace",
             "e2e-host-stand-in-gpus": "update",
+            "e2e-host-kernel-limits": "update",
         }
         assert sh("squeue", "-h", "-j", job, "-o", "%T", env=SLURM).stdout.strip() == "RUNNING", "the job died"
         assert node_states()["c001"] in {"allocated", "mixed"} and node_states()["c004"] == "idle"

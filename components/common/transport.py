@@ -293,7 +293,8 @@ def connect(
         connection=connection,
         create=f"mkdir -p {shlex.quote(store.path)}",
         triggers=[store.path],
-        delete=f"rm -rf {shlex.quote(store.path)}; rmdir {shlex.quote(cluster_dir)} 2>/dev/null || true",
+        delete=f"rm -rf {shlex.quote(store.path)}; rmdir {shlex.quote(cluster_dir)} 2>/dev/null"
+        f" && rmdir {shlex.quote(str(Path(cluster_dir).parent))} 2>/dev/null || true",
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[wait])),
     )
     shipped = remote.CopyToRemote(
@@ -347,7 +348,9 @@ mv -n -- "$incoming/"* "$STORE/"
 rm -rf "$incoming"
 """
 STORE_DELETE = """rm -rf "$STORE"
-rmdir "$(dirname "$STORE")" 2>/dev/null || true
+# The store goes last of the host's commands: then the cluster's (now empty) directory and the
+# state directory, as the packages' delete did when it was last.
+rmdir "$(dirname "$STORE")" 2>/dev/null && rmdir "$(dirname "$(dirname "$STORE")")" 2>/dev/null || true
 """
 
 
