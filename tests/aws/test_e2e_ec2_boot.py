@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from components.host.gpu_host import KERNEL_LIMITS_PER_CONTAINER
 from components.lxc.node_image import IMAGE_PACKAGES
 from tests.harness.command_executor import State, destroy_state, host_commands, unwrap, up
 from tests.harness.program_harness import run_program, stack_config
@@ -38,8 +37,6 @@ PACKAGES = [*IMAGE_PACKAGES, "cloud-init", "openssh-server", "e2fsprogs"]
 DOWNLOAD_CACHE = Path("/var/cache/lxc/debian")
 VOLUME_IMAGE = Path("/var/tmp/ec2boot-state.img")
 STATE_DIRS = ("/var/lib/gpucluster", "/var/lib/lxc", "/srv/gpucluster/cloud/shared")
-# The kernel-limits share of the instance's two containers.
-INOTIFY_SHARE = {key.rsplit(".", 1)[1]: 2 * each for key, each in KERNEL_LIMITS_PER_CONTAINER.items()}
 RUN_THESE = ("cloud-cloud1-ssh-ready", "cloud-cloud1-scripts-dir", "cloud-cloud1-sshd-accept-env",
              "cloud-cloud1-host-stand-in-gpus",
              "cloud-cloud1-host-preflight")  # fmt: skip
@@ -83,13 +80,7 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
     commands = [c for c in host_commands(run) if c.name in RUN_THESE]
     assert sorted(c.name for c in commands) == sorted(RUN_THESE)
     report, state = [], State()
-    # An instance's root may raise the kernel's inotify limits; this stand-in instance, a
-    # container, sees /proc/sys read-only: the host raises them for it, as the instance's own
-    # kernel-limits command would (two containers' share), and puts them back at the end.
-    limits = {key: Path(f"/proc/sys/fs/inotify/{key}").read_text().strip() for key in INOTIFY_SHARE}
     try:
-        for key, share in INOTIFY_SHARE.items():
-            Path(f"/proc/sys/fs/inotify/{key}").write_text(str(int(limits[key]) + share))
         VOLUME_IMAGE.write_bytes(b"")
         os.truncate(VOLUME_IMAGE, 64 << 20)
         loop = sh("losetup", "-f", "--show", str(VOLUME_IMAGE)).stdout.strip()
@@ -104,6 +95,9 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
         root = Path("/var/lib/lxc") / CONTAINER
         with (root / "config").open("a") as lxc_config:
             lxc_config.write(
+                # An instance's root may raise kernel limits (the preflight checks it can): a
+                # writable /proc/sys, which LXC's default mixed mount keeps read-only.
+                "lxc.mount.auto =\nlxc.mount.auto = cgroup:mixed proc:rw sys:mixed\n"
                 f"lxc.net.0.type = veth\nlxc.net.0.link = {BRIDGE}\nlxc.net.0.flags = up\n"
                 f"lxc.net.0.ipv4.address = {ADDRESS}/24\nlxc.net.0.ipv4.gateway = {GATEWAY}\n"
                 # The state volume as a non-NVMe instance sees it, and the console EC2 would keep.
@@ -178,8 +172,6 @@ def test_first_boot_by_user_data_then_the_hosts_commands_over_pinned_ssh(tmp_pat
         if state.resources:
             destroy_state(state)
         remove_stand_in_instance()
-        for key, value in limits.items():
-            Path(f"/proc/sys/fs/inotify/{key}").write_text(value)
         if not cache_was_there:
             shutil.rmtree(DOWNLOAD_CACHE, ignore_errors=True)
             sh("rmdir", str(DOWNLOAD_CACHE.parent), check=False)
