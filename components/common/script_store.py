@@ -84,6 +84,7 @@ class Part:
 
 # Stub -> the whole text it runs, and stored parameter name -> value, for `logical_inputs`.
 _LOGICAL: dict[str, str] = {}
+_STORED_ENV: dict[str, dict[str, str]] = {}
 
 
 def env_part(name: str, value: str) -> Part:
@@ -127,8 +128,6 @@ def logical_inputs(inputs: dict) -> dict:
     restored["environment"] = environment
     return restored
 
-
-_STORED_ENV: dict[str, dict[str, str]] = {}
 
 
 @dataclass

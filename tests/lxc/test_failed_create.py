@@ -6,7 +6,7 @@ from pathlib import Path
 
 from components.common.transport import script
 from components.lxc.cuda_container import FILES as LXC_FILES
-from tests.lxc.test_node_attaches import FAKES, bash, e2e_inputs
+from tests.lxc.test_node_attaches import FAKES, bash, node_create_environment
 
 # lxc-copy makes an overlay clone of t-image, lxc-destroy removes it; the boot answers with an
 # address that is not the node's, which fails the create after its container runs.
@@ -29,16 +29,7 @@ def create(tmp_path: Path) -> tuple[int, str, list[str]]:
     (image / "rootfs" / "etc").mkdir(parents=True)
     (image / "rootfs" / "etc" / "hosts").write_text("127.0.1.1\tt-image\n")
     (image / "config").write_text(f"lxc.rootfs.path = dir:{image}/rootfs\n")
-    environment = {
-        **e2e_inputs("e2e-c000-lxc"),
-        "CONTAINER": "t-c000",
-        "CLUSTER": "t",
-        "IMAGE": "t-image",
-        "LXC_PATH": str(tmp_path / "lxc"),
-        "CLUSTER_DIR": str(tmp_path / "state"),
-        "SHARED_DIR": str(tmp_path / "shared"),
-        "CALLS": str(calls),
-    }
+    environment = node_create_environment(tmp_path, calls)
     path = LXC_FILES / "container_create.sh"
     header = f"# ---- {path.name} ----"
     done = bash(script(path).replace(header, FAKES + FAILING + header), env=environment)

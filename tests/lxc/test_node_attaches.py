@@ -130,11 +130,9 @@ def attaches(calls: Path) -> list[str]:
     return [line for line in calls.read_text().splitlines() if line.startswith("lxc-attach")]
 
 
-def test_a_new_container_is_named_before_its_start_and_attached_once(tmp_path):
-    _, upper, _ = overlay_clone(tmp_path)
-    calls = tmp_path / "calls"
-    calls.touch()
-    environment = {
+def node_create_environment(tmp_path: Path, calls: Path) -> dict:
+    """The e2e stack's node create, for a container t-c000 of cluster t under tmp_path."""
+    return {
         **e2e_inputs("e2e-c000-lxc"),
         "CONTAINER": "t-c000",
         "CLUSTER": "t",
@@ -144,6 +142,13 @@ def test_a_new_container_is_named_before_its_start_and_attached_once(tmp_path):
         "SHARED_DIR": str(tmp_path / "shared"),
         "CALLS": str(calls),
     }
+
+
+def test_a_new_container_is_named_before_its_start_and_attached_once(tmp_path):
+    _, upper, _ = overlay_clone(tmp_path)
+    calls = tmp_path / "calls"
+    calls.touch()
+    environment = node_create_environment(tmp_path, calls)
     done = run_with_fakes(LXC_FILES / "container_create.sh", environment)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "t-c000\n"
