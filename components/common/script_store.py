@@ -129,7 +129,6 @@ def logical_inputs(inputs: dict) -> dict:
     return restored
 
 
-
 @dataclass
 class ScriptStore:
     """One host's store: where it is on the host, and the files its commands name. The set is
