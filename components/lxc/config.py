@@ -98,10 +98,10 @@ class Release:
     packages: tuple[str, ...] = ("slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2")
 
 
-# Both boot their systemd on a cgroup v1 host such as this one without any setting: LXC mounts
-# the container's v1 hierarchies before init, and systemd 252 and 257 use what they find (257
-# marks itself tainted "cgroupsv1"; SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE only matters where systemd
-# mounts the hierarchies itself). A cgroup v2 host needs nothing either (docs/gpu.md).
+# Both boot their systemd on a cgroup v1 host without any setting: LXC mounts the container's
+# hierarchies before init, and systemd 252 and 257 use what they find (257 boots, marking itself
+# tainted "cgroupsv1"; no SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE needed). A cgroup v2 host needs
+# nothing either; systemd 258 and later (no v1 support) would need one (docs/gpu.md).
 RELEASES = {
     "bookworm": Release(debian="12", slurm=(22, 5)),
     "trixie": Release(debian="13", slurm=(24, 11)),
