@@ -1,6 +1,7 @@
 """Typed config of the containers: the GPUs passed through (real or stand-in) and the node image."""
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
@@ -86,10 +87,36 @@ class GpuConfig(StrictModel):
     )
 
 
+@dataclass(frozen=True)
+class Release:
+    """A Debian release a node image is built from, and the Slurm its archive ships: the
+    Slurm files are rendered for that version (components/slurm/slurm_conf.py)."""
+
+    debian: str
+    slurm: tuple[int, int]
+    # The image's packages: the same names in both archives so far (slurmd 22.05 / 24.11).
+    packages: tuple[str, ...] = ("slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2")
+
+
+# Both boot their systemd on a cgroup v1 host without any setting: LXC mounts the container's
+# hierarchies before init, and systemd 252 and 257 use what they find (257 boots, marking itself
+# tainted "cgroupsv1"; no SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE needed). A cgroup v2 host needs
+# nothing either; systemd 258 and later (no v1 support) would need one (docs/gpu.md).
+RELEASES = {
+    "bookworm": Release(debian="12", slurm=(22, 5)),
+    "trixie": Release(debian="13", slurm=(24, 11)),
+}
+
+
 class ImageConfig(StrictModel):
     """The node image every container is cloned from (built once, no per-node downloads)."""
 
-    release: Literal["bookworm"] = Field("bookworm", description="Debian release")
+    release: Literal["bookworm", "trixie"] = Field(
+        "bookworm",
+        description="Debian release of the nodes, which sets the cluster's Slurm: bookworm (Debian 12) "
+        "has Slurm 22.05, trixie (Debian 13) Slurm 24.11. The Slurm files are rendered for that "
+        "version; a change replaces the image and every node",
+    )
     extra_packages: list[PackageName] = Field(
         [], description="packages added to the image besides slurmd, munge, slurm-client, python3"
     )
@@ -108,6 +135,14 @@ class ImageConfig(StrictModel):
         description="a kept image older than this (days since it was built) is not restored but built "
         "again, with the mirror's current packages: nodes never start months-old packages",
     )
+
+    @property
+    def slurm_version(self) -> tuple[int, int]:
+        return RELEASES[self.release].slurm
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return RELEASES[self.release].packages
 
 
 def device_dir_of(run_dir: str, cluster: str) -> str:

@@ -9,12 +9,13 @@ import pulumi
 from components.common.config_types import KEEP_DIR, ClusterIdentity
 from components.common.options import child_options
 from components.common.transport import Transport, env_list, host_command
-from components.lxc.config import ImageConfig
+from components.lxc.config import RELEASES, ImageConfig
 
 FILES = Path(__file__).parent / "files"
 
-# What every node, the controller and the web app need, so no container downloads packages.
-IMAGE_PACKAGES = ["slurmd", "slurmctld", "slurm-client", "munge", "python3", "procps", "iproute2"]
+# What every node, the controller and the web app need, so no container downloads packages
+# (each release's names: RELEASES; bookworm's, for the tests that build a Debian 12 instance).
+IMAGE_PACKAGES = list(RELEASES["bookworm"].packages)
 # The host's cache of the image's packages (.debs and apt's lists), shared by its clusters
 # and used when their image is kept: a name no cluster can have (purge-kept.sh --all removes it).
 PACKAGE_CACHE = f"{KEEP_DIR}/node-packages"
@@ -107,13 +108,13 @@ class NodeImage(pulumi.ComponentResource):
 
 
 def image_packages(image: ImageConfig) -> list[str]:
-    return IMAGE_PACKAGES + LATER_PACKAGES + list(image.extra_packages)
+    return [*image.packages, *LATER_PACKAGES, *image.extra_packages]
 
 
 def image_fingerprint(image: ImageConfig) -> list[str]:
     """What the image is built from: a change replaces the image and every clone of it
     (LATER_PACKAGES apart: they came without replacing anything)."""
-    return [image.release, *IMAGE_PACKAGES, *image.extra_packages]
+    return [image.release, *image.packages, *image.extra_packages]
 
 
 def image_digest(image: ImageConfig) -> str:

@@ -1,4 +1,5 @@
-"""slurm.conf and gres.conf for Slurm 22.05, rendered from the cluster config.
+"""slurm.conf and gres.conf for the Slurm of the node image (22.05 on bookworm, 24.11 on
+trixie: components/lxc/config.py RELEASES), rendered from the cluster config.
 
 Pure functions: the text is a resource input, so `pulumi preview` shows its line diff.
 Node lines and gres.conf are built from the same GPU assignment, so a node's `Gres=gpu:N`
@@ -12,6 +13,7 @@ from typing import Protocol
 from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
 from components.common.rendering import HEADER, container_device_path
+from components.lxc.config import ImageConfig
 from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for the container's limit)
     NODE_DAEMON_MEMORY_MB,
     AccountingConfig,
@@ -37,6 +39,7 @@ class SlurmCluster(Protocol):
     slurm: SlurmConfig
     accounting: AccountingConfig | None
     burst: BurstConfig | None
+    image: ImageConfig
 
     @property
     def node_names(self) -> list[str]: ...
@@ -126,9 +129,36 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         **health_check_settings(config),
         **burst_settings(config),
     }
+    general = for_version(general, config.image.slurm_version)
     text = HEADER + "".join(f"{key}={value}\n" for key, value in general.items())
     text += "\n# Nodes: one line each, so adding a node is a one-line diff.\n"
     return text + node_lines(config) + burst_node_lines(config) + "\n" + partition_lines(config)
+
+
+# Written for 22.05 only: 24.11 has no such plugin or value (its slurm.conf(5) lists none of
+# them, and each unset is the same behaviour: no switch, gather, job completion log, accounting
+# or MPI plugin; a cloud node's address always recorded, never cached; cloud nodes always shown).
+NOT_IN_2411 = {
+    "SwitchType": "switch/none",
+    "JobAcctGatherType": "jobacct_gather/none",
+    "JobCompType": "jobcomp/none",
+    "AccountingStorageType": "accounting_storage/none",
+    "MpiDefault": "none",
+    "CommunicationParameters": "NoAddrCache",
+    "PrivateData": "cloud",
+}
+# SlurmctldParameters options 24.11 no longer knows (the behaviour is its default).
+CTLD_OPTIONS_NOT_IN_2411 = ("cloud_reg_addrs",)
+
+
+def for_version(settings: dict[str, object], version: tuple[int, int]) -> dict[str, object]:
+    """The general settings as the Slurm of `version` takes them."""
+    if version < (24, 11):
+        return settings
+    kept = {key: value for key, value in settings.items() if NOT_IN_2411.get(key) != value}
+    options = str(kept["SlurmctldParameters"]).split(",")
+    kept["SlurmctldParameters"] = ",".join(o for o in options if o not in CTLD_OPTIONS_NOT_IN_2411)
+    return kept
 
 
 def node_lines(config: SlurmCluster) -> str:
@@ -201,7 +231,9 @@ def default_memory_per_cpu(config: SlurmCluster) -> int:
 
 
 def render_cgroup_conf() -> str:
-    """cgroup.conf: served with slurm.conf to the configless nodes. Slurm picks the plugin of
+    """cgroup.conf: served with slurm.conf to the configless nodes, the same for 22.05 and 24.11
+    (none of its keys is one 24.11 made defunct: CgroupAutomount, ConstrainKmemSpace, ...; both
+    versions' slurmd check it in tests/slurm/test_slurm_releases.py). Slurm picks the plugin of
     the cgroup version its node runs (autodetect: v1 on a host with v1 hierarchies, v2 on a
     systemd host); the container gives it its own cgroup tree (components/lxc/lxc_conf.py).
     A job's cgroup holds its cores, its memory with no swap beyond it, and its GPUs: the
@@ -219,9 +251,9 @@ def render_cgroup_conf() -> str:
 
 
 def burst_settings(config: SlurmCluster) -> dict[str, object]:
-    """Slurm 22.05's power saving for cloud nodes (the Cloud Scheduling Guide): slurmctld runs
-    the burst programs, records the address a node registers from (cloud_reg_addrs) and marks
-    a suspended node idle (idle_on_node_suspend: 22.05 has no PowerDownOnIdle)."""
+    """Slurm's power saving for cloud nodes (the Cloud Scheduling Guide): slurmctld runs the
+    burst programs, records the address a node registers from (22.05: cloud_reg_addrs, 24.11
+    always) and marks a suspended node idle (idle_on_node_suspend: 22.05 has no PowerDownOnIdle)."""
     if not config.burst:
         return {}
     layout = BurstLayout(config.name)

@@ -288,3 +288,22 @@ def test_a_copy_cut_short_is_removed_and_the_source_never_touched(tmp_path):
     assert "removing e2e-image left half-built" in done.stderr and "copied" in done.stderr
     assert (source / "rootfs" / "etc" / "built-by").exists()
     assert (image / "gpucluster-owner").read_text() == "e2e\n"
+
+
+def test_each_release_has_its_packages_and_its_own_image():
+    from components.lxc.config import RELEASES
+    from components.lxc.node_image import image_digest, image_fingerprint, image_packages
+
+    bookworm, trixie = ImageConfig(), ImageConfig(release="trixie")
+    # bookworm's definition is the one before releases were configurable: its kept images stay valid.
+    assert image_fingerprint(bookworm) == ["bookworm", *node_image.IMAGE_PACKAGES]
+    assert image_packages(trixie)[: len(RELEASES["trixie"].packages)] == list(RELEASES["trixie"].packages)
+    assert image_digest(bookworm) != image_digest(trixie)
+    assert image_fingerprint(trixie)[0] == "trixie"
+
+
+def test_an_unknown_release_is_refused_naming_the_choices():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"bookworm.*trixie"):
+        ImageConfig(release="bullseye")

@@ -177,3 +177,52 @@ def test_slurm_2205_rejects_a_removed_key(tmp_path):
     # The check above can fail: the tutorial's CacheGroups aborts parsing on 22.05.
     done = slurm_parses(render_slurm_conf(cluster(), "c000") + "CacheGroups=0\n", tmp_path)
     assert done.returncode != 0 and "CacheGroups" in done.stderr
+
+
+def trixie(stack: str = "e2e") -> ClusterConfig:
+    raw = copy.deepcopy(stack_config(stack)["cluster"])
+    raw["image"] = {"release": "trixie"}
+    return ClusterConfig.model_validate(raw)
+
+
+def test_the_release_sets_the_slurm_version():
+    assert cluster().image.slurm_version == (22, 5)
+    assert trixie().image.slurm_version == (24, 11)
+
+
+def test_slurm_2411_gets_no_setting_it_lacks():
+    # 24.11 has no */none plugins and made cloud_reg_addrs and NoAddrCache defunct (its
+    # slurmctld says so: tests/slurm/test_slurm_releases.py); 22.05 keeps its rendering.
+    old, new = lines(render_slurm_conf(cluster(), "c000")), lines(render_slurm_conf(trixie(), "c000"))
+    dropped = [
+        "MpiDefault=none",
+        "SwitchType=switch/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "AccountingStorageType=accounting_storage/none",
+    ]
+    assert set(old) - set(new) == set(dropped)
+    assert set(new) <= set(old)
+    assert slurmd_start_plugins(render_slurm_conf(trixie(), "c000")) == (
+        "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity GresTypes=gpu,shard"
+    )
+
+
+def test_slurm_2411_burst_settings_lack_the_defunct_cloud_options():
+    from components.composition.stack_config import parse_stack_config
+    from tests.burst.stack import burst_stack
+
+    raw = burst_stack()
+    raw["cluster"]["image"] = {"release": "trixie"}
+    body = lines(render_slurm_conf(parse_stack_config(raw).cluster, "c000"))
+    assert "SlurmctldParameters=enable_configless,idle_on_node_suspend" in body
+    assert not [line for line in body if line.startswith(("CommunicationParameters=", "PrivateData="))]
+
+
+def test_slurm_2411_accounting_keeps_its_gather():
+    raw = copy.deepcopy(stack_config("e2e")["cluster"])
+    raw["image"] = {"release": "trixie"}
+    raw["accounting"] = {"name": "db", "nat_address": "10.43.3.20"}
+    body = lines(render_slurm_conf(ClusterConfig.model_validate(raw), "c000"))
+    assert "JobAcctGatherType=jobacct_gather/linux" in body
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in body
