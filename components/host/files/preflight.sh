@@ -5,6 +5,11 @@ require CLUSTER CLUSTER_DIR IMAGE GPU_DEVICES CONTROL_DEVICES NODE_CPUS NAT_BRID
 problems=()
 owner_alias="gpucluster:$CLUSTER"
 
+# Distribution: the host scripts install the packages of the supported ones, by their names
+# there (lib/host_distribution.sh); another one would fail half-way through.
+line=$(host_distribution_problem /etc/os-release)
+[ -z "$line" ] || problems+=("$line")
+
 # State directory: every existing directory on the way to it must be root's and writable by
 # root only, or someone else could have planted the munge key (or the directory) we trust.
 path=""
