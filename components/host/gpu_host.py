@@ -105,7 +105,6 @@ class GpuHost(pulumi.ComponentResource):
         node_cpus: int,
         host_ports: list[int],
         containers: list[str],
-        controller_port: int | None = None,
         stand_in_gpus: int = 0,
         node_memory_mb: int = 0,
         device_dir: str | None = None,
@@ -118,7 +117,7 @@ class GpuHost(pulumi.ComponentResource):
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         self._prefix, self._cluster, self._opts, self._transport = name, cluster, opts, transport
-        environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers, controller_port)
+        environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers)
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
             environment["USERS"] = env_list(user.spec for user in users)
@@ -253,7 +252,6 @@ def _checked_environment(
     gpu_devices: list[str],
     host_ports: list[int],
     containers: list[str],
-    controller_port: int | None,
 ) -> dict[str, str]:
     """The preflight's inputs whose change re-runs it (its trigger)."""
     return {
@@ -267,7 +265,6 @@ def _checked_environment(
         "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
         "HOST_PORTS": env_list(host_ports),
         # Only with slurmctld on the host: it needs its port there.
-        **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
         "CONTAINERS": env_list(containers),
     }
 

@@ -177,12 +177,6 @@ while read -r port; do
   fi
 done < <(lines "$HOST_PORTS")
 
-# slurmctld on the host listens on its port on every address: one cluster per host can.
-if [ -n "${CONTROLLER_PORT:-}" ] && tcp_listening "$CONTROLLER_PORT" &&
-  [ -z "$(host_slurmctld_pid "$CLUSTER_DIR" "$CLUSTER_DIR/controller/slurm.conf")" ]; then
-  problems+=("port $CONTROLLER_PORT (slurmctld) is in use on this host, by another cluster's slurmctld or another program (slurm.controller.placement: host): place this cluster's controller in a node container")
-fi
-
 # The directory this host serves (shared_fs: served): files there before the cluster are
 # refused unless the config adopts them (shared_fs.adopt_existing).
 if [ -n "${SERVED_DIRECTORY:-}" ] && [ -z "${SERVED_ADOPT:-}" ]; then
