@@ -22,10 +22,9 @@ KERNEL_LIMITS_PER_CONTAINER = {"fs.inotify.max_user_instances": 16, "fs.inotify.
 
 # Packages the host needs: LXC and its Debian template, which debootstraps the node image and
 # verifies Debian's archive with debian-archive-keyring (Debian has it already; Ubuntu ships
-# only its own keyring), and the tools the scripts call; still Slurm's client and controller
-# and munge (the host's Slurm client, slurmctld with placement 'host'), until the cluster's
-# Slurm runs from its node image. Named as Debian 12 names them: packages_create.sh installs
-# each by its name on the host's distribution (lib/host_distribution.sh), which the preflight checks.
+# only its own keyring), and the tools the scripts call. No Slurm and no munge: they run in
+# the node image. Named as Debian 12 names them: packages_create.sh installs each by its name
+# on the host's distribution (lib/host_distribution.sh), which the preflight checks.
 HOST_PACKAGES = [
     "lxc",
     "lxc-templates",
@@ -34,9 +33,6 @@ HOST_PACKAGES = [
     "rsync",
     "iptables",
     "iproute2",
-    "slurm-client",
-    "slurmctld",
-    "munge",
     "curl",
     "procps",
 ]
