@@ -32,15 +32,16 @@ def _last_line(done: subprocess.CompletedProcess) -> str:
     return (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [f"exit {done.returncode}"])[-1]
 
 
-def slurm_report(shell: hosts.Shell, slurm_conf: str) -> dict:
-    """Nodes and the queue, from `scontrol -o show node|job` where the cluster's slurm.conf is."""
-    env = {"SLURM_CONF": slurm_conf}
-    if shell.run(["test", "-f", slurm_conf]).returncode != 0:
-        return {"answered": False, "message": f"no {slurm_conf} on {shell.where}: the cluster is not built there"}
-    node_out = shell.run(["scontrol", "-o", "show", "node"], env=env)
+def slurm_report(shell: hosts.Shell, client: str) -> dict:
+    """Nodes and the queue, from `scontrol -o show node|job` by the host's Slurm client (`client`:
+    its directory of wrappers running the node image's commands in a container of the cluster)."""
+    scontrol = f"{client}/scontrol"
+    if shell.run(["test", "-x", scontrol]).returncode != 0:
+        return {"answered": False, "message": f"no {scontrol} on {shell.where}: the cluster is not built there"}
+    node_out = shell.run([scontrol, "-o", "show", "node"])
     if node_out.returncode != 0:
         return {"answered": False, "message": f"slurmctld does not answer: {_last_line(node_out)}"}
-    job_out = shell.run(["scontrol", "-o", "show", "job"], env=env)
+    job_out = shell.run([scontrol, "-o", "show", "job"])
     nodes = slurm_text.nodes(node_out.stdout)
     jobs = slurm_text.jobs(job_out.stdout) if job_out.returncode == 0 else []
     return {"answered": True, "message": "", "nodes": nodes, "jobs": jobs}
@@ -91,7 +92,7 @@ def host_month_start(shell: hosts.Shell) -> str | None:
 
 
 def cost_report(
-    cluster: ClusterConfig, shell: hosts.Shell | None, slurm_conf: str, jobs: list[slurm_text.Job], now: float
+    cluster: ClusterConfig, shell: hosts.Shell | None, client: str, jobs: list[slurm_text.Job], now: float
 ) -> dict:
     """This month's cost per account from sacct (with accounting); without it, the running jobs' cost."""
     prices = cost.node_prices(cluster)
@@ -130,11 +131,8 @@ def cost_report(
         report["message"] = "Slurm cannot be reached: no cost"
         return report
     report["month_start"] = host_month_start(shell) or report["month_start"]
-    done = shell.run(
-        slurm_text.sacct_since(report["month_start"]),
-        env={"SLURM_CONF": slurm_conf},
-        timeout=SACCT_TIMEOUT_S,
-    )
+    program, *args = slurm_text.sacct_since(report["month_start"])
+    done = shell.run([f"{client}/{program}", *args], timeout=SACCT_TIMEOUT_S)
     if done.returncode != 0:
         report["message"] = f"sacct does not answer (slurmdbd down?): {_last_line(done)}"
         return report
@@ -187,17 +185,17 @@ def gather(stack: str, cluster: ClusterConfig, now: float | None = None, open_sh
             host_reports.append(entry.as_dict())
         report["hosts"] = host_reports
 
-        # Slurm's client where the cluster's slurm.conf is: this machine when it is a host,
-        # else the controller's host.
+        # The cluster's Slurm client (the node image's, run in its container) on this machine
+        # when it is a host, else on the controller's host.
         local = [h for h in cluster.cluster_hosts if h.connection.kind == "local" and h.name in shells]
         chosen = local[0] if local else cluster.controller_host
         shell = shells.get(chosen.name)
-        slurm_conf = f"{cluster.host_cluster_dir(chosen)}/slurm.conf"
+        client = f"{cluster.host_cluster_dir(chosen)}/bin"
         if shell is None:
             slurm = {"answered": False, "message": f"Slurm not reached: its host {chosen.name} does not answer"}
         else:
-            slurm = slurm_report(shell, slurm_conf)
-        report["slurm"] = {"via": chosen.name, "slurm_conf": slurm_conf, "answered": slurm["answered"]}
+            slurm = slurm_report(shell, client)
+        report["slurm"] = {"via": chosen.name, "client": client, "answered": slurm["answered"]}
         if not slurm["answered"]:
             report["slurm"]["message"] = slurm["message"]
             report["problems"].append(slurm["message"])
@@ -225,7 +223,7 @@ def gather(stack: str, cluster: ClusterConfig, now: float | None = None, open_sh
             "drained": sum(node.gpus for node in nodes if node.drained),
         }
         report["queue"] = queue_summary(jobs)
-        report["cost"] = cost_report(cluster, shell if slurm["answered"] else None, slurm_conf, jobs, now)
+        report["cost"] = cost_report(cluster, shell if slurm["answered"] else None, client, jobs, now)
     return report
 
 

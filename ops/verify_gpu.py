@@ -155,12 +155,13 @@ def _numbers(path: str) -> list[int] | None:
     return [os.major(rdev), os.minor(rdev)]
 
 
-def check_node(node: NodeGpus, slurm_conf: str, timeout: int = 300) -> tuple[bool, list[str]]:
-    """The probe as a Slurm job on the node: (passed, its report lines)."""
+def check_node(node: NodeGpus, client: str, timeout: int = 300) -> tuple[bool, list[str]]:
+    """The probe as a Slurm job on the node, by the host's Slurm client (`client`: the directory
+    of wrappers running the node image's commands): (passed, its report lines)."""
     others = [n for n in (_numbers(path) for path in node.others) if n is not None]
     spec = {"gpus": [container_device_path(p) for p in node.gpus], "others": others, "gres": len(node.gpus)}
     argv = [
-        "srun", "--quiet", f"--nodelist={node.name}", "--nodes=1", "--ntasks=1",
+        f"{client}/srun", "--quiet", f"--nodelist={node.name}", "--nodes=1", "--ntasks=1",
         *([f"--partition={node.partition}"] if node.partition else []), f"--gres=gpu:{len(node.gpus)}",
         "--time=5", "--job-name=gpu-check", "python3", "-c", PROBE, json.dumps(spec),
     ]  # fmt: skip
@@ -171,7 +172,6 @@ def check_node(node: NodeGpus, slurm_conf: str, timeout: int = 300) -> tuple[boo
             text=True,
             timeout=timeout,
             check=False,
-            env={**os.environ, "SLURM_CONF": slurm_conf},
         )
     except subprocess.TimeoutExpired:
         return False, [f"{node.name}: FAIL     the job did not finish within {timeout} s (is the node up: sinfo?)"]
@@ -186,17 +186,22 @@ def check_node(node: NodeGpus, slurm_conf: str, timeout: int = 300) -> tuple[boo
     return passed, lines
 
 
+def slurm_client(cluster: ClusterConfig, host) -> str:
+    """The host's Slurm client: its directory of wrappers running the node image's commands."""
+    return f"{cluster.host_identity(host).cluster_dir}/bin"
+
+
 def verify_gpus(cluster: ClusterConfig, host: str | None = None, out=sys.stdout) -> int:
     """Check every node's GPUs of this host through Slurm; exit status 1 on any failure."""
     chosen = cluster.host_named(host) if host else cluster.cluster_hosts[0]
-    slurm_conf = f"{cluster.host_identity(chosen).cluster_dir}/slurm.conf"
+    client = slurm_client(cluster, chosen)
     nodes = node_gpus(cluster, host)
     if not nodes:
         print("no node of this host has GPUs: nothing to check", file=out)
         return 0
     results = []
     for node in nodes:
-        passed, lines = check_node(node, slurm_conf)
+        passed, lines = check_node(node, client)
         results.append(passed)
         for line in lines:
             print(line, file=out, flush=True)

@@ -349,7 +349,7 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _set("web_app.nat_address", "10.42.3.5"),
-        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes, web_app, accounting, metrics and the controller's container)",
+        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (each container needs its own)",
     ),
     (
         "rule_unique_addresses",
@@ -465,7 +465,7 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _accounting(nat_address="10.42.3.3"),
-        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once (nodes, web_app, accounting, metrics and the controller's container)",
+        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once (each container needs its own)",
     ),
     (
         "rule_users",
@@ -567,7 +567,7 @@ TOGETHER_CASES = [
         "same address twice, a number for a time",
         _all(_set("nodes.1.nat_address", "10.42.3.2"), _set("slurm.partitions.0.max_time", 0)),
         ["  - cluster.slurm.partitions[0].max_time: Input should be a valid string"],
-        ["  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once (nodes, web_app, accounting, metrics and the controller's container)"],
+        ["  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once (each container needs its own)"],
     ),
     (
         "subnets overlap, a quoted number in a node",

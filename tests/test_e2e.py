@@ -29,6 +29,7 @@ from tests.harness.e2e_teardown import (
 )
 from tests.harness.engine_cluster import apply, destroy, host_commands, update
 from tests.harness.program_harness import run_program
+from tests.harness.slurm_client import client_container, cluster_slurm
 
 REQUIRED_TOOLS = [
     "lxc-create",
@@ -36,10 +37,6 @@ REQUIRED_TOOLS = [
     "debootstrap",
     "iptables",
     "ip",
-    "munged",
-    "srun",
-    "sinfo",
-    "slurmctld",
     "curl",
     "chromium",
 ]
@@ -287,7 +284,8 @@ def gpu_check_skips_stand_ins(config: dict, report: list[str]) -> None:
 
 
 def slurm_env(cluster: str) -> dict:
-    return {"SLURM_CONF": f"/var/lib/gpucluster/{cluster}/slurm.conf"}
+    """The cluster's Slurm commands on this host: its client (the node image's, in its container)."""
+    return cluster_slurm(f"/var/lib/gpucluster/{cluster}")
 
 
 def changed(actions: dict[str, str]) -> dict[str, str]:
@@ -299,9 +297,11 @@ def slurmd_pid(cluster: str, node: str) -> str:
 
 
 def slurmctld_pid(cluster: str, placement: str) -> str:
-    if placement == "host":
-        return Path(f"/var/lib/gpucluster/{cluster}/slurmctld.pid").read_text()
-    return sh("lxc-attach", "-n", f"{cluster}-c000", "--", "pidof", "slurmctld").stdout
+    """slurmctld's pid in its container: c000's, or its own with placement 'host'."""
+    container = f"{cluster}-slurmctld" if placement == "host" else f"{cluster}-c000"
+    pid = sh("lxc-attach", "-n", container, "--", "pidof", "slurmctld").stdout
+    assert pid.strip(), f"no slurmctld in {container}"
+    return pid
 
 
 def kept_image(commands) -> Path:
@@ -370,9 +370,10 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         drift_is_named(config, report)
         interrupted_clone_recovers(config, commands, report)
 
-        # Leftovers of an interruption (a stopped node, the host's munged gone): apply converges.
+        # Leftovers of an interruption (a stopped node, the munged of the host's client gone):
+        # apply converges.
         sh("lxc-stop", "-n", f"{cluster}-c002", "-k")
-        sh("pkill", "-f", f"munged --socket=/run/gpucluster-{cluster}/")
+        sh("lxc-attach", "-n", client_container(slurm_env(cluster)), "--", "systemctl", "stop", "munge")
         apply(commands)
         check_cluster(config, run.outputs, [])
 

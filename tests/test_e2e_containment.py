@@ -148,7 +148,7 @@ def strays_end_with_their_job(cluster: str, env: dict, report: list[str]) -> Non
 
 
 def jobs_are_contained(cluster: str, env: dict, report: list[str]) -> None:
-    env = {**env, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}  # the jobs' PATH too (srun passes it on)
+    # (the cluster's srun runs in its container with a PATH of its own, which the jobs get)
     devices = ["/dev/nvidia5", "/dev/nvidia6"]
     gpus_are_confined(env, devices, report)
     cores_are_confined(env, devices, report)

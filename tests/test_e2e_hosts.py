@@ -213,8 +213,8 @@ def test_two_hosts_one_slurm(capsys):
         report.append("$ sinfo -N -o '%N %T %G %o'   (on h1)\n" + sinfo)
         idle = {line.split()[0] for line in sinfo.splitlines()[1:] if line.split()[1] == "idle"}
         assert idle == set(nodes), sinfo
-        remote_sinfo = on_second_host("sinfo", env={"SLURM_CONF": f"{SECOND_STATE}/slurm.conf"}).stdout
-        report.append(f"$ SLURM_CONF={SECOND_STATE}/slurm.conf sinfo   (on h2, its own munged)\n" + remote_sinfo)
+        remote_sinfo = on_second_host(f"{SECOND_STATE}/bin/sinfo").stdout
+        report.append(f"$ {SECOND_STATE}/bin/sinfo   (on h2, its own client: the image's, in c002)\n" + remote_sinfo)
         assert "idle" in remote_sinfo
 
         hostnames = sh("srun", "--chdir=/tmp", "-N4", "hostname", env=SLURM).stdout
@@ -438,9 +438,7 @@ def test_moves_between_two_ssh_hosts_leave_one_of_each_on_the_new_host(capsys):
         assert sh("lxc-info", "-P", h2_lxc, "-n", f"{CLUSTER}-c003", check=False).returncode != 0
         # Both hosts keep their Slurm client, and see every node idle.
         h1_sinfo = sh("sinfo", "-N", "-h", "-o", "%N %T", env=SLURM).stdout
-        h2_sinfo = on_second_host(
-            "sinfo", "-N", "-h", "-o", "%N %T", env={"SLURM_CONF": f"{SECOND_STATE}/slurm.conf"}
-        ).stdout
+        h2_sinfo = on_second_host(f"{SECOND_STATE}/bin/sinfo", "-N", "-h", "-o", "%N %T").stdout
         report.append("$ sinfo -N -h -o '%N %T'   (on h1)\n" + h1_sinfo + "(on h2)\n" + h2_sinfo)
         for seen in (h1_sinfo, h2_sinfo):
             assert sorted(seen.split()) == sorted(["c000", "c001", "c002", "c003", *["idle"] * 4]), seen

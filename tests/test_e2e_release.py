@@ -3,13 +3,15 @@ cgroup v1 host, through the real engine: the program builds the image, boots its
 every node, runs slurmctld and slurmd 24.11, and the health gate's `srun -N4 hostname` and GPU
 job pass; then `srun -N4 hostname` and a GPU job from the controller's node, and destroy.
 
-This host's slurm-client is 22.05, which a 24.11 slurmctld refuses ("Incompatible versions of
-client and server code"); tests/harness/release_e2e.py says how the run stands in for it (the
-image's client, in the controller's container, inside a mount namespace of the run's own).
+It is also the cluster of a host with no Slurm at all: the run is started in a mount namespace
+of its own where every file of the host's Slurm and munge packages is hidden (an empty file
+bound over it) and dpkg's database lists none of them. The program needs none: the cluster's
+Slurm and munge, its clients included, run from the node image.
 """
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,19 +25,50 @@ from tests.test_e2e import require_host
 
 pytestmark = pytest.mark.e2e
 
-CLIENTS = ("sacct", "sacctmgr", "sbatch", "scancel", "scontrol", "sdiag", "sinfo", "sprio", "squeue", "srun", "sshare")
-WRAPPER = """#!/bin/sh
-# The node image's Slurm client in place of this host's (tests/harness/release_e2e.py).
-exec lxc-attach -n e2e-c000 --clear-env -v PATH=/usr/sbin:/usr/bin:/sbin:/bin -- "$(basename "$0")" "$@"
-"""
+# The host's Slurm and munge packages, hidden from the run.
+HIDDEN = re.compile(r"^(lib)?(slurm|munge)")
 
 
-def run_in_namespace(release: str, wrapper: Path) -> subprocess.CompletedProcess:
-    binds = "".join(f'mount --bind "$1" /usr/bin/{name} && ' for name in CLIENTS if Path(f"/usr/bin/{name}").exists())
-    script = f'set -e; {binds}cd "$2" && exec "$3" -m tests.harness.release_e2e "$4"'
-    argv = [str(wrapper), str(ROOT), sys.executable, release]
+def host_slurm_packages() -> list[str]:
+    listed = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\\n"], capture_output=True, text=True, check=True)
+    return [name for name in listed.stdout.split() if HIDDEN.match(name)]
+
+
+def dpkg_status_without(packages: list[str]) -> str:
+    """dpkg's status file without the stanzas of `packages`."""
+    stanzas = Path("/var/lib/dpkg/status").read_text().split("\n\n")
+    kept = [s for s in stanzas if not any(line in s.splitlines() for line in (f"Package: {p}" for p in packages))]
+    return "\n\n".join(kept)
+
+
+def run_without_host_slurm(release: str, tmp: Path) -> subprocess.CompletedProcess:
+    packages = host_slurm_packages()
+    files = []
+    for package in packages:
+        listed = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True, check=True).stdout.split("\n")
+        files += [f for f in listed if f and Path(f).is_file() and not Path(f).is_symlink()]
+    (tmp / "status").write_text(dpkg_status_without(packages))
+    (tmp / "files").write_text("".join(f"{f}\n" for f in files))
+    script = (
+        'set -e; mount --bind "$1/status" /var/lib/dpkg/status; '
+        'while read -r f; do mount --bind /dev/null "$f"; done < "$1/files"; '
+        'cd "$2" && exec "$3" -m tests.harness.release_e2e "$4" ' + " ".join(packages)
+    )
     return subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv],
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            str(tmp),
+            str(ROOT),
+            sys.executable,
+            release,
+        ],
         capture_output=True,
         text=True,
         timeout=2400,
@@ -48,15 +81,14 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
     require_host()
     assert shutil.which("unshare"), "unshare (util-linux) is missing"
     with tempfile.TemporaryDirectory() as tmp:
-        wrapper = Path(tmp) / "slurm-client"
-        wrapper.write_text(WRAPPER)
-        wrapper.chmod(0o755)
-        done = run_in_namespace("trixie", wrapper)
+        done = run_without_host_slurm("trixie", Path(tmp))
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and lines, f"the run failed:\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}"
     report = json.loads(lines[-1])
     with capsys.disabled():
         print("\n" + json.dumps(report, indent=1))
+    # The host had no Slurm: dpkg knew none of its packages and no Slurm or munge program ran.
+    assert report["host_packages_known"] == [] and report["host_programs"] == []
     assert report["os"].startswith("Debian GNU/Linux 13")
     assert report["systemd"].startswith("systemd 257")
     assert report["system_state"] in ("running", "degraded")

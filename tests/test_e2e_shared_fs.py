@@ -30,7 +30,7 @@ from tests.harness import command_executor, ssh_hosts
 from tests.harness.e2e_teardown import PLACEHOLDER_KEY, run_here, two_host_config
 from tests.harness.engine_cluster import CommandFailedError, State, destroy, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
-from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
+from tests.harness.slurm_client import SlurmClient, cluster_slurm, gpus_of, wait_for
 from tests.harness.ssh_hosts import SshHost
 from tests.test_e2e import CONNECT, host_snapshot, leftovers, require_host, sh, slurm_env
 
@@ -53,7 +53,7 @@ DIAGNOSTIC_LOGS = (
     f"/var/lib/gpucluster/{CLUSTER}/nfs-client.log",
     f"{SECOND_STATE}/nfs-client.log",
 )
-SECOND_SLURM = {"SLURM_CONF": f"{SECOND_STATE}/slurm.conf"}  # h2's own Slurm client
+SECOND_SLURM = cluster_slurm(SECOND_STATE)  # h2's own Slurm client
 USERS = [{"name": "dana", "uid": 2111, "gid": 2111}, {"name": "erin", "uid": 2112, "gid": 2112}]
 UIDS = {user["name"]: user["uid"] for user in USERS}
 HEALTH_INTERVAL_S = 10
@@ -377,7 +377,7 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys):
         from_h2 = on_second(
             "sacct", "-a", "-X", "-S", start, "--format=JobID,JobName,NodeList,AllocTRES%40", env=SECOND_SLURM
         )
-        report.append(f"$ SLURM_CONF={SECOND_SLURM['SLURM_CONF']} sacct -a -X ...   (on h2)\n" + from_h2.stdout)
+        report.append(f"$ {SECOND_STATE}/bin/sacct -a -X ...   (on h2)\n" + from_h2.stdout)
 
         # The limit holds across hosts: physics may hold one GPU; dana's job on h1 runs, her
         # job asking for a GPU on h2 waits for the account's GRES limit.

@@ -19,6 +19,7 @@ import yaml
 
 from tests.harness.engine import ready
 from tests.harness.program_harness import ROOT
+from tests.harness.slurm_client import cluster_slurm
 from tests.test_e2e import host_snapshot, leftovers, require_host, sh
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -90,7 +91,7 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
             os.kill(pid, signal.SIGKILL)
         assert holding == {}, f"processes left holding the deploy's environment (now killed): {holding}"
         report.append("after it: no process holds the deploy's RUNNER_TRACKING_ID, passphrase or AWS key")
-        env = {"SLURM_CONF": f"/var/lib/gpucluster/{CLUSTER}/slurm.conf"}
+        env = cluster_slurm(f"/var/lib/gpucluster/{CLUSTER}")
         sinfo = sh("sinfo", "-h", "-o", "%P %a %D %t %N", env=env).stdout.strip()
         assert sinfo == "tutorial* up 4 idle c[000-003]", sinfo
         report.append(f"$ sinfo\n{sinfo}")

@@ -281,9 +281,9 @@ class Answering(hosts.Shell):
     def run(self, argv, stdin="", env=None, timeout=60):
         self.calls.append((argv, env))
         out, code = "", 0
-        if argv[:3] == ["scontrol", "-o", "show"]:
+        if argv[0].endswith("/scontrol") and argv[1:3] == ["-o", "show"]:
             out = fixture(f"scontrol_show_{argv[3]}{self.suffix}.txt")
-        elif argv[0] == "sacct":
+        elif argv[0].endswith("/sacct"):
             out, code = (fixture("sacct.txt"), 0) if self.sacct_ok else ("", 1)
         elif argv[0] == "/bin/bash":
             out, code = "ok       bridge e2ebr0 up\nMISSING  container e2e-c003 running\n", 1
@@ -307,7 +307,7 @@ def test_the_month_begins_in_the_time_zone_of_the_host_sacct_runs_on(outputs):
     cluster = cluster_of("e2e", accounted)
     report = status.gather("e2e", cluster, now=0, open_shell=lambda host, secret, workdir: (shell, ""))
     assert report["cost"]["month_start"] == "2026-12-01T00:00:00"
-    (sacct,) = [argv for argv, _ in shell.calls if argv[0] == "sacct"]
+    (sacct,) = [argv for argv, _ in shell.calls if argv[0].endswith("/sacct")]
     assert sacct[sacct.index("-S") + 1] == "2026-12-01T00:00:00"
     # A host that does not say: this machine's local month, as before.
     assert status.host_month_start(Dead()) is None
@@ -355,11 +355,10 @@ def test_report_of_a_cluster_with_accounting(outputs):
         }
     ]
     assert report["problems"] == ["host local: 1 drift line(s)"]
-    assert report["slurm"] == {"via": "local", "slurm_conf": "/var/lib/gpucluster/e2e/slurm.conf", "answered": True}
-    slurm_calls = [(argv[0], env) for argv, env in shell.calls if argv[0] in ("scontrol", "sacct")]
-    assert slurm_calls == [
-        (name, {"SLURM_CONF": "/var/lib/gpucluster/e2e/slurm.conf"}) for name in ["scontrol"] * 2 + ["sacct"]
-    ]
+    # Slurm's commands are the host's client (the node image's, run in the cluster's container).
+    assert report["slurm"] == {"via": "local", "client": "/var/lib/gpucluster/e2e/bin", "answered": True}
+    slurm_calls = [argv[0] for argv, _ in shell.calls if argv[0].rsplit("/", 1)[-1] in ("scontrol", "sacct")]
+    assert slurm_calls == [f"/var/lib/gpucluster/e2e/bin/{name}" for name in ["scontrol"] * 2 + ["sacct"]]
     assert report["gpus"] == {"total": 2, "allocated": 1, "drained": 1}
     assert report["queue"]["running"] == 1 and report["queue"]["pending"] == 1
     assert report["queue"]["pending_reasons"] == {"Resources": 1}
@@ -371,8 +370,8 @@ def test_report_of_a_cluster_with_accounting(outputs):
         {"account": "root", "jobs": 2, "gpu_hours": 0.0, "usd": 0.0},
     ]
     assert money["total_usd"] == 0.007
-    sacct = next(argv for argv, _ in shell.calls if argv[0] == "sacct")
-    assert sacct[:5] == ["sacct", "-a", "-X", "-nP", "-T"] and sacct[-1].endswith("ElapsedRaw,AllocTRES,NodeList")
+    sacct = next(argv for argv, _ in shell.calls if argv[0].endswith("/sacct"))
+    assert sacct[1:5] == ["-a", "-X", "-nP", "-T"] and sacct[-1].endswith("ElapsedRaw,AllocTRES,NodeList")
     json.dumps(report)  # --json prints it as is
 
     text = status.render(report)
@@ -450,7 +449,7 @@ def test_slurm_on_a_dead_controller_host(outputs):
     report = status.gather("twohost", cluster, now=0, open_shell=lambda host, s, w: (Dead(), ""))
     assert report["slurm"] == {
         "via": "gpu1",
-        "slurm_conf": "/var/lib/gpucluster/duo/slurm.conf",
+        "client": "/var/lib/gpucluster/duo/bin",
         "answered": False,
         "message": "Slurm not reached: its host gpu1 does not answer",
     }

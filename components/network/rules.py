@@ -79,10 +79,7 @@ def rule_cluster_addresses_in_subnet(c) -> Iterator[str]:
 
 def rule_unique_addresses(c) -> Iterator[str]:
     for address in duplicates([a for _, a, _ in _nat_addresses(c)]):
-        yield (
-            f"nodes[].nat_address: {address} is assigned more than once "
-            "(nodes, web_app, accounting, metrics and the controller's container)"
-        )
+        yield f"nodes[].nat_address: {address} is assigned more than once (each container needs its own)"
     for address in duplicates([n.cluster_address for n in c.nodes]):
         yield f"nodes[].cluster_address: {address} is assigned more than once"
 

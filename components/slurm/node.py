@@ -51,6 +51,7 @@ class SlurmNode(pulumi.ComponentResource):
             "CLUSTER": cluster.name,
             "CONTAINER": cluster.container_name(node.name),
             "NODE": node.name,
+            "CLUSTER_DIR": cluster.cluster_dir,
             "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
             "MUNGE_SOCKET": cluster.munge_socket,
             "CONF_SERVER": str(controller_address),

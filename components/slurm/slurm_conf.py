@@ -71,18 +71,11 @@ def _lines(items: Iterable[Mapping[str, object]]) -> str:
 
 
 def controller_paths(config: SlurmCluster) -> dict[str, str]:
-    """Where slurmctld keeps its state: Debian's paths in a container, the cluster dir on a host."""
-    if config.controller_node:
-        return {
-            "StateSaveLocation": "/var/lib/slurm/slurmctld",
-            "SlurmctldPidFile": "/run/slurmctld.pid",
-            "SlurmctldLogFile": "/var/log/slurm/slurmctld.log",
-        }
-    base = config.cluster_dir
+    """Where slurmctld keeps its state: Debian's paths in its container (a node's or its own)."""
     return {
-        "StateSaveLocation": f"{base}/slurmctld",
-        "SlurmctldPidFile": f"{base}/slurmctld.pid",
-        "SlurmctldLogFile": f"{base}/slurmctld.log",
+        "StateSaveLocation": "/var/lib/slurm/slurmctld",
+        "SlurmctldPidFile": "/run/slurmctld.pid",
+        "SlurmctldLogFile": "/var/log/slurm/slurmctld.log",
     }
 
 

@@ -54,12 +54,13 @@ from components.sharedfs.shared_fs import CLIENT_PROGRAM
 from tests.burst.moto_ec2 import _template_data, no_capacity_for
 from tests.harness.command_executor import apply, destroy, host_commands
 from tests.harness.program_harness import run_program, stack_config
+from tests.harness.slurm_client import as_person, cluster_slurm
 from tests.test_e2e import leftovers, require_host, sh
 
 pytestmark = pytest.mark.e2e
 
 CLUSTER = "bst"
-SLURM = {"SLURM_CONF": f"/var/lib/gpucluster/{CLUSTER}/slurm.conf"}
+SLURM = cluster_slurm(f"/var/lib/gpucluster/{CLUSTER}")
 # The burst "VPC" on this machine: a bridge holding the subnet's gateway (AWS's .1) and this
 # host's end of the link to the VPN router the config names (the host routes the VPC there;
 # the subnet's own route on the bridge is the more specific one).
@@ -624,9 +625,9 @@ def test_6_a_user_submits_from_shared_dir_and_the_output_lands_there(world, caps
     served.mkdir(exist_ok=True)
     os.chown(served, 2391, 2391)
     report.append(f"$ mkdir {served}; chown 2391:2391 {served}   (on the host, in the served directory)")
-    submit = ["runuser", "-u", "bstuser", "--", "env", f"SLURM_CONF={SLURM['SLURM_CONF']}", "sbatch", "--parsable",
-              "-p", "burst", "--gres=gpu:1", "--wrap", "id -un; hostname; pwd"]  # fmt: skip
-    done = subprocess.run(submit, cwd=workdir, capture_output=True, text=True, check=False, timeout=60)
+    sbatch = ["sbatch", "--parsable", "-p", "burst", "--gres=gpu:1", "--wrap", "id -un; hostname; pwd"]
+    submit = as_person(SLURM, 2391, sbatch, workdir=str(workdir))
+    done = subprocess.run(submit, capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip().split(";")[0]
     report.append(

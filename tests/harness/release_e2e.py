@@ -1,18 +1,14 @@
-"""The e2e stack on a node image of another release, through the real engine, with the node
-image's Slurm client standing in for the host's (tests/test_e2e_release.py runs this module).
+"""The e2e stack on a node image of another release, through the real engine
+(tests/test_e2e_release.py runs this module, on a host whose Slurm it hides). Every Slurm query
+the program makes runs from the node image (the host's client wrappers); the report's Slurm
+answers come from the host's client too.
 
-A host's slurm-client talks only to a controller of its own Slurm or at most two releases
-newer: this Debian 12 host's 22.05 cannot talk to trixie's 24.11 slurmctld. Until the program
-runs its Slurm queries from the node image (a later change), this runner is started in a mount
-namespace of its own where the host's client programs (/usr/bin/sinfo, srun, ...) are a
-wrapper that runs the same command in the controller's container (lxc-attach): every create,
-the health gate's srun among them, then queries the image's 24.11 through the engine's run.
-Nothing outside that namespace sees the wrapper.
-
-    python -m tests.harness.release_e2e RELEASE   # prints a JSON report on its last line
+    python -m tests.harness.release_e2e RELEASE [HIDDEN_PACKAGE...]   # prints a JSON report on its last line
 """
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +16,9 @@ import time
 from tests.harness.e2e_teardown import STACK, e2e_config
 from tests.harness.engine_cluster import apply, destroy, host_commands
 from tests.harness.program_harness import run_program
+from tests.harness.slurm_client import cluster_slurm
+
+SLURM_PROGRAMS = ("sinfo", "srun", "scontrol", "sacctmgr", "squeue", "slurmctld", "slurmd", "munged", "munge")
 
 CONTROLLER = "c000"
 
@@ -44,11 +43,22 @@ def in_node(cluster: str, node: str, *argv: str, timeout: int = 120) -> str:
     return done.stdout.strip()
 
 
-def main(release: str) -> dict:
+def host_client(cluster: str, *argv: str) -> str:
+    """A Slurm command by the host's client (the program's wrappers: the node image's Slurm)."""
+    env = cluster_slurm(f"/var/lib/gpucluster/{cluster}")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False, env={**os.environ, **env})
+    assert done.returncode == 0, f"{' '.join(argv)} by the host's client failed: {done.stdout}{done.stderr}"
+    return done.stdout.strip()
+
+
+def main(release: str, hidden: list[str]) -> dict:
     config = release_config(release)
     cluster = config["cluster"]["name"]
     commands = host_commands(run_program(config, stack=STACK))
-    report: dict = {"release": release}
+    report: dict = {"release": release, "hidden": hidden}
+    known = subprocess.run(["dpkg-query", "-W", *hidden], capture_output=True, text=True, check=False)
+    report["host_packages_known"] = [line.split()[0] for line in known.stdout.splitlines() if line.split()[1:]]
+    report["host_programs"] = [name for name in SLURM_PROGRAMS if shutil.which(name)]
     destroy(commands)  # what a killed run left
     try:
         started = time.monotonic()
@@ -64,13 +74,12 @@ def main(release: str) -> dict:
         report["cgroup"] = in_node(cluster, "c001", "sh", "-c", "stat -f -c %T /sys/fs/cgroup; cat /proc/1/cgroup")
         report["slurmd"] = in_node(cluster, "c001", "slurmd", "-V")
         report["slurmctld"] = in_node(cluster, CONTROLLER, "slurmctld", "-V")
-        report["sinfo"] = in_node(cluster, CONTROLLER, "sinfo", "-N", "-h", "-o", "%N %T %G")
+        report["sinfo"] = host_client(cluster, "sinfo", "-N", "-h", "-o", "%N %T %G")
         report["srun_N4_hostname"] = sorted(
-            in_node(cluster, CONTROLLER, "srun", "--chdir=/tmp", "-N4", "hostname").splitlines()
+            host_client(cluster, "srun", "--chdir=/tmp", "-N4", "hostname").splitlines()
         )
-        report["gpu_job"] = in_node(
+        report["gpu_job"] = host_client(
             cluster,
-            CONTROLLER,
             *("srun", "--chdir=/tmp", "-N1", "-w", "c002", "--gres=gpu:1", "sh", "-c"),
             'echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; ls /dev | grep "^nvidia[0-9]"; '
             "grep devices /proc/self/cgroup",
@@ -82,4 +91,4 @@ def main(release: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    print(json.dumps(main(sys.argv[1], sys.argv[2:])))

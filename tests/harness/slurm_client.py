@@ -1,16 +1,41 @@
-"""Slurm as an end-to-end test reads it: commands run with a cluster's slurm.conf, by root or
-by one of the cluster's people, and the waits on their answers."""
+"""Slurm as an end-to-end test reads it: a cluster's commands (its host client's wrappers,
+which run the node image's commands in a container of the cluster), by root or by one of the
+cluster's people, and the waits on their answers."""
 
 import os
 import re
 import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def cluster_slurm(cluster_dir: str) -> dict[str, str]:
+    """The environment whose `sinfo`, `srun`... are a cluster's on this host: its client's
+    wrappers first on PATH (components/files/lib/slurm_client.sh)."""
+    return {"PATH": f"{cluster_dir}/bin:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
+
+
+def client_container(env: dict[str, str]) -> str:
+    """The container a cluster_slurm() environment's commands run in (named by its wrappers)."""
+    wrapper = Path(env["PATH"].split(":", 1)[0], "sinfo").read_text()
+    return re.search(r"lxc-attach -n (\S+)", wrapper).group(1)
+
+
+def as_person(env: dict[str, str], uid: int, argv: list[str], workdir: str = "/tmp") -> list[str]:
+    """`argv` run by one of the cluster's people (uid = gid) in WORKDIR, with the cluster's
+    client: where the wrappers run it, in the cluster's container, as that person there."""
+    return [
+        "lxc-attach", "-n", client_container(env), "--clear-env",
+        "-v", "PATH=/usr/bin:/bin", "-v", "LC_ALL=C", "-v", "SLURM_CONF=/etc/gpucluster/slurm.conf", "--",
+        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+        "sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", workdir, *argv,
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class SlurmClient:
-    env: dict[str, str]  # SLURM_CONF: whose cluster, through which host's slurm.conf
+    env: dict[str, str]  # cluster_slurm(): whose cluster, through which host's client
     uids: dict[str, int] = field(default_factory=dict)  # the cluster's people, by name
 
     def run(self, *argv: str, check: bool = True, timeout: int = 120) -> str:
@@ -21,14 +46,8 @@ class SlurmClient:
 
     def as_user(self, user: str, *argv: str, check: bool = True, timeout: int = 180) -> subprocess.CompletedProcess:
         """A Slurm command run by one of the cluster's people, from this host."""
-        uid = self.uids[user]
         return subprocess.run(
-            argv,
-            user=uid,
-            group=uid,
-            extra_groups=[],
-            cwd="/tmp",
-            env={"PATH": "/usr/bin:/bin", "SLURM_CONF": self.env["SLURM_CONF"], "LC_ALL": "C"},
+            as_person(self.env, self.uids[user], list(argv)),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -15,7 +15,7 @@ import pytest
 
 from components.composition.config import ClusterConfig
 from ops.verify import main
-from ops.verify_gpu import PROBE, node_gpus, verify_gpus
+from ops.verify_gpu import PROBE, node_gpus, slurm_client, verify_gpus
 from tests.harness.program_harness import stack_config
 
 pytestmark = pytest.mark.privileged  # mknod
@@ -85,18 +85,20 @@ def test_verify_gpu_runs_one_job_per_node_through_srun(tmp_path, monkeypatch):
     # The stand-ins, made here where the config puts them (the cluster's private device directory
     # is not there: the job sees them at /dev/<name> in a node; here a stub maps them).
     stand_in = device(tmp_path, "nvidia0", 195, 0)
+    # The srun it runs is the host's Slurm client (the cluster directory's bin/: the node image's).
+    assert slurm_client(cluster, cluster.cluster_hosts[0]) == f"/var/lib/gpucluster/{cluster.name}/bin"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    monkeypatch.setattr("ops.verify_gpu.slurm_client", lambda cluster, host: str(bin_dir))
     log = tmp_path / "srun.log"
     (bin_dir / "srun").write_text(
         "#!/bin/bash\n"
-        f'echo "$SLURM_CONF ${{*:1:7}}" >> {log}\n'
+        f'echo "$0 ${{*:1:7}}" >> {log}\n'
         'while [ "$1" != python3 ]; do shift; done\n'
         f'spec=$(sed "s#/dev/nvidia[0-9]*#{stand_in}#g" <<< "$4")\n'
         'exec python3 "$2" "$3" "$spec"\n'
     )
     (bin_dir / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     # The other nodes' stand-ins exist only while an e2e cluster is up (and here, outside a
     # node, nothing would refuse them): the probe tests above check the others.
     monkeypatch.setattr("ops.verify_gpu._numbers", lambda path: None)
@@ -109,7 +111,7 @@ def test_verify_gpu_runs_one_job_per_node_through_srun(tmp_path, monkeypatch):
         == f"device checks (stand-ins: nvidia-smi and CUDA skipped) passed on {len(nodes)} of {len(nodes)} nodes"
     )
     calls = log.read_text().splitlines()
-    assert calls[0].startswith(f"/var/lib/gpucluster/{cluster.name}/slurm.conf --quiet --nodelist=c000 --nodes=1")
+    assert calls[0].startswith(f"{bin_dir}/srun --quiet --nodelist=c000 --nodes=1")
     assert "--gres=gpu:1" in calls[0]
 
 

@@ -166,7 +166,7 @@ def test_slurmd_is_set_up_with_two_attaches(tmp_path):
         **e2e_inputs("e2e-c001-slurm-slurmd"),
         "LXC_PATH": str(tmp_path / "lxc"),
         "MUNGE_KEY_FILE": str(key),
-        "SLURM_CONF_PATH": str(state / "slurm.conf"),
+        "CLUSTER_DIR": str(state),
         "CALLS": str(calls),
     }
     done = run_with_fakes(SLURM_FILES / "slurmd_create.sh", environment)

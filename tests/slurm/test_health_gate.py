@@ -49,14 +49,14 @@ case $last in printenv) echo 0 ;; *) tr ',' '\n' <<< "$nodes" ;; esac
 
 @pytest.fixture
 def gate(tmp_path: Path):
-    """Run the gate as its command does, with Slurm's answers set by the test."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    """Run the gate as its command does, with Slurm's answers set by the test: the stand-ins are
+    the host's Slurm client, where the program puts its wrappers (the cluster directory's bin/)."""
+    cluster_dir = tmp_path / "cluster"
+    bin_dir = cluster_dir / "bin"
+    bin_dir.mkdir(parents=True)
     for name, text in (("sinfo", SINFO), ("scontrol", SCONTROL), ("srun", SRUN)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    cluster_dir = tmp_path / "cluster"
-    cluster_dir.mkdir()
     state, starts = tmp_path / "state", tmp_path / "starts"
 
     def run(nodes: dict[str, tuple[str, str]], reason: str = "gpu-health: /dev/nvidia1 missing"):
@@ -65,15 +65,11 @@ def gate(tmp_path: Path):
             "".join(f"{n} {s} gpu:1 {reason if 'drain' in s else 'none'}\n" for n, (s, _) in nodes.items())
         )
         starts.write_text("".join(f"{n} {t}\n" for n, (_, t) in nodes.items()))
-        # The helpers set PATH: the stand-ins go first right after them.
-        marker = "# ---- health_check.sh ----\n"
-        text = script(SLURM_FILES / "health_check.sh").replace(marker, f'{marker}PATH="{bin_dir}:$PATH"\n')
-        assert text != script(SLURM_FILES / "health_check.sh")
         return subprocess.run(
-            [*INTERPRETER, text],
+            [*INTERPRETER, script(SLURM_FILES / "health_check.sh")],
             env={
                 "PATH": "/usr/bin:/bin",
-                "SLURM_CONF": str(cluster_dir / "slurm.conf"),
+                "CLUSTER_DIR": str(cluster_dir),
                 "NODES": NODES,
                 "STATE_FILE": str(state),
                 "STARTS_FILE": str(starts),

@@ -146,12 +146,12 @@ def test_slurmd_restarts_for_the_plugins_it_loads_at_start_only():
     )
 
 
-def test_controller_on_the_host_keeps_its_state_in_the_cluster_dir():
+def test_controller_on_the_host_runs_in_its_own_container_with_debians_paths():
     raw = stack_config("e2e")["cluster"]
-    raw["slurm"]["controller"] = {"placement": "host"}
-    text = render_slurm_conf(ClusterConfig.model_validate(raw), "gpuhost")
-    assert "SlurmctldHost=gpuhost(10.43.3.1)" in text
-    assert "StateSaveLocation=/var/lib/gpucluster/e2e/slurmctld" in text
+    raw["slurm"]["controller"] = {"placement": "host", "nat_address": "10.43.3.200"}
+    text = render_slurm_conf(ClusterConfig.model_validate(raw), "slurmctld")
+    assert "SlurmctldHost=slurmctld(10.43.3.200)" in text
+    assert "StateSaveLocation=/var/lib/slurm/slurmctld" in text
 
 
 def slurm_parses(text: str, tmp_path: Path) -> subprocess.CompletedProcess:

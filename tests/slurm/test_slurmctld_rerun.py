@@ -48,33 +48,59 @@ def test_the_nodes_whose_cpus_change_are_named():
     assert cpus_changed("", lines) == ""
 
 
-# The host's slurmctld answers from a pid; what would stop, start or reconfigure it is recorded.
+# slurmctld runs in its container: files the create writes there land under $ROOT; what would
+# restart or reconfigure it is recorded.
 FAKES = """
-host_slurmctld_pid() { echo 4242; }
+report_clone() { :; }
 stop_other_slurmctld() { :; }
-stop_daemon() { echo "stop_daemon $*" >> "$CALLS"; }
-host_slurmctld_up() { echo "host_slurmctld_up" >> "$CALLS"; }
-scontrol() { echo "scontrol $*" >> "$CALLS"; }
+restore_ct_slurmctld() { :; }
+ct_setup_munge() { return 1; }
+wait_until() { :; }
+in_ct() {
+  shift
+  case "$1 ${2-}" in
+    "cat "*) cat "$ROOT$2" ;;
+    "systemctl restart") echo "systemctl restart ${3-}" >> "$CALLS" ;;
+    "systemctl "*) ;;
+    "scontrol "*) echo "scontrol $2" >> "$CALLS" ;;
+    *) echo "in_ct $*" >> "$CALLS" ;;
+  esac
+}
+ct_write_if_changed() {
+  local path="$ROOT$2" tmp
+  mkdir -p "$(dirname "$path")"
+  tmp=$(mktemp)
+  cat > "$tmp"
+  if [ -f "$path" ] && cmp -s "$tmp" "$path"; then rm -f "$tmp"; return 1; fi
+  mv -f "$tmp" "$path"
+}
 """
+DROP_IN = "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nRestartSec=5\n"
 
 
-def rerun_host_create(tmp_path: Path, on_disk: str, conf: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """slurmctld_host_create.sh over a running host slurmctld whose slurm.conf is `on_disk`."""
-    conf_dir = tmp_path / "controller"
-    conf_dir.mkdir()
-    (conf_dir / "slurm.conf").write_text(on_disk)
-    (conf_dir / "gres.conf").write_text("")
-    (conf_dir / "cgroup.conf").write_text(render_cgroup_conf())
+def rerun_create(tmp_path: Path, on_disk: str, conf: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """slurmctld_container_create.sh over a running slurmctld whose slurm.conf is `on_disk`."""
+    root = tmp_path / "root"
+    etc = root / "etc" / "slurm"
+    etc.mkdir(parents=True)
+    (etc / "slurm.conf").write_text(on_disk)
+    (etc / "gres.conf").write_text("")
+    (etc / "cgroup.conf").write_text(render_cgroup_conf())
+    drop_in = root / "etc/systemd/system/slurmctld.service.d/gpucluster.conf"
+    drop_in.parent.mkdir(parents=True)
+    drop_in.write_text(DROP_IN.replace("\\n", "\n"))
     calls = tmp_path / "calls"
     calls.touch()
-    header = "# ---- slurmctld_host_create.sh ----"
-    text = script(FILES / "slurmctld_host_create.sh").replace(header, FAKES + header)
+    header = "# ---- slurmctld_container_create.sh ----"
+    text = script(FILES / "slurmctld_container_create.sh").replace(header, FAKES + header)
+    assert FAKES in text
     environment = {
         "CLUSTER_DIR": str(tmp_path),
-        "CONTROLLER_CONF_DIR": str(conf_dir),
+        "CONTAINER": "e2e-c000",
         "SLURM_CONF_TEXT": conf,
         "GRES_CONF_TEXT": "",
         "CGROUP_CONF_TEXT": render_cgroup_conf(),
+        "ROOT": str(root),
         "CALLS": str(calls),
         "PATH": os.environ["PATH"],
     }
@@ -85,19 +111,19 @@ def rerun_host_create(tmp_path: Path, on_disk: str, conf: str) -> tuple[subproce
 
 def test_the_same_slurm_conf_restarts_and_reconfigures_nothing(tmp_path):
     conf = release_conf()
-    done, calls = rerun_host_create(tmp_path, conf, conf)
-    assert calls == ["host_slurmctld_up"]
+    done, calls = rerun_create(tmp_path, conf, conf)
+    assert calls == []
     assert "CPUs" not in done.stderr
 
 
 def test_a_partition_change_reconfigures(tmp_path):
     conf = release_conf()
-    _, calls = rerun_host_create(tmp_path, conf, conf.replace("OverSubscribe=YES", "OverSubscribe=NO"))
-    assert calls == ["scontrol reconfigure", "host_slurmctld_up"]
+    _, calls = rerun_create(tmp_path, conf, conf.replace("OverSubscribe=YES", "OverSubscribe=NO"))
+    assert calls == ["scontrol reconfigure"]
 
 
 def test_changed_cpus_restart_slurmctld_and_name_the_nodes_whose_jobs_end(tmp_path):
     old = release_conf()
-    done, calls = rerun_host_create(tmp_path, old, current_conf(stack_config("e2e")))
-    assert calls == ["stop_daemon 4242 slurmctld", "host_slurmctld_up"]
+    done, calls = rerun_create(tmp_path, old, current_conf(stack_config("e2e")))
+    assert calls == ["systemctl restart slurmctld"]
     assert "CPUs of c000 c001 c002 c003 change: Slurm ends the jobs running there" in done.stderr

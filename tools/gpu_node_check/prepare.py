@@ -16,7 +16,6 @@ driver; nothing of the venv).
 
 import copy
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORK = Path(__file__).with_name("work")
 sys.path.insert(0, str(ROOT))
 
+from components.composition.cluster import controller_hostname  # noqa: E402 (after the path)
 from components.composition.config import ClusterConfig  # noqa: E402 (after the path)
 from components.slurm.slurm_conf import render_cgroup_conf, render_gres_conf, render_slurm_conf  # noqa: E402
 from tests.harness.command_executor import host_commands  # noqa: E402
@@ -140,10 +140,10 @@ def write_commands(work: Path) -> list[str]:
     }
     (work / "commands.json").write_text(json.dumps(dump, indent=1))
     # The files the controller writes beside slurm.conf, rendered from the parsed stack as the
-    # program does (controller on the host: the host's own name, as components/cluster.py).
+    # program does (placement 'host': its own container's name; slurm_check.sh names this host).
     cluster = ClusterConfig.model_validate(config["cluster"])
     files = {
-        "slurm.conf": render_slurm_conf(cluster, socket.gethostname().split(".")[0]),
+        "slurm.conf": render_slurm_conf(cluster, controller_hostname(cluster)),
         "gres.conf": render_gres_conf(cluster),
         "cgroup.conf": render_cgroup_conf(),
     }

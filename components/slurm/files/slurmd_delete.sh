@@ -1,7 +1,7 @@
-require CONTAINER NODE SLURM_CONF_PATH
+require CONTAINER NODE CLUSTER_DIR
 created_in_this_clone "$CONTAINER" || exit 0
 # The health gate's marker of this node, as earlier releases left it.
-fresh="$(dirname "$SLURM_CONF_PATH")/fresh-nodes"
+fresh="$CLUSTER_DIR/fresh-nodes"
 rm -f "$fresh/$NODE"
 rmdir "$fresh" 2>/dev/null || true
 lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
