@@ -304,7 +304,7 @@ RULE_CASES = [
     (
         "rule_unique_node_names",
         _set("web_app.name", "c001"),
-        "cluster.nodes[].name: 'c001' is used more than once (node, web_app and accounting names must be unique)",
+        "cluster.nodes[].name: 'c001' is used more than once (node, web_app, login and accounting names must be unique)",
     ),
     (
         "rule_bridges_distinct",
@@ -349,7 +349,7 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _set("web_app.nat_address", "10.42.3.5"),
-        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes, web_app and accounting)",
+        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes, web_app, login and accounting)",
     ),
     (
         "rule_unique_addresses",
@@ -400,6 +400,11 @@ RULE_CASES = [
         _set("gpu", {"stand_in": {"count": 4}, "control_devices": ["/dev/nvidiactl"]}),
         "cluster.gpu.control_devices: cannot be set together with gpu.stand_in, whose stand-ins are the "
         "devices (/run/gpucluster-gpu-dev/nvidiactl); remove gpu.control_devices",
+    ),
+    (
+        "rule_login",
+        lambda c: c.update(login={"nat_address": "10.42.3.30"}),
+        "cluster.login: no person of users[] has ssh_keys, so nobody could log in",
     ),
     (
         "rule_web_app_gpus",
@@ -465,7 +470,7 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _accounting(nat_address="10.42.3.3"),
-        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once (nodes, web_app and accounting)",
+        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once (nodes, web_app, login and accounting)",
     ),
     (
         "rule_users",
@@ -567,7 +572,7 @@ TOGETHER_CASES = [
         "same address twice, a number for a time",
         _all(_set("nodes.1.nat_address", "10.42.3.2"), _set("slurm.partitions.0.max_time", 0)),
         ["  - cluster.slurm.partitions[0].max_time: Input should be a valid string"],
-        ["  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once (nodes, web_app and accounting)"],
+        ["  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once (nodes, web_app, login and accounting)"],
     ),
     (
         "subnets overlap, a quoted number in a node",

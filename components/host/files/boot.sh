@@ -61,14 +61,14 @@ if [ -n "${DB_CONTAINER:-}" ]; then
 fi
 [ -z "$CONTROLLER_CONF" ] || host_slurmctld_up "$CLUSTER_DIR" "$CONTROLLER_CONF"
 log "$CLUSTER: host daemons running"
-for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-}; do
+for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-}; do
   [ "$(lxc_owner "$container")" = "$CLUSTER" ] || die "LXC container $container is missing or not this cluster's"
   lxc_running "$container" || lxc-start -n "$container" -d >&2
 done
-for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-}; do
+for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-}; do
   lxc-wait -n "$container" -s RUNNING -t 60
 done
-log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-}"
+log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-}"
 # The web app's cluster-status writer, a plain daemon run as nobody (as its create starts it),
 # started again when no live writer is behind its pid file.
 if [ -n "${STATUS_WRITER:-}" ]; then
