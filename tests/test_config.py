@@ -304,7 +304,8 @@ RULE_CASES = [
     (
         "rule_unique_node_names",
         _set("web_app.name", "c001"),
-        "cluster.nodes[].name: 'c001' is used more than once (node, web_app, login and accounting names must be unique)",
+        "cluster.nodes[].name: 'c001' is used more than once "
+        "(node, web_app, login and accounting names must be unique)",
     ),
     (
         "rule_bridges_distinct",
@@ -572,7 +573,10 @@ TOGETHER_CASES = [
         "same address twice, a number for a time",
         _all(_set("nodes.1.nat_address", "10.42.3.2"), _set("slurm.partitions.0.max_time", 0)),
         ["  - cluster.slurm.partitions[0].max_time: Input should be a valid string"],
-        ["  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once (nodes, web_app, login and accounting)"],
+        [
+            "  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once "
+            "(nodes, web_app, login and accounting)"
+        ],
     ),
     (
         "subnets overlap, a quoted number in a node",

@@ -1,6 +1,7 @@
 # The login node: munge with the cluster's key, slurm.conf as a file (a client without slurmd
 # has no configless mode), key-only sshd, each person's authorized_keys, and a directory of
-# their own in shared_dir (0700) made once. No Slurm daemon runs here.
+# their own in shared_dir (0700) made once (recorded: the delete removes it when empty). No
+# Slurm daemon runs here.
 require CLUSTER CONTAINER MUNGE_KEY_FILE MUNGE_SOCKET SLURM_CONF_TEXT SHARED_DIR SSHD_CONFIG PEOPLE
 report_clone "$CONTAINER"
 ct_setup_munge "$CONTAINER" || true
@@ -49,10 +50,14 @@ in_ct "$CONTAINER" /bin/bash -c '
     IFS=: read -r name uid gid <<< "$person"
     [ ! -d "/home/$name/.ssh" ] || { chown "$uid:$gid" "/home/$name/.ssh"; chmod 0700 "/home/$name/.ssh"; }
     if [ ! -e "$shared/$name" ]; then
-      install -d -m 0700 -o "$uid" -g "$gid" "$shared/$name" ||
+      if install -d -m 0700 -o "$uid" -g "$gid" "$shared/$name"; then
+        mkdir -p /etc/gpucluster && echo "$name" >> /etc/gpucluster/shared-dirs-made
+      else
         echo "warning: could not make $shared/$name (a root-squashed export?): the person makes it" >&2
+      fi
     fi
   done
+  mkdir -p /run/sshd # its privilege separation directory, made by its unit: not yet before the first start
   sshd -t
   systemctl enable --quiet ssh
   if [ -n "$changed" ] || ! systemctl is-active --quiet ssh; then systemctl restart ssh; fi
