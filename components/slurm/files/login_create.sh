@@ -57,6 +57,13 @@ in_ct "$CONTAINER" /bin/bash -c '
       fi
     fi
   done
+  # The image masks what logins need (its nodes have none): systemd-user-sessions removes
+  # /run/nologin after boot, without which pam_nologin refuses every person.
+  if [ -L /etc/systemd/system/systemd-user-sessions.service ]; then
+    systemctl unmask --quiet systemd-user-sessions.service
+  fi
+  systemctl start systemd-user-sessions.service
+  [ ! -e /run/nologin ] || systemctl restart systemd-user-sessions.service
   mkdir -p /run/sshd # its privilege separation directory, made by its unit: not yet before the first start
   sshd -t
   systemctl enable --quiet ssh
