@@ -53,7 +53,7 @@ in_ct "$CONTAINER" /bin/bash -c '
       if install -d -m 0700 -o "$uid" -g "$gid" "$shared/$name"; then
         mkdir -p /etc/gpucluster && echo "$name" >> /etc/gpucluster/shared-dirs-made
       else
-        echo "warning: could not make $shared/$name (a root-squashed export?): the person makes it" >&2
+        echo "warning: could not make $shared/$name (a root-squashed export?): make it on its server" >&2
       fi
     fi
   done
