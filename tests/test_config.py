@@ -350,7 +350,8 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _set("web_app.nat_address", "10.42.3.5"),
-        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once (nodes, web_app, login and accounting)",
+        "cluster.nodes[].nat_address: 10.42.3.5 is assigned more than once "
+        "(nodes, web_app, login, accounting, metrics and the controller's container)",
     ),
     (
         "rule_unique_addresses",
@@ -471,7 +472,8 @@ RULE_CASES = [
     (
         "rule_unique_addresses",
         _accounting(nat_address="10.42.3.3"),
-        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once (nodes, web_app, login and accounting)",
+        "cluster.nodes[].nat_address: 10.42.3.3 is assigned more than once "
+        "(nodes, web_app, login, accounting, metrics and the controller's container)",
     ),
     (
         "rule_users",
@@ -575,7 +577,7 @@ TOGETHER_CASES = [
         ["  - cluster.slurm.partitions[0].max_time: Input should be a valid string"],
         [
             "  - cluster.nodes[].nat_address: 10.42.3.2 is assigned more than once "
-            "(nodes, web_app, login and accounting)"
+            "(nodes, web_app, login, accounting, metrics and the controller's container)"
         ],
     ),
     (

@@ -71,11 +71,16 @@ def test_dependency_edge(run, resource, dependency):
     assert run.depends_on(resource, dependency), f"{resource} does not wait for {dependency}"
 
 
-def test_the_munge_key_and_host_client_do_not_wait_for_containers(run):
-    # Made while the containers boot: only slurmctld waits for its container.
-    for name in ("e2e-slurm-munge-key", "e2e-slurm-client"):
-        assert run.depends_on(name, "e2e-host-packages")
-        assert not any(run.depends_on(name, c.name) for c in run.of_type(COMMAND) if c.name.endswith("-lxc"))
+def test_the_munge_key_waits_for_no_container_and_the_client_for_its_own(run):
+    # The key is made while the containers boot; the host's Slurm client runs in the
+    # controller's container (the node image's Slurm), so it waits for that one only.
+    containers = [c.name for c in run.of_type(COMMAND) if c.name.endswith("-lxc")]
+    assert run.depends_on("e2e-slurm-munge-key", "e2e-host-packages")
+    assert not any(run.depends_on("e2e-slurm-munge-key", c) for c in containers)
+    client = run.by_name("e2e-slurm-client")
+    assert client.inputs["environment"]["CONTAINER"] == "e2e-c000"
+    assert run.depends_on("e2e-slurm-client", "e2e-slurm-munge-key")
+    assert [c for c in containers if run.depends_on("e2e-slurm-client", c)] == ["e2e-c000-lxc"]
 
 
 def test_containers_have_no_edges_between_them(run):
@@ -142,7 +147,7 @@ def test_outputs(run):
         "gpus": ["/run/gpucluster-e2e-dev/nvidia2"],
     }
     assert outputs["web_url"] == f"http://{this_machine_address()}:7000/"  # not the bridge's 10.43.3.1
-    assert outputs["slurm_env"] == "export SLURM_CONF=/var/lib/gpucluster/e2e/slurm.conf"
+    assert outputs["slurm_env"] == 'export PATH="/var/lib/gpucluster/e2e/bin:$PATH"'  # the node image's Slurm client
     assert outputs["node_shells"]["c000"] == "lxc-attach -n e2e-c000"
 
 
@@ -196,15 +201,21 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
 
 
 def test_controller_on_the_host():
+    """placement 'host': slurmctld in a container of its own, a clone of the node image on the
+    NAT bridge (its Slurm, no GPUs), which the host's Slurm client runs in too."""
     config = stack_config("e2e")
     config["cluster"]["slurm"]["controller"] = {"placement": "host"}
     run = run_program(config, stack="e2e")
     slurmctld = run.by_name("e2e-slurm-slurmctld")
-    assert "slurmctld -f" in slurmctld.inputs["create"]
+    env = slurmctld.inputs["environment"]
+    assert env["CONTAINER"] == "e2e-slurmctld"
+    assert run.depends_on("e2e-slurm-slurmctld", "e2e-slurmctld-container-lxc")
     assert not run.depends_on("e2e-slurm-slurmctld", "e2e-c000-lxc")
-    assert run.outputs["controller_address"] == "10.43.3.1"
-    assert "SlurmctldHost=" in slurmctld.inputs["environment"]["SLURM_CONF_TEXT"]
-    assert "(10.43.3.1)" in slurmctld.inputs["environment"]["SLURM_CONF_TEXT"]
+    assert run.by_name("e2e-slurm-client").inputs["environment"]["CONTAINER"] == "e2e-slurmctld"
+    container = run.by_name("e2e-slurmctld-container-lxc").inputs["environment"]
+    assert container["NAT_ADDRESS"] == "10.43.3.254" == run.outputs["controller_address"]
+    assert not re.search(r"nvidia[0-9]", container["DEVICES"])  # no GPU of its own
+    assert "SlurmctldHost=slurmctld(10.43.3.254)" in env["SLURM_CONF_TEXT"]
 
 
 def test_without_web_app_there_is_no_forward():

@@ -527,15 +527,20 @@ def test_the_database_runs_on_the_host_accounting_names_and_slurmctld_waits_for_
     assert "DB_CONTAINER" not in environment(run.by_name("duo-gpu1-boot-unit"))["HOST_STATE_TEXT"]
 
 
-def test_every_hosts_slurm_conf_records_gpu_tres_through_its_own_munged():
+def test_every_hosts_slurm_client_runs_in_a_container_of_its_host_with_the_containers_munge():
     config = with_accounting("gpu2")
     config["cluster"]["hosts"][1]["run_dir"] = "/run/duo-gpu2"
     run = run_program(config, stack="twohost", secrets=SECRETS)
-    for host, socket in (
-        ("gpu1", "/run/gpucluster-duo/munge.socket"),
-        ("gpu2", "/run/duo-gpu2/gpucluster-duo/munge.socket"),
+    # The client's commands run in a container (the image's Slurm), where the cluster's munge
+    # socket has one path on every host; the host's run_dir only names an older release's munged.
+    socket = "/run/gpucluster-duo/munge.socket"
+    for host, container, old_dir in (
+        ("gpu1", "duo-c000", "/run/gpucluster-duo"),
+        ("gpu2", "duo-c002", "/run/duo-gpu2/gpucluster-duo"),
     ):
-        text = environment(run.by_name(f"duo-{host}-slurm-client"))["SLURM_CONF_TEXT"]
+        env = environment(run.by_name(f"duo-{host}-slurm-client"))
+        assert (env["CONTAINER"], env["HOST_MUNGE_DIR"]) == (container, old_dir)
+        text = env["SLURM_CONF_TEXT"]
         assert "AccountingStorageHost=10.47.3.20\n" in text
         assert "AccountingStorageTRES=gres/gpu\n" in text
         assert f"AccountingStoragePass={socket}\n" in text

@@ -88,7 +88,6 @@ class WebApp(pulumi.ComponentResource):
                 "CLUSTER_DIR": cluster.cluster_dir,
                 "STATUS_DIR": cluster.status_dir,
                 "STATUS_INTERVAL_S": str(app.status_interval_s),
-                "SLURM_CONF": f"{cluster.cluster_dir}/slurm.conf",
                 "STATUS_WRITER_SOURCE": STATUS_WRITER_SOURCE.read_text(),
             },
             placed=True,

@@ -1,6 +1,5 @@
 """GpuCluster: the whole GPU Slurm cluster, on one host or several, as one dependency graph."""
 
-import socket
 from pathlib import Path
 
 import pulumi
@@ -14,6 +13,7 @@ from components.common.transport import generated_secret, host_command
 from components.composition.cluster_host import ClusterHostConfig
 from components.composition.cluster_parts import (
     burst_cloud,
+    controller_container,
     ec2_site,
     host_access,
     metrics,
@@ -31,7 +31,7 @@ from components.network.port_forward import PortForward
 from components.sharedfs.config import EfsShare, serving_host
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.config import NodeConfig
-from components.slurm.controller import ControllerPlacement, SlurmController
+from components.slurm.controller import ClientContainer, ControllerPlacement, SlurmController
 from components.slurm.login import LoginNode, LoginSetup
 from components.slurm.node import SlurmNode
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf, render_slurmdbd_conf, slurmd_start_plugins
@@ -130,12 +130,14 @@ class GpuCluster(pulumi.ComponentResource):
         accounts; the burst programs; slurmd on every node; then the health gate."""
         controller_host = config.controller_host
         self.controller_hostname = controller_hostname(config)
+        # placement 'host': slurmctld in a container of its own (the node image's Slurm).
+        self.controller_ct = None if config.controller_node else controller_container(name, config, self)
         slurm_conf = self.slurm_conf = render_slurm_conf(config, self.controller_hostname)
-        # Several hosts: every host has the cluster's munged and a slurm.conf for its Slurm
-        # clients (sinfo, srun there; a slurmd's create waits there for its node to register),
-        # the controller's host included, so a client never moves with the controller.
+        # Several hosts: every host has a Slurm client (sinfo, srun there, run in one of its
+        # containers from the node image), the controller's host included, so a client never
+        # moves with the controller.
         clients = {
-            host.name: slurm_client(name, config, host, self.controller_hostname, self)
+            host.name: slurm_client(name, config, host, self)
             for host in (config.cluster_hosts if config.multi_host else [])
         }
         self.controller = self._controller(name, config, slurm_conf, clients)
@@ -149,7 +151,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-health",
             transport=self.transports[controller_host.name],
             create=SLURM_FILES / "health_check.sh",
-            environment={"SLURM_CONF": f"{config.cluster_dir}/slurm.conf", "NODES": config.hostlist},
+            environment={"CLUSTER_DIR": config.cluster_dir, "NODES": config.hostlist},
             triggers=[config.hostlist],
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.slurm_nodes),
         )
@@ -160,24 +162,37 @@ class GpuCluster(pulumi.ComponentResource):
         node, host = config.controller_node, config.controller_host
         # slurmctld maps the people of the accounts to uids where it runs.
         deps = [self.hosts[host.name].packages, *self.host_users[host.name], *self.routes.values()]
+        container = self.containers[node.name] if node else self.controller_ct
         return SlurmController(
             f"{name}-slurm",
             config.host_identity(host),
             ControllerPlacement(
                 hostname=self.controller_hostname,
                 address=config.controller_address,
-                container=config.container_name(node.name) if node else None,
+                container=config.controller_container,
             ),
             slurm_conf=slurm_conf,
             gres_conf=render_gres_conf(config),
-            container=self.containers[node.name].lxc if node else None,
-            lives_on=self.containers[node.name].lives_on if node else None,
+            container=container.lxc,
+            lives_on=container.lives_on,
             accounting=self._accounting(config, clients) if config.accounting else None,
             opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
             transport=self.transports[host.name],
             munge_key=self.munge_keys.get(host.name),
             client=clients.get(host.name),
+            client_container=self.client_container(config, host),
         )
+
+    def client_container(self, config: ClusterConfig, host: ClusterHostConfig) -> ClientContainer:
+        """The container that runs a host's Slurm commands: the controller's own on its host
+        (placement 'host'), else ClusterConfig.client_node's."""
+        if self.controller_ct is not None and host.name == config.controller_host.name:
+            return ClientContainer(config.controller_container, self.controller_ct.lxc, self.controller_ct.lives_on)
+        node = config.client_node(host)
+        if node is None:
+            raise ValueError(f"host {host.name!r} holds no node to run the cluster's Slurm commands in")
+        container = self.containers[node.name]
+        return ClientContainer(config.container_name(node.name), container.lxc, container.lives_on)
 
     def _accounting(self, config: ClusterConfig, clients: dict[str, pulumi.Resource]) -> AccountingSetup:
         """The database's host: the controller's unless `accounting.host` names another."""
@@ -208,7 +223,7 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
     def _burst_programs(self, name: str, config: ClusterConfig) -> BurstPrograms:
-        node, host = config.controller_node, config.controller_host
+        host = config.controller_host
         return BurstPrograms(
             f"{name}-burst-programs",
             config.name,
@@ -216,8 +231,8 @@ class GpuCluster(pulumi.ComponentResource):
             self.burst,
             self.burst_user_data,
             munge_key_file=f"{config.host_cluster_dir(host)}/munge.key",
-            container=config.container_name(node.name) if node else None,
-            slurm_conf=None if node else f"{config.cluster_dir}/controller/slurm.conf",
+            container=config.controller_container,
+            slurm_conf=None,
             transport=self.transports[host.name],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.controller]),
         )
@@ -347,7 +362,8 @@ class GpuCluster(pulumi.ComponentResource):
             else {}
         )
         self.hosts_access = pulumi.Output.from_input(self.hosts_config)
-        self.slurm_env = pulumi.Output.from_input(f"export SLURM_CONF={config.cluster_dir}/slurm.conf")
+        # The host's Slurm client: the node image's commands, run in the cluster's container.
+        self.slurm_env = pulumi.Output.from_input(f'export PATH="{config.cluster_dir}/bin:$PATH"')
         self.node_shells = pulumi.Output.from_input({node.name: node_shell(config, node) for node in config.nodes})
         self.host_facts = pulumi.Output.all(
             devices=self.host.devices,
@@ -401,9 +417,6 @@ def serving_first(config: ClusterConfig) -> list[ClusterHostConfig]:
 
 
 def controller_hostname(config: ClusterConfig) -> str:
-    """The host name slurmctld answers by: its node's, its host's, or this machine's."""
-    if config.controller_node:
-        return config.controller_node.name
-    if config.multi_host:
-        return config.controller_host.hostname
-    return socket.gethostname().split(".")[0]
+    """The host name slurmctld answers by: its node's, or its own container's."""
+    node = config.controller_node
+    return node.name if node else config.slurm.controller.name

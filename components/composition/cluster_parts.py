@@ -15,6 +15,7 @@ from components.burst.user_data import render_user_data as render_burst_user_dat
 from components.common.transport import env_list, host_command
 from components.composition.cluster_host import ClusterHostConfig
 from components.composition.config import ClusterConfig
+from components.lxc.cuda_container import ContainerSpec, CudaContainer
 from components.metrics.prometheus import Metrics, MetricsSetup, ScrapedNode
 from components.metrics.render import (
     exporter_address,
@@ -24,6 +25,7 @@ from components.metrics.render import (
     render_prometheus_config,
 )
 from components.sharedfs.shared_fs import burst_mount
+from components.slurm.controller import slurm_client as controller_slurm_client
 from components.slurm.slurm_conf import render_slurm_conf
 
 # The other hosts' Slurm clients are Slurm scripts; routes are the network's.
@@ -90,37 +92,35 @@ def routes(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource) 
 
 
 def slurm_client(
-    name: str,
-    config: ClusterConfig,
-    host: ClusterHostConfig,
-    controller_hostname: str,
-    cluster: pulumi.ComponentResource,
+    name: str, config: ClusterConfig, host: ClusterHostConfig, cluster: pulumi.ComponentResource
 ) -> pulumi.Resource:
-    """The cluster's munged and a slurm.conf copy on a host; the copy names that host's own
-    munge socket. The controller's host had its client under the controller before: an
-    alias keeps that one (same paths) instead of making a second and deleting the first."""
+    """A host's Slurm client, from the node image (controller.slurm_client). The controller's
+    host had its client under the controller before: an alias keeps that one (same paths)
+    instead of making a second and deleting the first."""
     host_dir = config.host_cluster_dir(host)
-    socket_path = config.host_munge_socket(host)
     aliases = []
     if host.name == config.controller_host.name:
         controller_urn = cluster.urn.apply(
             lambda urn: f"{urn.rsplit('::', 1)[0]}$gpu-cluster:slurm:SlurmController::{name}-slurm"
         )
         aliases = [pulumi.Alias(name=f"{name}-slurm-client", parent=controller_urn)]
-    return host_command(
+    common = {
+        "CLUSTER": config.name,
+        "CLUSTER_DIR": host_dir,
+        "MUNGE_KEY_FILE": f"{host_dir}/munge.key",
+        "MUNGE_SOCKET": config.munge_socket,
+    }
+    return controller_slurm_client(
         f"{name}-{host.name}-slurm-client",
-        transport=cluster.transports[host.name],
-        create=SLURM_FILES / "client_create.sh",
-        delete=SLURM_FILES / "client_delete.sh",
-        environment={
-            "CLUSTER": config.name,
-            "CLUSTER_DIR": host_dir,
-            "MUNGE_KEY_FILE": f"{host_dir}/munge.key",
-            "MUNGE_SOCKET": socket_path,
-            "SLURM_CONF_PATH": f"{host_dir}/slurm.conf",
-            "SLURM_CONF_TEXT": render_slurm_conf(config, controller_hostname, munge_socket=socket_path),
-        },
-        opts=pulumi.ResourceOptions(parent=cluster, depends_on=[cluster.munge_keys[host.name]], aliases=aliases),
+        common,
+        cluster.client_container(config, host),
+        render_slurm_conf(config, cluster.controller_hostname),
+        cluster,
+        None,
+        cluster.transports[host.name],
+        host_munge_dir=str(Path(config.host_munge_socket(host)).parent),
+        after=[cluster.munge_keys[host.name]],
+        aliases=aliases,
     )
 
 
@@ -136,7 +136,6 @@ def metrics(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource)
         exporter_settings=render_exporter_settings(config),
         exporter_address=exporter_address(config),
         exporter_guard=exporter_guard(config),
-        slurm_conf=f"{config.host_cluster_dir(host)}/slurm.conf",
     )
     nodes = [
         ScrapedNode(
@@ -164,6 +163,30 @@ def metrics(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource)
                 cluster.controller,
                 *cluster.routes.values(),
             ],
+        ),
+        transport=cluster.transports[host.name],
+    )
+
+
+def controller_container(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource) -> CudaContainer:
+    """slurmctld's own container (placement 'host'): a clone of the node image on the controller
+    host's NAT bridge, without GPUs, so the controller runs its image's Slurm and no node
+    shares its CPUs with it; the people are in it (slurmctld maps account members to uids)."""
+    host = config.controller_host
+    return CudaContainer(
+        f"{name}-slurmctld-container",
+        config.host_identity(host),
+        ContainerSpec(
+            hostname=config.slurm.controller.name,
+            nat_address=config.controller_address,
+            cluster_address=None,
+            gpu_devices=[],
+        ),
+        cluster.platforms[host.name],
+        image=cluster.images[host.name].rootfs,
+        opts=pulumi.ResourceOptions(
+            parent=cluster,
+            depends_on=[cluster.bridges_of[host.name], cluster.images[host.name], *cluster.late_mounts[host.name]],
         ),
         transport=cluster.transports[host.name],
     )

@@ -133,6 +133,15 @@ class ClusterViews:
         wanted = self.slurm.controller.host
         return self.host_named(wanted) if wanted else self.cluster_hosts[0]
 
+    def client_node(self, host: "ClusterHostConfig") -> NodeConfig | None:
+        """The node whose container runs a host's Slurm commands (the image's Slurm): the
+        controller's where it is on this host, else the host's first node."""
+        on_host = [node for node in self.nodes if (node.host or self.cluster_hosts[0].name) == host.name]
+        if self.slurm.controller.placement != "host":  # (placement 'host': the controller's own container)
+            wanted = self.slurm.controller.node or (self.nodes[0].name if self.nodes else None)
+            on_host.sort(key=lambda node: node.name != wanted)
+        return on_host[0] if on_host else None
+
     @property
     def accounting_host(self) -> "ClusterHostConfig":
         """Where the accounting database's container runs: `accounting.host`, or the controller's host."""
@@ -141,8 +150,18 @@ class ClusterViews:
 
     @property
     def controller_address(self) -> IPv4Address:
+        """slurmctld's address: its node's, or its own container's (placement 'host')."""
         node = self.controller_node
-        return node.nat_address if node else self.controller_host.network.nat_bridge.address.ip
+        if node:
+            return node.nat_address
+        subnet = self.controller_host.network.nat_bridge.subnet
+        return self.slurm.controller.nat_address or subnet.broadcast_address - 1
+
+    @property
+    def controller_container(self) -> str:
+        """The container slurmctld runs in: its node's, or its own (placement 'host')."""
+        node = self.controller_node
+        return self.container_name(node.name if node else self.slurm.controller.name)
 
     @property
     def munge_socket(self) -> str:

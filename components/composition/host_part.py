@@ -26,7 +26,7 @@ from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.sharedfs.config import ServedNfs, serving_host
 from components.sharedfs.shared_fs import host_packages, nfs_server, served_directory, shared_mount
-from components.slurm.slurm_conf import NODE_DAEMON_MEMORY_MB, SLURMCTLD_PORT
+from components.slurm.slurm_conf import NODE_DAEMON_MEMORY_MB
 
 # The munge key's installation is the host's.
 HOST_FILES = Path(__file__).parents[1] / "host" / "files"
@@ -108,7 +108,6 @@ class HostPart(pulumi.ComponentResource):
 
     def _gpu_host(self, prefix: str, config: ClusterConfig, host: ClusterHostConfig) -> GpuHost:
         view = config.for_host(host)
-        controller_here = host.name == config.controller_host.name
         return GpuHost(
             f"{prefix}-host",
             config.host_identity(host),
@@ -119,7 +118,6 @@ class HostPart(pulumi.ComponentResource):
             node_cpus=max((node.cpus for node in view.nodes), default=1),
             node_memory_mb=sum(node.memory + NODE_DAEMON_MEMORY_MB for node in view.nodes),
             host_ports=[forward.host_port for forward in view.all_forwards],
-            controller_port=SLURMCTLD_PORT if controller_here and not config.controller_node else None,
             containers=host_containers(config, host),
             stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
             device_dir=config.host_device_dir(host),
@@ -209,4 +207,6 @@ def host_containers(config: ClusterConfig, host: ClusterHostConfig) -> list[str]
         containers.append(cluster.container_name(config.accounting.name))
     if config.metrics_enabled and host.name == config.controller_host.name:
         containers.append(cluster.container_name(config.metrics.name))
+    if config.slurm.controller.placement == "host" and host.name == config.controller_host.name:
+        containers.append(cluster.container_name(config.slurm.controller.name))
     return containers

@@ -27,7 +27,6 @@ def host_state(
     cluster = config.host_identity(host)
     net = host.network
     here = config.controller_host.name == host.name
-    node = config.controller_node if here else None
     # The accounting database's container, started before the nodes; listed only on its host,
     # so clusters without accounting keep their description.
     database_here = config.accounting and config.accounting_host.name == host.name
@@ -46,11 +45,10 @@ def host_state(
             for f in view.all_forwards
         ),
         "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
-        "MUNGE_SOCKET": config.host_munge_socket(host),
-        "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
         # slurmctld on this host (its own conf), or in a node container here
-        "CONTROLLER_CONF": f"{cluster.cluster_dir}/controller/slurm.conf" if here and not node else "",
-        "CONTROLLER_CONTAINER": config.container_name(node.name) if node else "",
+        # slurmctld runs in a container (the node image's Slurm), never on the host
+        "CONTROLLER_CONF": "",
+        "CONTROLLER_CONTAINER": config.controller_container if here else "",
         "IMAGE": config.container_name("image"),
         "NODE_CONTAINERS": " ".join(config.container_name(n) for n in view.node_names),
         "WEB_CONTAINER": config.container_name(view.web_app.name) if view.web_app else "",

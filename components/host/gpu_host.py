@@ -20,18 +20,19 @@ FILES = Path(__file__).parent / "files"
 # add 1024 instances, the figure LXD's production setup gives.
 KERNEL_LIMITS_PER_CONTAINER = {"fs.inotify.max_user_instances": 16, "fs.inotify.max_user_watches": 1024}
 
-# Debian packages the host needs: LXC and its Debian template, Slurm's client tools (sinfo,
-# srun from the host) and controller, munge, and the network tools the scripts call.
+# Packages the host needs: LXC and its Debian template, which debootstraps the node image and
+# verifies Debian's archive with debian-archive-keyring (Debian has it already; Ubuntu ships
+# only its own keyring), and the tools the scripts call. No Slurm and no munge: they run in
+# the node image. Named as Debian 12 names them: packages_create.sh installs each by its name
+# on the host's distribution (lib/host_distribution.sh), which the preflight checks.
 HOST_PACKAGES = [
     "lxc",
     "lxc-templates",
     "debootstrap",
+    "debian-archive-keyring",
     "rsync",
     "iptables",
     "iproute2",
-    "slurm-client",
-    "slurmctld",
-    "munge",
     "curl",
     "procps",
 ]
@@ -49,7 +50,7 @@ class ServedDirectory:
 
 
 class GpuHost(pulumi.ComponentResource):
-    """The GPU host: a read-only preflight, then the Debian packages.
+    """The GPU host: a read-only preflight, then the packages.
 
     `containers` are the LXC names the cluster will create (the preflight refuses foreign
     ones), `host_ports` the ports it will forward; `extra_packages` what else the host needs
@@ -60,8 +61,9 @@ class GpuHost(pulumi.ComponentResource):
       - `<name>-stand-in-gpus` (only with gpu.stand_in): character devices with NVIDIA's
         major in the cluster's private device directory, for a machine without a GPU; refused
         where an NVIDIA driver is loaded; destroy removes them.
-      - `<name>-preflight`: fails, before any change, on missing GPU device nodes, a bridge
-        name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
+      - `<name>-preflight`: fails, before any change, on a distribution other than Debian 12,
+        Debian 13, Ubuntu 22.04 and 24.04 (lib/host_distribution.sh), missing GPU device nodes,
+        a bridge name or subnet already used by something else (Debian's lxc-net takes 10.0.3.1/24),
         a host port already listening, a container name taken by a foreign container, fewer
         online CPUs than a node declares, a state directory (or munge key) someone other than
         root could have written, real GPUs without the driver's libcuda.so.1 (found as the
@@ -72,9 +74,10 @@ class GpuHost(pulumi.ComponentResource):
         watches) by what the host's containers need, never below the host's own values, and
         persists them in /etc/sysctl.d/90-gpucluster-<cluster>[-<host>].conf; destroy removes the
         file and gives the values back (lib/kernel_limits.sh).
-      - `<name>-packages`: installs missing packages. Destroy leaves them installed (removing
-        one can take reverse dependencies and other users' packages along) and keeps their
-        list in KEEP_DIR/<cluster>/packages-left-installed.
+      - `<name>-packages`: installs missing packages, by their names on the host's
+        distribution. Destroy leaves them installed (removing one can take reverse
+        dependencies and other users' packages along) and keeps their list in
+        KEEP_DIR/<cluster>/packages-left-installed.
       - `<name>-shared-dir`: the directory shared with every node; destroy removes it only
         when empty, so no job's files are lost.
       - `<name>-users` (with `users`): the cluster's people on the host, with the names, uids
@@ -98,7 +101,6 @@ class GpuHost(pulumi.ComponentResource):
         node_cpus: int,
         host_ports: list[int],
         containers: list[str],
-        controller_port: int | None = None,
         stand_in_gpus: int = 0,
         node_memory_mb: int = 0,
         device_dir: str | None = None,
@@ -111,7 +113,7 @@ class GpuHost(pulumi.ComponentResource):
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         self._prefix, self._cluster, self._opts, self._transport = name, cluster, opts, transport
-        environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers, controller_port)
+        environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers)
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
             environment["USERS"] = env_list(user.spec for user in users)
@@ -246,7 +248,6 @@ def _checked_environment(
     gpu_devices: list[str],
     host_ports: list[int],
     containers: list[str],
-    controller_port: int | None,
 ) -> dict[str, str]:
     """The preflight's inputs whose change re-runs it (its trigger)."""
     return {
@@ -260,7 +261,6 @@ def _checked_environment(
         "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
         "HOST_PORTS": env_list(host_ports),
         # Only with slurmctld on the host: it needs its port there.
-        **({"CONTROLLER_PORT": str(controller_port)} if controller_port else {}),
         "CONTAINERS": env_list(containers),
     }
 

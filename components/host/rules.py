@@ -173,6 +173,13 @@ def rule_hosts(c) -> Iterator[str]:
             yield f"hosts[{i}].name: {host.name!r} is also a node or web_app name; names must be unique"
         if len(hosts) > 1 and host.address is None:
             yield f"hosts[{i}].address: required with several hosts (the other hosts route its subnets through it)"
+        controller = c.slurm.controller
+        controller_here = controller.placement == "host" and host.name == (controller.host or hosts[0].name)
+        if c.client_node(host) is None and not controller_here:
+            yield (
+                f"hosts[{i}]: {host.name!r} holds no node; a host runs the cluster's Slurm commands in one of its "
+                "nodes (the node image's Slurm, none of the host's): give it a node or leave it out"
+            )
     for (i, a), (j, b) in ((x, y) for x in enumerate(hosts) for y in enumerate(hosts) if x[0] < y[0]):
         for field_a, net_a in host_subnets(a):
             for field_b, net_b in host_subnets(b):

@@ -26,6 +26,15 @@ def rule_unique_node_names(c) -> Iterator[str]:
             f"metrics.name: {c.metrics.name!r} is also a node, web_app or accounting name; the metrics container "
             "needs a name of its own"
         )
+    if c.slurm.controller.placement == "host" and c.slurm.controller.name in [
+        *names,
+        *([c.accounting.name] if c.accounting else []),
+        *([c.metrics.name] if c.metrics_enabled else []),
+    ]:
+        yield (
+            f"slurm.controller.name: {c.slurm.controller.name!r} is also a node, web_app, accounting or metrics "
+            "name; the controller's container needs a name of its own"
+        )
     if c.accounting and c.accounting.name in names:
         yield (
             f"accounting.name: {c.accounting.name!r} is also a node or web_app name; the database container "

@@ -35,7 +35,6 @@ class MetricsSetup:
     exporter_settings: str
     exporter_address: str
     exporter_guard: str
-    slurm_conf: str
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,6 @@ class Metrics(pulumi.ComponentResource):
             environment={
                 "CLUSTER": cluster.name,
                 "CLUSTER_DIR": cluster.cluster_dir,
-                "SLURM_CONF": setup.slurm_conf,
                 "EXPORTER_SETTINGS": setup.exporter_settings,
                 "EXPORTER_ADDRESS": setup.exporter_address,
                 "EXPORTER_PORT": str(metrics.exporter_port),

@@ -52,6 +52,8 @@ def _nat_addresses(c) -> list[tuple[str, IPv4Address, object]]:
         pairs.append(("accounting.nat_address", c.accounting.nat_address, c.accounting_host))
     if c.metrics_enabled:
         pairs.append(("metrics.nat_address", c.metrics.nat_address, c.controller_host))
+    if c.slurm.controller.placement == "host":
+        pairs.append(("slurm.controller.nat_address", c.controller_address, c.controller_host))
     return pairs
 
 
@@ -79,7 +81,10 @@ def rule_cluster_addresses_in_subnet(c) -> Iterator[str]:
 
 def rule_unique_addresses(c) -> Iterator[str]:
     for address in duplicates([a for _, a, _ in _nat_addresses(c)]):
-        yield f"nodes[].nat_address: {address} is assigned more than once (nodes, web_app, login and accounting)"
+        yield (
+            f"nodes[].nat_address: {address} is assigned more than once "
+            "(nodes, web_app, login, accounting, metrics and the controller's container)"
+        )
     for address in duplicates([n.cluster_address for n in c.nodes]):
         yield f"nodes[].cluster_address: {address} is assigned more than once"
 

@@ -20,7 +20,8 @@ from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, serv
 FILES = Path(__file__).parent / "files"
 CLIENT_PROGRAM = FILES / "nfs_stand_in_client.py"
 
-# Debian packages each role needs: the server, and each kind of client.
+# Packages each role needs: the server, and each kind of client; named as Debian 12 names them
+# (the host's packages script renames those its distribution names otherwise: libnfs13).
 SERVER_PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs")
 CLIENT_PACKAGES = {"kernel": ("nfs-common",), "stand_in": ("python3-fusepy", "libnfs13")}
 NOBODY = 65534

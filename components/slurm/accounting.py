@@ -142,7 +142,7 @@ class AccountingDatabase(pulumi.ComponentResource):
                 "PASSWORD_FILE": paths.password_file,
                 "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
                 "MUNGE_SOCKET": cluster.munge_socket,
-                "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
+                "CLUSTER_DIR": cluster.cluster_dir,
             },
             opts=child_options(self, opts, self.database, *people, munge_key, client, replace_with=[self.lxc]),
         )
@@ -278,7 +278,7 @@ class SlurmAccounts(pulumi.ComponentResource):
             create=FILES / "accounts_create.sh",
             environment={
                 "CLUSTER": cluster.name,
-                "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
+                "CLUSTER_DIR": cluster.cluster_dir,
                 "MANAGED_BY": managed_by,
                 **account_lines(accounting),
             },

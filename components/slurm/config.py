@@ -107,13 +107,23 @@ class ControllerConfig(StrictModel):
 
     placement: Literal["container", "host"] = Field(
         "container",
-        description="'container': in one of the nodes, as the tutorial does; 'host': on the host",
+        description="'container': in one of the nodes, as the tutorial does; 'host': in a container of its own "
+        "on the host (from the node image, no GPUs), so no node shares its CPUs with slurmctld",
     )
     node: Hostname | None = Field(
         None, description="node that runs slurmctld when placement is 'container' (default: first)"
     )
     host: Hostname | None = Field(
         None, description="hosts[].name of the host that runs slurmctld when placement is 'host' (default: first)"
+    )
+    name: Hostname = Field(
+        "slurmctld",
+        description="with placement 'host': the controller container's host name (container <cluster>-<name>)",
+    )
+    nat_address: Address | None = Field(
+        None,
+        description="with placement 'host': the controller container's address on the NAT bridge "
+        "(default: the subnet's last usable address)",
     )
 
 

@@ -1,4 +1,4 @@
-"""SlurmController: the cluster's munge key, slurmctld, and Slurm client access from the host."""
+"""SlurmController: the cluster's munge key, slurmctld, and the host's Slurm client (from the node image)."""
 
 from dataclasses import dataclass
 from ipaddress import IPv4Address
@@ -18,37 +18,77 @@ HOST_FILES = Path(__file__).parent.parent / "host" / "files"
 
 
 @dataclass(frozen=True)
+class ClientContainer:
+    """The container of the cluster on a host that runs the host's Slurm commands (its image's
+    Slurm), and what it lives on: replaced with it, the client is set up again."""
+
+    name: str
+    lxc: pulumi.Resource
+    lives_on: list[pulumi.Resource]
+
+
+def slurm_client(
+    name: str,
+    common: dict[str, str],
+    via: ClientContainer,
+    slurm_conf: str,
+    parent: pulumi.Resource,
+    opts: pulumi.ResourceOptions | None,
+    transport: Transport | None,
+    host_munge_dir: str = "",
+    after: list[pulumi.Resource] | None = None,
+    aliases: list[pulumi.Alias] | None = None,
+) -> pulumi.Resource:
+    """A host's Slurm client: wrappers in the cluster directory running sinfo, srun, sacctmgr...
+    in `via`, which gets the cluster's munge and a copy of slurm.conf (client_create.sh)."""
+    return host_command(
+        name,
+        transport=transport,
+        create=FILES / "client_create.sh",
+        delete=FILES / "client_delete.sh",
+        environment={
+            **common,
+            "CONTAINER": via.name,
+            "SLURM_CONF_TEXT": slurm_conf,
+            **({"HOST_MUNGE_DIR": host_munge_dir} if host_munge_dir else {}),
+        },
+        # Same paths for old and new: the old one's delete goes first.
+        opts=pulumi.ResourceOptions.merge(
+            child_options(parent, opts, via.lxc, *(after or []), delete_before_replace=True, replace_with=via.lives_on),
+            pulumi.ResourceOptions(aliases=aliases),
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class ControllerPlacement:
-    """Where slurmctld runs: in a node's container, or on the host (`container` None)."""
+    """Where slurmctld runs: a node's container, or its own (placement 'host'); always the node
+    image's Slurm."""
 
     hostname: str
     address: IPv4Address
-    container: str | None
-
-    @property
-    def kind(self) -> str:
-        return "container" if self.container else "host"
+    container: str
 
 
 class SlurmController(pulumi.ComponentResource):
-    """slurmctld in a node container (as the tutorial does) or on the host.
+    """slurmctld in a node container (as the tutorial does) or in a container of its own.
 
     `slurm_conf` and `gres_conf` are the rendered texts (components/slurm/slurm_conf.py):
     they describe the whole cluster, so the cluster renders them. `container` is the container
-    slurmctld runs in (placement `container`): slurmctld waits for it and is replaced with it
+    slurmctld runs in (a node's, or its own with placement `host`): slurmctld waits for it and is replaced with it
     and with what it `lives_on` (CudaContainer.lives_on: also the image a new clone comes from),
-    its delete saving the queue before the old container goes; the key and the host client
-    need only the host.
+    its delete saving the queue before the old container goes; the key needs only the host.
 
     Builds:
       - `<name>-munge-key`: a random key unique to the cluster, created on the host in the
         cluster directory (0400); it never enters the repository, the Pulumi state or a log.
         Not built when `munge_key` is given (several hosts share one key, installed by the
         cluster on each host).
-      - `<name>-client`: a munged for this cluster on a private socket and a copy of
-        slurm.conf on the host, so `SLURM_CONF=... sinfo/srun` work from the host while the
-        host's own munge and /etc/slurm stay untouched. Not built when `client` is given
-        (several hosts: the cluster makes one per host).
+      - `<name>-client`: the host's Slurm client from the node image: `client_container`
+        (a container of the cluster on the host) gets the cluster's munge and a copy of
+        slurm.conf, and the cluster directory's bin/ wrappers that run sinfo, srun, sacctmgr...
+        there. The host needs no Slurm of its own. Not built when `client` is given (several
+        hosts: the cluster makes one per host).
       - `<name>-accounting` (with `accounting`): the AccountingDatabase (MariaDB and slurmdbd
         in their own container, on the host `accounting` names); slurmctld waits for slurmdbd.
       - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
@@ -76,6 +116,7 @@ class SlurmController(pulumi.ComponentResource):
         transport: Transport | None = None,
         munge_key: pulumi.Resource | None = None,
         client: pulumi.Resource | None = None,
+        client_container: ClientContainer | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         self._prefix, self._opts, self._transport = name, opts, transport
@@ -86,28 +127,22 @@ class SlurmController(pulumi.ComponentResource):
             "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
             "MUNGE_SOCKET": cluster.munge_socket,
         }
-        self._key_and_client(munge_key, client, conf_path, slurm_conf)
+        self._key_and_client(munge_key, client, client_container, slurm_conf)
         # Order: database -> slurmdbd -> slurmctld (which registers its TRES with slurmdbd).
         self.accounting = self._accounting(cluster, accounting) if accounting else None
-        # The key and the host client need only the host (made while the containers boot);
-        # slurmctld in a container waits for it.
+        # The key needs only the host (made while the containers boot); the host's client
+        # waits for its container, slurmctld for both.
         before_slurmctld = [self.munge_key, self.client, *([container] if container else [])]
         if self.accounting:
             before_slurmctld.append(self.accounting.slurmdbd)
-        # In a container slurmctld reads /etc/slurm there; on the host, a directory of its own.
-        where = (
-            {"CONTAINER": placement.container, "SLURM_CONF_PATH": conf_path}
-            if placement.container
-            else {"CONTROLLER_CONF_DIR": f"{cluster.cluster_dir}/controller"}
-        )
         self.slurmctld = host_command(
             f"{name}-slurmctld",
             transport=transport,
-            create=FILES / f"slurmctld_{placement.kind}_create.sh",
-            delete=FILES / f"slurmctld_{placement.kind}_delete.sh",
+            create=FILES / "slurmctld_container_create.sh",
+            delete=FILES / "slurmctld_container_delete.sh",
             environment={
                 **self._common,
-                **where,
+                "CONTAINER": placement.container,
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
                 "CGROUP_CONF_TEXT": render_cgroup_conf(),
@@ -129,7 +164,11 @@ class SlurmController(pulumi.ComponentResource):
         self._outputs(slurm_conf, gres_conf, conf_path, placement)
 
     def _key_and_client(
-        self, munge_key: pulumi.Resource | None, client: pulumi.Resource | None, conf_path: str, slurm_conf: str
+        self,
+        munge_key: pulumi.Resource | None,
+        client: pulumi.Resource | None,
+        client_container: ClientContainer | None,
+        slurm_conf: str,
     ) -> None:
         """The cluster's munge key and the host's Slurm client, unless the cluster gives them."""
         # With several hosts the cluster installs one key on each (`munge_key`, from a secret).
@@ -144,14 +183,20 @@ class SlurmController(pulumi.ComponentResource):
         # With several hosts the cluster gives every host its own client, the controller's
         # included (`client`): a client that moved with the controller would share its paths
         # with the per-host client of the host it moved to.
-        self.client = client or host_command(
-            f"{self._prefix}-client",
-            transport=self._transport,
-            create=FILES / "client_create.sh",
-            delete=FILES / "client_delete.sh",
-            environment={**self._common, "SLURM_CONF_PATH": conf_path, "SLURM_CONF_TEXT": slurm_conf},
-            opts=child_options(self, self._opts, self.munge_key),
-        )
+        if client is None:
+            assert client_container is not None, "a controller without `client` makes its host's"
+            client = slurm_client(
+                f"{self._prefix}-client",
+                self._common,
+                client_container,
+                slurm_conf,
+                self,
+                self._opts,
+                self._transport,
+                host_munge_dir=str(Path(self._common["MUNGE_SOCKET"]).parent),
+                after=[self.munge_key],
+            )
+        self.client = client
 
     def _accounting(self, cluster: ClusterIdentity, accounting: AccountingSetup) -> AccountingDatabase:
         """The accounting database, on the host `accounting` names (default: this one)."""

@@ -54,7 +54,6 @@ class SlurmNode(pulumi.ComponentResource):
             "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
             "MUNGE_SOCKET": cluster.munge_socket,
             "CONF_SERVER": str(controller_address),
-            "SLURM_CONF_PATH": f"{cluster.cluster_dir}/slurm.conf",
         }
         # Added only when used: a cluster without them keeps its inputs (and its slurmd).
         if health_check:

@@ -30,6 +30,8 @@ def rule_names_slurm_and_lxc_can_use(c) -> Iterator[str]:
         owners.append(("accounting.name", c.accounting.name))
     if c.metrics_enabled:
         owners.append(("metrics.name", c.metrics.name))
+    if c.slurm.controller.placement == "host":
+        owners.append(("slurm.controller.name", c.slurm.controller.name))
     for field, name in owners:
         if name in INTERNAL_CONTAINER_NAMES:
             yield (

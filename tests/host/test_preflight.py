@@ -13,6 +13,7 @@ import pytest
 
 from components.common.transport import INTERPRETER, script
 from components.host.gpu_host import FILES
+from tests.host.os_releases import SUPPORTED, UNSUPPORTED, in_mount_namespace
 from tests.lxc.driver_layouts import LAYOUTS, VERSION, install
 
 # Dummy bridges, iptables NAT rules and device nodes on this host.
@@ -55,11 +56,14 @@ def preflight(tmp_path):
     }
     made_links: list[str] = []
 
-    def run(path_first: Path | None = None, hidden: tuple[str, ...] = (), **changes) -> subprocess.CompletedProcess:
+    def run(
+        path_first: Path | None = None, hidden: tuple[str, ...] = (), os_release: str | None = None, **changes
+    ) -> subprocess.CompletedProcess:
         """The preflight with these parameters changed; `path_first`: a directory of fake host
         tools (ldconfig, nvidia-container-cli) searched before the helpers' PATH; `hidden`:
         host programs it does not find (its PATH is then one directory of links to every
-        other program of the host's)."""
+        other program of the host's); `os_release`: the text it finds in /etc/os-release (a
+        bind mount in a mount namespace of its own: the host's file is left alone)."""
         before = host_state()
         text = PREFLIGHT
         marker = "# ---- preflight.sh ----\n"
@@ -74,8 +78,12 @@ def preflight(tmp_path):
         if path_first is not None:
             text = text.replace(marker, f'{marker}PATH="{path_first}:$PATH"\n')
         assert text != PREFLIGHT or not (hidden or path_first)
+        command = [*INTERPRETER, text]
+        if os_release is not None:
+            (tmp_path / "os-release").write_text(os_release)
+            command = in_mount_namespace({"/etc/os-release": tmp_path / "os-release"}, command)
         done = subprocess.run(
-            [*INTERPRETER, text],
+            command,
             env={"PATH": os.environ["PATH"], **environment, **changes},
             capture_output=True,
             text=True,
@@ -101,6 +109,22 @@ def preflight(tmp_path):
     shutil.rmtree(run.cluster_dir.parent, ignore_errors=True)
     for name in made_links:
         subprocess.run(["ip", "link", "del", name], check=False)
+
+
+def test_the_supported_distributions_pass(preflight):
+    for text in SUPPORTED.values():
+        done = preflight(os_release=text)
+        assert done.returncode == 0, done.stderr
+
+
+def test_another_distribution_is_refused_by_name_with_the_supported_ones(preflight):
+    for name, (text, found) in UNSUPPORTED.items():
+        done = preflight(os_release=text, GPU_DEVICES="/dev/nvidia7")
+        assert done.returncode == 1, name
+        assert f"this host runs {found}, which the program does not support" in done.stderr, done.stderr
+        assert "the cluster's hosts run Debian 12, Debian 13, Ubuntu 22.04 or Ubuntu 24.04" in done.stderr
+        # Among the other problems, as every refusal is.
+        assert "GPU device /dev/nvidia7 is missing" in done.stderr
 
 
 def test_a_good_host_passes_and_reports_what_it_found(preflight):

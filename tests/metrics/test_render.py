@@ -206,7 +206,9 @@ def test_the_boot_unit_and_verify_know_the_metrics_container_and_exporter():
     assert state["METRICS_CONTAINER"] == built["e2e-metrics-prometheus"].environment["CONTAINER"] == "e2e-metrics"
     exporter = built["e2e-metrics-exporter"].environment
     assert state["METRICS_EXPORTER"] == f"{exporter['CLUSTER_DIR']}/metrics"
-    assert exporter["SLURM_CONF"] == state["SLURM_CONF_PATH"]
+    # Its Slurm commands are the host's client (the node image's), in the cluster directory.
+    assert exporter["CLUSTER_DIR"] == state["CLUSTER_DIR"]
+    assert "SLURM_CONF" not in exporter
     # Without metrics the host's description is as before.
     plain = commands(stack_config("e2e"), "e2e")["e2e-boot-unit"].environment["HOST_STATE_TEXT"]
     assert "METRICS" not in plain

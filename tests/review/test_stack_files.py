@@ -148,7 +148,8 @@ def test_validate_shows_a_field_error_and_a_cross_field_error_in_one_run(tmp_pat
         "  - cluster.nodes[0].cpus: Input should be a valid integer",
         "  - cluster.network.cluster_bridge.subnet: 10.42.0.0/16 overlaps the nat_bridge subnet 10.42.3.0/24;"
         " use disjoint subnets",
-        "  - cluster.nodes[].nat_address: 10.42.3.4 is assigned more than once (nodes, web_app, login and accounting)",
+        "  - cluster.nodes[].nat_address: 10.42.3.4 is assigned more than once "
+        "(nodes, web_app, login, accounting, metrics and the controller's container)",
         "  - cluster.nodes[0].cpus: '2' is quoted, so YAML reads text: write 2 without quotes",
     ]
 

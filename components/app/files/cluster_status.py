@@ -30,8 +30,11 @@ def gres_count(gres: str) -> int:
     return total
 
 
-def run(*argv: str) -> str:
-    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=20).stdout
+def run(program: str, *args: str) -> str:
+    """A Slurm command's output; SLURM_BIN names the cluster's client (its node image's, run in
+    its container), never a Slurm the host may have of another version."""
+    path = os.path.join(os.environ.get("SLURM_BIN", ""), program)
+    return subprocess.run([path, *args], capture_output=True, text=True, check=True, timeout=20).stdout
 
 
 def collect(cluster: str, interval: float) -> dict:

@@ -1,9 +1,10 @@
-# The cluster snapshot writer, on the host (the controller side, where the cluster's Slurm
-# client and munged are): sinfo/squeue every STATUS_INTERVAL_S seconds into
+# The cluster snapshot writer, on the host: sinfo/squeue every STATUS_INTERVAL_S seconds into
 # STATUS_DIR/cluster.json, which the web app's container mounts read-only. Started as a plain
-# daemon (like the host's munged), as nobody (it needs only Slurm's client and the munge
-# socket); restarted when its program or arguments change.
-require CLUSTER CLUSTER_DIR STATUS_DIR STATUS_INTERVAL_S SLURM_CONF STATUS_WRITER_SOURCE
+# daemon; restarted when its program or arguments change. Its Slurm commands are the host's
+# client ($CLUSTER_DIR/bin, lib/slurm_client.sh: until it is there, the snapshot says so), which
+# attaches to the cluster's container: that takes root, so the writer runs as root (without new
+# privileges). The web app's container holds no munge key.
+require CLUSTER CLUSTER_DIR STATUS_DIR STATUS_INTERVAL_S STATUS_WRITER_SOURCE
 program="$CLUSTER_DIR/cluster-status.py"
 pidfile="$CLUSTER_DIR/cluster-status.pid"
 install -d -m 0755 -o nobody -g "$(id -g nobody)" "$STATUS_DIR"
@@ -20,9 +21,8 @@ if ours "$pid" && [ "$changed" = 0 ]; then
 fi
 if ! ours "$pid" || [ "$changed" = 0 ]; then
   rm -f "$STATUS_DIR/cluster.json"
-  detached --background "$pidfile" "$CLUSTER_DIR/cluster-status.log" SLURM_CONF="$SLURM_CONF" \
-    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
-    python3 "$program" "$CLUSTER" "$STATUS_DIR/cluster.json" "$STATUS_INTERVAL_S"
+  detached --background "$pidfile" "$CLUSTER_DIR/cluster-status.log" SLURM_BIN="$CLUSTER_DIR/bin" \
+    setpriv --no-new-privs python3 "$program" "$CLUSTER" "$STATUS_DIR/cluster.json" "$STATUS_INTERVAL_S"
 fi
 # Until slurmctld answers, the snapshot says why; the page shows that.
 sleep 0.5

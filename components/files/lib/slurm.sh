@@ -28,12 +28,6 @@ warn_cpus_changed() {
 # host_slurmctld_pid CLUSTER_DIR CONF: the pid of the slurmctld running with -f CONF, or nothing.
 host_slurmctld_pid() { daemon_pid "$1/slurmctld.pid" slurmctld "$2"; }
 
-# host_slurmctld_up CLUSTER_DIR CONF: slurmctld on the host with CONF, started when not running.
-host_slurmctld_up() {
-  install -d -o slurm -g slurm "$1/slurmctld"
-  [ -n "$(host_slurmctld_pid "$1" "$2")" ] || detached slurmctld -f "$2"
-  wait_until 60 "slurmctld on the host" /bin/sh -c 'SLURM_CONF="$1" scontrol ping | grep -q "is UP"' sh "$2"
-}
 
 # slurm_conf_text: SLURM_CONF_TEXT as slurmctld reads it; after a restored accounting database,
 # with FirstJobId past the restored jobs (written by the database's create).
@@ -77,8 +71,8 @@ restore_ct_slurmctld() {
   rm -rf "$saved"
 }
 
-# stop_host_slurmctld: stop a slurmctld started on the host for this cluster (checked by
-# name, so a reused pid is never killed); its state stays for the next controller.
+# stop_host_slurmctld: stop a slurmctld an earlier release started on the host for this
+# cluster (checked by name, so a reused pid is never killed); its state stays for the next controller.
 stop_host_slurmctld() {
   require CLUSTER_DIR
   local pid

@@ -6,7 +6,7 @@
 # Idempotent: what is already there is left alone. Usage: boot.sh HOST_STATE_FILE
 load_host_state "${1:?usage: boot.sh HOST_STATE_FILE}"
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
-  MUNGE_SOCKET SLURM_CONF_PATH CONTROLLER_CONF IMAGE NODE_CONTAINERS WEB_CONTAINER
+  CONTROLLER_CONF IMAGE NODE_CONTAINERS WEB_CONTAINER
 # Every cluster's kernel limits (inotify instances) before a container starts.
 kernel_limits_boot
 bridge_up "$CLUSTER" "$NAT_BRIDGE" "$NAT_ADDRESS"
@@ -50,26 +50,19 @@ if [ -n "${STAND_IN_GPUS:-}" ]; then
   done
   log "$CLUSTER: $count stand-in GPU(s) in $device_dir"
 fi
-cluster_munged_up "$MUNGE_KEY_FILE" "$MUNGE_SOCKET" "$CLUSTER_DIR/munge"
-# The accounting database before slurmctld: a slurmctld whose slurmdbd does not answer when it
-# starts exits (in a container, its unit restarts it; on the host, wait here).
-if [ -n "${DB_CONTAINER:-}" ]; then
-  [ "$(lxc_owner "$DB_CONTAINER")" = "$CLUSTER" ] || die "LXC container $DB_CONTAINER is missing or not this cluster's"
-  lxc_running "$DB_CONTAINER" || lxc-start -n "$DB_CONTAINER" -d >&2
-  [ -z "$CONTROLLER_CONF" ] ||
-    wait_until 180 "slurmdbd in $DB_CONTAINER" env SLURM_CONF="$SLURM_CONF_PATH" sacctmgr -n show cluster
-fi
-[ -z "$CONTROLLER_CONF" ] || host_slurmctld_up "$CLUSTER_DIR" "$CONTROLLER_CONF"
-log "$CLUSTER: host daemons running"
-for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-}; do
+# The cluster's Slurm and munge run in its containers only (a slurmctld whose slurmdbd does
+# not answer yet exits, and its unit starts it again).
+# The controller's container is a node's, or its own (placement 'host').
+containers=$(printf '%s\n' ${DB_CONTAINER:-} ${CONTROLLER_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-} | awk '!seen[$0]++' | paste -sd' ')
+for container in $containers; do
   [ "$(lxc_owner "$container")" = "$CLUSTER" ] || die "LXC container $container is missing or not this cluster's"
   lxc_running "$container" || lxc-start -n "$container" -d >&2
 done
-for container in ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-}; do
+for container in $containers; do
   lxc-wait -n "$container" -s RUNNING -t 60
 done
-log "$CLUSTER: containers running: ${DB_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-}"
-# The web app's cluster-status writer, a plain daemon run as nobody (as its create starts it),
+log "$CLUSTER: containers running: $containers"
+# The web app's cluster-status writer, a plain daemon (as its create starts it),
 # started again when no live writer is behind its pid file.
 if [ -n "${STATUS_WRITER:-}" ]; then
   IFS=, read -r status_dir interval <<< "$STATUS_WRITER"
@@ -79,20 +72,18 @@ if [ -n "${STATUS_WRITER:-}" ]; then
   elif [ -z "$(daemon_pid "$CLUSTER_DIR/cluster-status.pid" python3 "$program")" ]; then
     install -d -m 0755 -o nobody -g "$(id -g nobody)" "$status_dir"
     detached --background "$CLUSTER_DIR/cluster-status.pid" "$CLUSTER_DIR/cluster-status.log" \
-      SLURM_CONF="$SLURM_CONF_PATH" setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
-      python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval"
+      SLURM_BIN="$CLUSTER_DIR/bin" setpriv --no-new-privs python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval"
     log "$CLUSTER: cluster-status writer started (pid $(cat "$CLUSTER_DIR/cluster-status.pid"))"
   fi
 fi
-# The metrics' cluster exporter, a plain daemon run as nobody (as its create starts it).
+# The metrics' cluster exporter, a plain daemon (as its create starts it).
 if [ -n "${METRICS_EXPORTER:-}" ]; then
   program=$METRICS_EXPORTER/slurm_exporter.py
   if [ ! -f "$program" ]; then
     log "$CLUSTER: no cluster exporter $program: 'pulumi up' writes it"
   elif [ -z "$(daemon_pid "$METRICS_EXPORTER/exporter.pid" python3 "$program")" ]; then
     detached --background "$METRICS_EXPORTER/exporter.pid" "$METRICS_EXPORTER/exporter.log" \
-      SLURM_CONF="$SLURM_CONF_PATH" setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs \
-      python3 "$program" "$METRICS_EXPORTER/exporter.json"
+      SLURM_BIN="$CLUSTER_DIR/bin" setpriv --no-new-privs python3 "$program" "$METRICS_EXPORTER/exporter.json"
     log "$CLUSTER: cluster exporter started (pid $(cat "$METRICS_EXPORTER/exporter.pid"))"
   fi
 fi

@@ -5,6 +5,11 @@ require CLUSTER CLUSTER_DIR IMAGE GPU_DEVICES CONTROL_DEVICES NODE_CPUS NAT_BRID
 problems=()
 owner_alias="gpucluster:$CLUSTER"
 
+# Distribution: the host scripts install the packages of the supported ones, by their names
+# there (lib/host_distribution.sh); another one would fail half-way through.
+line=$(host_distribution_problem /etc/os-release)
+[ -z "$line" ] || problems+=("$line")
+
 # State directory: every existing directory on the way to it must be root's and writable by
 # root only, or someone else could have planted the munge key (or the directory) we trust.
 path=""
@@ -171,12 +176,6 @@ while read -r port; do
     problems+=("host port $port is already forwarded by another iptables DNAT rule (web_app.host_port / forwards[].host_port)")
   fi
 done < <(lines "$HOST_PORTS")
-
-# slurmctld on the host listens on its port on every address: one cluster per host can.
-if [ -n "${CONTROLLER_PORT:-}" ] && tcp_listening "$CONTROLLER_PORT" &&
-  [ -z "$(host_slurmctld_pid "$CLUSTER_DIR" "$CLUSTER_DIR/controller/slurm.conf")" ]; then
-  problems+=("port $CONTROLLER_PORT (slurmctld) is in use on this host, by another cluster's slurmctld or another program (slurm.controller.placement: host): place this cluster's controller in a node container")
-fi
 
 # The directory this host serves (shared_fs: served): files there before the cluster are
 # refused unless the config adopts them (shared_fs.adopt_existing).

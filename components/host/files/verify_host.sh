@@ -5,7 +5,7 @@
 expected=${1:?usage: verify_host.sh HOST_STATE_FILE}
 load_host_state "$expected"
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
-  MUNGE_SOCKET SLURM_CONF_PATH CONTROLLER_CONF CONTROLLER_CONTAINER IMAGE NODE_CONTAINERS WEB_CONTAINER BOOT_UNIT
+  CONTROLLER_CONF CONTROLLER_CONTAINER IMAGE NODE_CONTAINERS WEB_CONTAINER BOOT_UNIT
 drift=0
 ok() { printf 'ok       %s\n' "$*"; }
 bad() { printf '%-8s %s\n' "$1" "${*:2}"; drift=1; }
@@ -168,20 +168,13 @@ else
   [ "$perms" = "400 root:root" ] && ok "munge key $MUNGE_KEY_FILE (0400 root:root)" ||
     bad WRONG "munge key $MUNGE_KEY_FILE is $perms, not 400 root:root"
 fi
-pid=$(daemon_pid "$CLUSTER_DIR/munge/munged.pid" munged "--socket=$MUNGE_SOCKET")
-if [ -z "$pid" ]; then
-  bad MISSING "host munged on $MUNGE_SOCKET (no live munged behind $CLUSTER_DIR/munge/munged.pid)"
+# The host's Slurm client: wrappers running the node image's commands in a container here.
+if [ -x "$CLUSTER_DIR/bin/scontrol" ]; then
+  check "slurmctld answers the cluster's client ($CLUSTER_DIR/bin/scontrol ping, the node image's)" WRONG \
+    /bin/sh -c 'timeout 20 "$1" ping | grep -q "is UP"' sh "$CLUSTER_DIR/bin/scontrol"
 else
-  check "host munged (pid $pid) answers on $MUNGE_SOCKET" WRONG \
-    /bin/sh -c 'munge -S "$1" -n | unmunge -S "$1"' sh "$MUNGE_SOCKET"
+  bad MISSING "the cluster's Slurm client $CLUSTER_DIR/bin (made by its slurm-client resource)"
 fi
-if [ -n "$CONTROLLER_CONF" ]; then
-  pid=$(host_slurmctld_pid "$CLUSTER_DIR" "$CONTROLLER_CONF")
-  [ -n "$pid" ] && ok "host slurmctld (pid $pid, -f $CONTROLLER_CONF)" ||
-    bad MISSING "host slurmctld with -f $CONTROLLER_CONF (none behind $CLUSTER_DIR/slurmctld.pid)"
-fi
-check "slurmctld answers (SLURM_CONF=$SLURM_CONF_PATH scontrol ping)" WRONG \
-  /bin/sh -c 'SLURM_CONF="$1" timeout 20 scontrol ping | grep -q "is UP"' sh "$SLURM_CONF_PATH"
 
 # Stand-in GPUs (gpu.stand_in): character devices 195:N in the cluster's device directory.
 if [ -n "${STAND_IN_GPUS:-}" ]; then

@@ -1,8 +1,9 @@
-# The cluster's Slurm and GPU exporter, on the controller's host (where the cluster's Slurm
-# client and munged are): a plain daemon run as nobody, like the web app's snapshot writer,
-# listening on the host's NAT bridge address only; restarted when its program or settings change.
+# The cluster's Slurm and GPU exporter, on the controller's host: a plain daemon, like the web
+# app's snapshot writer, listening on the host's NAT bridge address only; restarted when its
+# program or settings change. Its Slurm commands are the host's wrappers (lib/slurm_client.sh),
+# which attach to the cluster's container: that takes root, so it runs as root (no new privileges).
 # Its guard (first: nothing listens unguarded) lets only Prometheus's container reach it there.
-require CLUSTER CLUSTER_DIR SLURM_CONF EXPORTER_SETTINGS EXPORTER_ADDRESS EXPORTER_PORT \
+require CLUSTER CLUSTER_DIR EXPORTER_SETTINGS EXPORTER_ADDRESS EXPORTER_PORT \
   EXPORTER_SOURCE SLURM_TEXT_SOURCE COST_SOURCE EXPORTER_GUARD
 guard_up "$EXPORTER_GUARD"
 dir="$CLUSTER_DIR/metrics"
@@ -21,8 +22,7 @@ if [ -n "$pid" ] && [ "$changed" = 0 ]; then
   pid=
 fi
 if [ -z "$pid" ]; then
-  detached --background "$pidfile" "$dir/exporter.log" SLURM_CONF="$SLURM_CONF" \
-    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --no-new-privs python3 "$program" "$dir/exporter.json"
+  detached --background "$pidfile" "$dir/exporter.log" SLURM_BIN="$CLUSTER_DIR/bin" setpriv --no-new-privs python3 "$program" "$dir/exporter.json"
 fi
 if ! (wait_until 15 "the cluster exporter on $EXPORTER_ADDRESS:$EXPORTER_PORT" \
   curl -fsS --max-time 10 -o /dev/null "http://$EXPORTER_ADDRESS:$EXPORTER_PORT/"); then

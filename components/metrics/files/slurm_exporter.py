@@ -37,7 +37,10 @@ SMI_FIELDS = ("index", "name", "utilization.gpu", "memory.used", "memory.total",
 
 
 def run_command(argv: list[str]) -> tuple[int, str]:
-    """A Slurm command's exit status and output (the environment names the cluster's slurm.conf)."""
+    """A command's exit status and output. A Slurm command (named, not a path) is the cluster's
+    client in SLURM_BIN (its node image's, run in its container), never a Slurm the host may have."""
+    if "/" not in argv[0]:
+        argv = [os.path.join(os.environ.get("SLURM_BIN", ""), argv[0]), *argv[1:]]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:

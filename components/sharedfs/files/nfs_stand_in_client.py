@@ -8,7 +8,8 @@ permissions and root squashing apply as with the kernel's client. Nothing is cac
 beyond FUSE's one-second attribute cache: a file written on one host is read on another.
 libnfs does not renew the NFSv4 lease while idle: when the server has dropped this client's
 state (lease expired, server restarted), the client mounts again and reopens its open files.
-Uses Debian's libnfs (libnfs13) and fusepy (python3-fusepy).
+Uses libnfs (libnfs13 on Debian 12 and Ubuntu 22.04, libnfs14 on Debian 13 and Ubuntu 24.04) and
+fusepy (python3-fusepy).
 """
 
 import ctypes
@@ -22,7 +23,18 @@ import time
 
 import fusepy
 
-LIBNFS = ctypes.CDLL("libnfs.so.13", use_errno=True)
+
+def _libnfs() -> ctypes.CDLL:
+    """libnfs 4 (soname 13) or 5 (soname 14): 5 only added functions to those called here."""
+    for soname in ("libnfs.so.13", "libnfs.so.14"):
+        try:
+            return ctypes.CDLL(soname, use_errno=True)
+        except OSError:
+            continue
+    raise OSError("libnfs is not installed (libnfs13 or libnfs14)")
+
+
+LIBNFS = _libnfs()
 RETRIED = ("NFS4ERR_DELAY", "NFS4ERR_GRACE")
 
 

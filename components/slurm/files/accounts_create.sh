@@ -1,5 +1,5 @@
 # The cluster's accounts, their members, GPU limits and QOS, as the config lists them, applied
-# with sacctmgr from the host (the cluster's slurm.conf, munge socket). Only changes are
+# with sacctmgr (the host's wrapper: the node image's, lib/slurm_client.sh). Only changes are
 # sent: applied twice, the second run changes nothing. Accounts and QOS this program made
 # carry MANAGED_BY as their organization / description; only those are ever modified or
 # removed, and an account is not removed while it has jobs. The record lives in the
@@ -7,8 +7,8 @@
 #   QOS:      "NAME PRIORITY MAX_GPUS_PER_USER MAX_WALL_MINUTES" (- for none)
 #   ACCOUNTS: "NAME GPUS QOS,... DEFAULT_QOS" (- for none)
 #   MEMBERS:  "USER ACCOUNT", a user's first line naming their default account
-require CLUSTER SLURM_CONF_PATH MANAGED_BY QOS ACCOUNTS MEMBERS
-export SLURM_CONF=$SLURM_CONF_PATH
+require CLUSTER CLUSTER_DIR MANAGED_BY QOS ACCOUNTS MEMBERS
+use_cluster_slurm
 sm() { log "sacctmgr $*"; sacctmgr -i "$@" >&2; }
 show() { sacctmgr -nP show "$@"; }
 has() { grep -qxF -- "$2" <<< "$1"; }

@@ -1,6 +1,10 @@
-# Slurm client access from the host: a munged of this cluster on its private socket, and
-# slurm.conf in the cluster directory (use with SLURM_CONF=...). The host's own munge and
-# /etc/slurm are not touched.
-require CLUSTER_DIR MUNGE_KEY_FILE MUNGE_SOCKET SLURM_CONF_PATH SLURM_CONF_TEXT
-printf '%s' "$SLURM_CONF_TEXT" | write_if_changed "$SLURM_CONF_PATH" 0644 || true
-cluster_munged_up "$MUNGE_KEY_FILE" "$MUNGE_SOCKET" "$CLUSTER_DIR/munge"
+# The cluster's Slurm client on this host, from its node image: CONTAINER (a container of the
+# cluster on this host) gets the cluster's munge and a copy of slurm.conf, and $CLUSTER_DIR/bin
+# wrappers that run sinfo, srun, sacctmgr... there. The host needs no Slurm or munge of its own.
+require CLUSTER CLUSTER_DIR CONTAINER SLURM_CONF_TEXT
+# An earlier release ran the cluster's munged on the host, and kept a slurm.conf copy there.
+stop_host_munged
+rm -f "$CLUSTER_DIR/slurm.conf"
+ct_setup_munge "$CONTAINER" || true
+printf '%s' "$SLURM_CONF_TEXT" | ct_write_if_changed "$CONTAINER" "$CT_CLIENT_CONF" 0644 root:root || true
+write_slurm_wrappers "$CONTAINER"

@@ -1,8 +1,7 @@
-require CLUSTER_DIR MUNGE_SOCKET SLURM_CONF_PATH
-state="$CLUSTER_DIR/munge"
-pid=$(daemon_pid "$state/munged.pid" munged "--socket=$MUNGE_SOCKET")
-[ -z "$pid" ] || stop_daemon "$pid" munged
-rm -rf "$state" "$(dirname "$MUNGE_SOCKET")"
-rm -f "$SLURM_CONF_PATH"
-# The controller's saved state goes with the cluster (the client lives as long as it does).
-rm -rf "$CLUSTER_DIR/slurmctld" "$CLUSTER_DIR/health-passed"
+# The host's wrappers and the container's slurm.conf copy go; the container keeps its munge
+# (its Slurm daemons use it).
+require CLUSTER_DIR CONTAINER
+rm -rf "$CLUSTER_DIR/bin"
+if lxc_exists "$CONTAINER" && lxc_running "$CONTAINER"; then in_ct "$CONTAINER" rm -f "$CT_CLIENT_CONF" || true; fi
+stop_host_munged
+rm -f "$CLUSTER_DIR/slurm.conf"

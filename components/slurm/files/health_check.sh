@@ -4,9 +4,9 @@
 # since the gate last passed: those nodes must serve. Slurm itself says when each node's
 # slurmd started (SlurmdStartTime, reported by the node at registration), so nodes of every
 # host are covered, wherever the gate runs; the gate keeps the start times it passed with.
-require SLURM_CONF NODES
-export SLURM_CONF
-passed="$(dirname "$SLURM_CONF")/health-passed"
+require CLUSTER_DIR NODES
+use_cluster_slurm
+passed="$CLUSTER_DIR/health-passed"
 states() { sinfo -h -N -n "$NODES" -o '%N %T' | sort -u; }
 serving_state() { case "$1" in idle | mixed | allocated | completing) return 0 ;; *) return 1 ;; esac; }
 not_serving() {

@@ -1,8 +1,8 @@
-# slurmctld in a node container (the tutorial's layout): munge first, then the config, then
+# slurmctld in its container (a node's, as the tutorial has it, or its own): munge first, then the config, then
 # the daemon. A changed node list or accounting setting restarts slurmctld (Slurm 22.05 cannot
 # add nodes or switch accounting plugins on a reconfigure); any other change is applied with
 # `scontrol reconfigure`, which also pushes the new files to the configless nodes.
-require CONTAINER SLURM_CONF_PATH SLURM_CONF_TEXT GRES_CONF_TEXT CGROUP_CONF_TEXT
+require CONTAINER SLURM_CONF_TEXT GRES_CONF_TEXT CGROUP_CONF_TEXT
 report_clone "$CONTAINER"
 stop_other_slurmctld "$CONTAINER"
 restore_ct_slurmctld "$CONTAINER"
@@ -30,4 +30,4 @@ elif [ "$changed" = 0 ]; then
   log "configuration changed: scontrol reconfigure"
   in_ct "$CONTAINER" scontrol reconfigure
 fi
-wait_until 60 "slurmctld in $CONTAINER" /bin/sh -c 'SLURM_CONF="$1" scontrol ping | grep -q "is UP"' sh "$SLURM_CONF_PATH"
+wait_until 60 "slurmctld in $CONTAINER" /bin/sh -c 'lxc-attach -n "$1" --clear-env -- scontrol ping | grep -q "is UP"' sh "$CONTAINER"

@@ -1,6 +1,6 @@
 # slurmd in a node: munge first, then slurmd in configless mode; waits until the node serves (idle, or running jobs).
 # Two lxc-attach calls: one writes every file, one (re)starts munge and slurmd as needed.
-require CONTAINER NODE CONF_SERVER SLURM_CONF_PATH
+require CONTAINER NODE CONF_SERVER
 report_clone "$CONTAINER"
 stage=$(mktemp -d)
 TOPOLOGY=/etc/slurm/gpucluster-topology.xml
@@ -42,7 +42,8 @@ in_ct "$CONTAINER" /bin/sh -c "set -e; $CT_MUNGE_UP"'
   fi' sh "$MUNGE_SOCKET" "$(key_changed "$changed")" "$slurmd_changed" >/dev/null
 node_ready() {
   local state
-  state=$(SLURM_CONF="$SLURM_CONF_PATH" sinfo -h -N -n "$NODE" -o %T 2>/dev/null | head -n1)
+  # Asked from the node itself (its image's sinfo, the configless config its slurmd fetched).
+  state=$(in_ct "$CONTAINER" env SLURM_CONF=/run/slurm/conf/slurm.conf sinfo -h -N -n "$NODE" -o %T 2>/dev/null | head -n1)
   case "$state" in idle | mixed | allocated | completing) return 0 ;; *) return 1 ;; esac
 }
 wait_until 120 "node $NODE to register" node_ready

@@ -1,8 +1,8 @@
 # slurmdbd beside MariaDB: munge with the cluster's key, slurmdbd.conf (0600 slurm, the
 # database password appended here from the host's file), then the daemon. Once it answers,
-# the cluster is registered in the database (sacctmgr from the host with the cluster's
-# slurm.conf), before slurmctld first connects.
-require CLUSTER CONTAINER SLURMDBD_CONF_TEXT PASSWORD_FILE SLURM_CONF_PATH
+# the cluster is registered in the database (sacctmgr: the host's wrapper, the node image's),
+# before slurmctld first connects.
+require CLUSTER CLUSTER_DIR CONTAINER SLURMDBD_CONF_TEXT PASSWORD_FILE
 report_clone "$CONTAINER"
 [ -s "$PASSWORD_FILE" ] || die "database password $PASSWORD_FILE is missing (made by the accounting data resource)"
 ct_setup_munge "$CONTAINER" || true
@@ -16,7 +16,7 @@ in_ct "$CONTAINER" systemctl enable --quiet slurmdbd
 if [ "$changed" = 0 ] || ! in_ct "$CONTAINER" systemctl is-active --quiet slurmdbd; then
   in_ct "$CONTAINER" systemctl restart slurmdbd
 fi
-export SLURM_CONF=$SLURM_CONF_PATH
+use_cluster_slurm
 wait_until 90 "slurmdbd in $CONTAINER to answer" sacctmgr -n show cluster
 if ! sacctmgr -nP show cluster format=cluster | grep -qxF "$CLUSTER"; then
   sacctmgr -i add cluster "$CLUSTER" >&2

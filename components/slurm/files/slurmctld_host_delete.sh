@@ -1,2 +1,0 @@
-require CLUSTER_DIR
-stop_host_slurmctld
