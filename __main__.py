@@ -24,6 +24,8 @@ if stack.cluster:
         pulumi.export("verify_command", {name: access["verify"] for name, access in cluster.hosts_config.items()})
     else:
         pulumi.export("verify_command", f"./verify.sh {pulumi.get_stack()}")
+    if cluster.login_ssh is not None:
+        pulumi.export("login_ssh", cluster.login_ssh)
     if cluster.cost is not None:
         pulumi.export("cost", cluster.cost)
 

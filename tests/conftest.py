@@ -28,6 +28,7 @@ HOST_NEUTRAL = (
     "tests/kubernetes/",
     "tests/metrics/test_render.py",
     "tests/review/",
+    "tests/slurm/test_login.py",
     "tests/test_config.py",
     "tests/test_docs.py",
     "tests/test_fixtures.py",

@@ -304,7 +304,8 @@ RULE_CASES = [
     (
         "rule_unique_node_names",
         _set("web_app.name", "c001"),
-        "cluster.nodes[].name: 'c001' is used more than once (node, web_app and accounting names must be unique)",
+        "cluster.nodes[].name: 'c001' is used more than once "
+        "(node, web_app, login and accounting names must be unique)",
     ),
     (
         "rule_bridges_distinct",
@@ -400,6 +401,11 @@ RULE_CASES = [
         _set("gpu", {"stand_in": {"count": 4}, "control_devices": ["/dev/nvidiactl"]}),
         "cluster.gpu.control_devices: cannot be set together with gpu.stand_in, whose stand-ins are the "
         "devices (/run/gpucluster-gpu-dev/nvidiactl); remove gpu.control_devices",
+    ),
+    (
+        "rule_login",
+        lambda c: c.update(login={"nat_address": "10.42.3.30"}),
+        "cluster.login: no person of users[] has ssh_keys, so nobody could log in",
     ),
     (
         "rule_web_app_gpus",

@@ -32,6 +32,7 @@ from components.sharedfs.config import EfsShare, serving_host
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.config import NodeConfig
 from components.slurm.controller import ClientContainer, ControllerPlacement, SlurmController
+from components.slurm.login import LoginNode, LoginSetup
 from components.slurm.node import SlurmNode
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf, render_slurmdbd_conf, slurmd_start_plugins
 
@@ -62,6 +63,8 @@ class GpuCluster(pulumi.ComponentResource):
     slurm_env: pulumi.Output[str]
     node_shells: pulumi.Output[dict]
     host_facts: pulumi.Output[dict]
+    login_ssh: pulumi.Output[str] | None = None
+    """With a login node: how a person reaches it (`ssh -p PORT PERSON@HOST`)."""
     cost: pulumi.Output[dict] | None = None
     """With EC2 hosts: the instances' estimated hourly and monthly cost (components/aws/prices.py)."""
     boot_command: pulumi.Output[str]
@@ -129,7 +132,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.controller_hostname = controller_hostname(config)
         # placement 'host': slurmctld in a container of its own (the node image's Slurm).
         self.controller_ct = None if config.controller_node else controller_container(name, config, self)
-        slurm_conf = render_slurm_conf(config, self.controller_hostname)
+        slurm_conf = self.slurm_conf = render_slurm_conf(config, self.controller_hostname)
         # Several hosts: every host has a Slurm client (sinfo, srun there, run in one of its
         # containers from the node image), the controller's host included, so a client never
         # moves with the controller.
@@ -254,8 +257,9 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
     def _services(self, name: str, config: ClusterConfig) -> None:
-        """The web app, the metrics, and the port forwards to what answers behind them."""
+        """The web app, the metrics, the login node, and the port forwards to what answers behind them."""
         self.web_app = self._web_app(name, config) if config.web_app else None
+        self.login = self._login(name, config) if config.login else None
         self.metrics = metrics(name, config, self) if config.metrics_enabled else None
         self.forwards = []
         for forward in config.all_forwards:
@@ -288,12 +292,30 @@ class GpuCluster(pulumi.ComponentResource):
             else "",
         )
 
+    def _login(self, name: str, config: ClusterConfig) -> LoginNode:
+        """After slurmctld: its setup installs the munge key and submits to it."""
+        host = config.node_host(config.login).name
+        munge_key = [self.munge_keys[host]] if host in self.munge_keys else []
+        return LoginNode(
+            f"{name}-login",
+            config.host_identity(config.host_named(host)),
+            config.login,
+            self.platforms[host],
+            LoginSetup(slurm_conf=self.slurm_conf, after=(self.controller, *munge_key)),
+            image=self.images[host].rootfs,
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.bridges_of[host], self.images[host], *self.late_mounts[host]]
+            ),
+            transport=self.transports[host],
+        )
+
     def _boot_units(self, name: str, config: ClusterConfig) -> None:
         """Written last, deleted first: a destroy cut short is not brought back at the next boot.
         One per host: each host brings back its own part."""
         everything = [self.health, *self.forwards, *([self.web_app] if self.web_app else [])]
         everything += [self.accounts] if self.accounts else []
         everything += [self.metrics] if self.metrics else []
+        everything += [self.login] if self.login else []
         self.boots = {
             host.name: BootUnit(
                 f"{name}-{host.name}-boot" if config.multi_host else f"{name}-boot",
@@ -331,6 +353,9 @@ class GpuCluster(pulumi.ComponentResource):
             if config.web_app
             else ""
         )
+        if config.login:
+            login_host = self.host_addresses[config.node_host(config.login).name]
+            self.login_ssh = pulumi.Output.concat(f"ssh -p {config.login.host_port} <person>@", login_host)
         self.hosts_config = (
             {host.name: host_access(host, self.host_addresses[host.name]) for host in config.cluster_hosts}
             if multi
@@ -371,12 +396,16 @@ class GpuCluster(pulumi.ComponentResource):
     def _target_host(config: ClusterConfig, target: str) -> ClusterHostConfig:
         if config.web_app and target == config.web_app.name:
             return config.node_host(config.web_app)
+        if config.login and target == config.login.name:
+            return config.node_host(config.login)
         return config.node_host(next(n for n in config.nodes if n.name == target))
 
     def _forward_target(self, config: ClusterConfig, target: str) -> pulumi.Resource:
-        """A forward waits for what answers behind it: the app, or the node's slurmd."""
+        """A forward waits for what answers behind it: the app, the login node's sshd, or the node's slurmd."""
         if self.web_app and config.web_app and target == config.web_app.name:
             return self.web_app.service
+        if self.login and config.login and target == config.login.name:
+            return self.login.setup
         return self.containers[target]
 
 

@@ -50,7 +50,7 @@ class ClusterViews:
         return next(h for h in self.cluster_hosts if h.name == name)
 
     def node_host(self, node: "NodeConfig") -> "ClusterHostConfig":
-        """The host a node (or the web app) runs on; one-host stacks need not name it."""
+        """The host a node (or the web app, or the login node) runs on; one-host stacks need not name it."""
         return self.host_named(node.host) if node.host else self.cluster_hosts[0]
 
     def for_host(self, host: "ClusterHostConfig") -> Self:
@@ -62,6 +62,7 @@ class ClusterViews:
         if not self.multi_host:
             return self
         web = self.web_app if self.web_app and self.node_host(self.web_app).name == host.name else None
+        login = self.login if self.login and self.node_host(self.login).name == host.name else None
         nodes = [n for n in self.nodes if self.node_host(n).name == host.name]
         on_host = {n.name for n in nodes} | ({web.name} if web else set())
         return self.model_copy(
@@ -77,6 +78,7 @@ class ClusterViews:
                 "hosts": None,
                 "nodes": nodes,
                 "web_app": web,
+                "login": login,
                 "forwards": [f for f in self.forwards if f.target in on_host],
             }
         )
@@ -248,15 +250,30 @@ class ClusterViews:
             if self.web_app
             else []
         )
-        return web + list(self.forwards)
+        # The login node's SSH, limited like the web app's page.
+        login = (
+            [
+                PortForwardConfig(
+                    host_port=self.login.host_port,
+                    target=self.login.name,
+                    port=22,
+                    allowed_sources=self.login.allowed_sources,
+                )
+            ]
+            if self.login
+            else []
+        )
+        return web + login + list(self.forwards)
 
     def forward_tag(self, host_port: int) -> str:
         return self.identity.forward_tag(host_port)
 
     def target_address(self, target: str) -> IPv4Address:
-        """NAT-bridge address of a node or of the web app (a forward's target)."""
+        """NAT-bridge address of a node, the web app or the login node (a forward's target)."""
         if self.web_app and target == self.web_app.name:
             return self.web_app.nat_address
+        if self.login and target == self.login.name:
+            return self.login.nat_address
         return next(node.nat_address for node in self.nodes if node.name == target)
 
     @property

@@ -48,10 +48,11 @@ from components.network.rules import (
     rule_unique_addresses,
 )
 from components.sharedfs.config import EfsShare, ServedNfs, SharedFsConfig, rule_shared_fs, served_address
-from components.slurm.config import AccountingConfig, NodeConfig, SlurmConfig
+from components.slurm.config import AccountingConfig, LoginConfig, NodeConfig, SlurmConfig
 from components.slurm.rules import (
     rule_accounting,
     rule_controller_node,
+    rule_login,
     rule_names_slurm_and_lxc_can_use,
     rule_partitions,
 )
@@ -77,6 +78,11 @@ class ClusterConfig(ClusterViews, StrictModel):
     nodes: list[NodeConfig] = Field(min_length=1, max_length=256)
     slurm: SlurmConfig = SlurmConfig()
     web_app: WebAppConfig | None = None
+    login: LoginConfig | None = Field(
+        None,
+        description="a login node: users[] log in over SSH with their ssh_keys through a host port forward and "
+        "submit jobs from shared_dir; none: no login node",
+    )
     forwards: list[PortForwardConfig] = Field([], description="extra host port forwards")
     users: list[UserConfig] = Field(
         [], description="people using the cluster: created on the host and in every container"
@@ -186,6 +192,8 @@ def rule_host_layout(c: ClusterConfig) -> Iterator[str]:
                 yield f"nodes[{i}].host: required with several hosts (one of {names})"
         if c.web_app and c.web_app.host is None:
             yield f"web_app.host: required with several hosts (one of {names})"
+        if c.login and c.login.host is None:
+            yield f"login.host: required with several hosts (one of {names})"
 
 
 def _host_references(c: ClusterConfig) -> Iterator[tuple[str, str]]:
@@ -194,6 +202,8 @@ def _host_references(c: ClusterConfig) -> Iterator[tuple[str, str]]:
             yield f"nodes[{i}].host", node.host
     if c.web_app and c.web_app.host is not None:
         yield "web_app.host", c.web_app.host
+    if c.login and c.login.host is not None:
+        yield "login.host", c.login.host
     if c.slurm.controller.host is not None:
         yield "slurm.controller.host", c.slurm.controller.host
     if c.accounting and c.accounting.host is not None:
@@ -251,6 +261,7 @@ CLUSTER_RULES = (
     rule_forwards,
     rule_users,
     rule_accounting,
+    rule_login,
     rule_shared_fs,
     rule_metrics_ports,
     rule_burst_shared_fs,

@@ -201,6 +201,8 @@ def host_containers(config: ClusterConfig, host: ClusterHostConfig) -> list[str]
     containers = [cluster.container_name(n) for n in [*view.node_names, "image"]]
     if view.web_app:
         containers.append(cluster.container_name(view.web_app.name))
+    if view.login:
+        containers.append(cluster.container_name(view.login.name))
     if config.accounting and config.accounting_host.name == host.name:
         containers.append(cluster.container_name(config.accounting.name))
     if config.metrics_enabled and host.name == config.controller_host.name:

@@ -62,6 +62,9 @@ def host_state(
     if view.web_app:
         # snapshot directory,interval: the cluster-status writer, a plain daemon on this host
         state["STATUS_WRITER"] = f"{cluster.status_dir},{view.web_app.status_interval_s}"
+    if view.login:
+        # the login node's container, started with the others (its sshd and munge are units there)
+        state["LOGIN_CONTAINER"] = config.container_name(view.login.name)
     if config.metrics_enabled and here:
         # Prometheus's container, and the directory of the cluster exporter, a plain daemon here
         state["METRICS_CONTAINER"] = config.container_name(config.metrics.name)

@@ -68,24 +68,6 @@ def is_system_account(name: str) -> bool:
 PersonId = Annotated[int, Strict(), Field(ge=1000, le=60000)]
 
 
-class UserConfig(StrictModel):
-    """A person: the same name, uid and gid on the host and in every container of the cluster."""
-
-    name: UserName = Field(description="login name")
-    uid: PersonId = Field(description="user id, 1000-60000")
-    gid: PersonId = Field(description="primary group id, 1000-60000")
-    group: UserName | None = Field(None, description="primary group name (default: the user's name)")
-
-    @property
-    def group_name(self) -> str:
-        return self.group or self.name
-
-    @property
-    def spec(self) -> str:
-        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib/people.sh)."""
-        return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
-
-
 # An SSH public key as OpenSSH prints it (`ssh-keyscan`, /etc/ssh/ssh_host_*_key.pub), comment dropped.
 HOST_KEY_PATTERN = r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}$"
 
@@ -124,17 +106,68 @@ def _key_problem(kind: str, fields: list[bytes]) -> str | None:
     return None
 
 
-def _check_host_key(value: str) -> str:
-    """The base64 part decodes to a key of the type the first word names."""
-    kind, data = value.split(" ")
+def _key_data_problem(kind: str, data: str) -> str | None:
+    """What is wrong with a key's base64 part for the type the first word names (None: a key)."""
     try:
         fields = _ssh_fields(base64.b64decode(data, validate=True))
     except (binascii.Error, ValueError) as error:
-        raise ValueError(f"the key data of {kind!r} is not a key: {error}") from None
-    problem = _key_problem(kind, fields)
+        return f"of {kind!r} is not a key: {error}"
+    return _key_problem(kind, fields)
+
+
+def _check_host_key(value: str) -> str:
+    """The base64 part decodes to a key of the type the first word names."""
+    kind, data = value.split(" ")
+    problem = _key_data_problem(kind, data)
     if problem:
         raise ValueError(f"the key data {problem}; copy the key from /etc/ssh/ssh_host_*_key.pub or ssh-keyscan")
     return value
+
+
+# A person's public key as in ~/.ssh/id_*.pub: type, key data, and an optional comment (no
+# control character: one key, one line of authorized_keys; no option prefix).
+AUTHORIZED_KEY_PATTERN = (
+    r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}( [^\x00-\x1f\x7f]{1,200})?$"
+)
+
+
+def _check_authorized_key(value: str) -> str:
+    kind, data = value.split(" ")[:2]
+    problem = _key_data_problem(kind, data)
+    if problem:
+        raise ValueError(f"the key data {problem}; copy the whole line of the person's ~/.ssh/id_*.pub")
+    return value
+
+
+AuthorizedKey = Annotated[
+    str,
+    Field(pattern=AUTHORIZED_KEY_PATTERN, max_length=16384),
+    AfterValidator(_check_authorized_key),
+]
+
+
+class UserConfig(StrictModel):
+    """A person: the same name, uid and gid on the host and in every container of the cluster."""
+
+    name: UserName = Field(description="login name")
+    uid: PersonId = Field(description="user id, 1000-60000")
+    gid: PersonId = Field(description="primary group id, 1000-60000")
+    group: UserName | None = Field(None, description="primary group name (default: the user's name)")
+    ssh_keys: list[AuthorizedKey] = Field(
+        [],
+        max_length=32,
+        description="OpenSSH public keys (a line of ~/.ssh/id_*.pub) the person logs in to the login node with; "
+        "none: no login there",
+    )
+
+    @property
+    def group_name(self) -> str:
+        return self.group or self.name
+
+    @property
+    def spec(self) -> str:
+        """NAME:UID:GID:GROUP, as the scripts take a person (components/files/lib/people.sh)."""
+        return f"{self.name}:{self.uid}:{self.gid}:{self.group_name}"
 
 
 def same_machine_key(address: str | None) -> str:

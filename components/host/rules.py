@@ -167,7 +167,7 @@ def rule_users(c) -> Iterator[str]:
 def rule_hosts(c) -> Iterator[str]:
     """Hosts are told apart by name, subnets and the address the others route through."""
     hosts = c.cluster_hosts
-    node_names = set(c.node_names) | ({c.web_app.name} if c.web_app else set())
+    node_names = set(c.node_names) | ({c.web_app.name} if c.web_app else set()) | ({c.login.name} if c.login else set())
     for i, host in enumerate(hosts):
         if host.name in node_names:
             yield f"hosts[{i}].name: {host.name!r} is also a node or web_app name; names must be unique"

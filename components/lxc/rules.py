@@ -14,9 +14,11 @@ INTERNAL_CONTAINER_NAMES = frozenset({"image"})
 
 
 def rule_unique_node_names(c) -> Iterator[str]:
-    names = c.node_names + ([c.web_app.name] if c.web_app else [])
+    names = c.node_names + ([c.web_app.name] if c.web_app else []) + ([c.login.name] if c.login else [])
     for name in duplicates(names):
-        yield f"nodes[].name: {name!r} is used more than once (node, web_app and accounting names must be unique)"
+        yield (
+            f"nodes[].name: {name!r} is used more than once (node, web_app, login and accounting names must be unique)"
+        )
     if "image" in names:
         yield "nodes[].name: 'image' is the node image's container; pick another name"
     if c.metrics_enabled and c.metrics.name in [*names, *([c.accounting.name] if c.accounting else [])]:

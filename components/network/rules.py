@@ -46,6 +46,8 @@ def _nat_addresses(c) -> list[tuple[str, IPv4Address, object]]:
     pairs = [(f"nodes[{i}].nat_address", n.nat_address, c.node_host(n)) for i, n in enumerate(c.nodes)]
     if c.web_app:
         pairs.append(("web_app.nat_address", c.web_app.nat_address, c.node_host(c.web_app)))
+    if c.login:
+        pairs.append(("login.nat_address", c.login.nat_address, c.node_host(c.login)))
     if c.accounting:
         pairs.append(("accounting.nat_address", c.accounting.nat_address, c.accounting_host))
     if c.metrics_enabled:
@@ -86,6 +88,7 @@ def rule_unique_addresses(c) -> Iterator[str]:
 
 def rule_forward_ports(c) -> Iterator[str]:
     ports = [("web_app.host_port", c.web_app.host_port)] if c.web_app else []
+    ports += [("login.host_port", c.login.host_port)] if c.login else []
     ports += [(f"forwards[{i}].host_port", f.host_port) for i, f in enumerate(c.forwards)]
     for field, port in ports:
         if port < FIRST_FORWARD_PORT:
@@ -97,7 +100,10 @@ def rule_forward_ports(c) -> Iterator[str]:
 def rule_forwards(c) -> Iterator[str]:
     forwards = c.all_forwards
     for port in duplicates([f.host_port for f in forwards]):
-        yield f"forwards[].host_port: host port {port} is forwarded more than once (web_app.host_port included)"
+        yield (
+            f"forwards[].host_port: host port {port} is forwarded more than once "
+            "(web_app.host_port and login.host_port included)"
+        )
     targets = c.node_names + ([c.web_app.name] if c.web_app else [])
     for i, forward in enumerate(c.forwards):
         if forward.target not in targets:

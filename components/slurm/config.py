@@ -13,6 +13,8 @@ from components.common.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTI
     SLURM_RESERVED_PARTITION_NAMES,
     Address,
     Hostname,
+    Network,
+    Port,
     SlurmTime,
     StrictBool,
     StrictInt,
@@ -20,6 +22,7 @@ from components.common.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTI
     UserName,
     slurm_seconds,
 )
+from components.network.config import SOURCES_DESCRIPTION
 
 # Names Slurm 22.05 reads as keywords, case-insensitively: `NodeName=DEFAULT` sets defaults
 # instead of defining a node, `NodeName=ALL` is fatal, `Nodes=ALL` means every node, and
@@ -217,3 +220,14 @@ class AccountingConfig(StrictModel):
         False,
         description="a new, empty database is loaded from the kept dump when there is one",
     )
+
+
+class LoginConfig(StrictModel):
+    """The login node: a container of the node image where users[] log in over SSH (their
+    ssh_keys) and submit jobs; shared_dir and the Slurm client, no Slurm daemon."""
+
+    name: Hostname = Field("login", description="the container's hostname (container <cluster>-<name>)")
+    nat_address: Address = Field(description="static address on the NAT bridge (of `host` with several hosts)")
+    host_port: Port = Field(2222, description="host port forwarded to the login node's SSH (port 22)")
+    allowed_sources: list[Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
+    host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")

@@ -24,6 +24,8 @@ def rule_names_slurm_and_lxc_can_use(c) -> Iterator[str]:
     owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
     if c.web_app:
         owners.append(("web_app.name", c.web_app.name))
+    if c.login:
+        owners.append(("login.name", c.login.name))
     if c.accounting:
         owners.append(("accounting.name", c.accounting.name))
     if c.metrics_enabled:
@@ -105,3 +107,9 @@ def rule_accounting(c) -> Iterator[str]:
             yield f"accounting.accounts[{i}].default_qos: {account.default_qos!r} is not one of the account's qos"
     if "normal" in qos:
         yield "accounting.qos[].name: 'normal' is Slurm's own QOS; pick another name"
+
+
+def rule_login(c) -> Iterator[str]:
+    """A login node serves the people of users[] who have a key: without any, nobody could log in."""
+    if c.login and not any(user.ssh_keys for user in c.users):
+        yield "login: no person of users[] has ssh_keys, so nobody could log in; add a key (users[].ssh_keys)"

@@ -252,9 +252,16 @@ CHANGED_ACCOUNTING = {
     ],
 }
 HEALTH_INTERVAL_S = 10
+# The accounting variant's login node (with `login_keys`): SSH forwarded from host port 7022.
+LOGIN = {"name": "login", "nat_address": "10.43.3.40", "host_port": 7022}
+# A well-formed key nobody holds: the teardown's config names a login node without real keys.
+PLACEHOLDER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEB"
 
 
-def accounting_config(*, changed: bool = False, restore: bool = False, keep_dump: bool = True) -> dict:
+def accounting_config(
+    *, changed: bool = False, restore: bool = False, keep_dump: bool = True, login_keys: dict | None = None
+) -> dict:
+    """`login_keys` (person: public key line): with a login node where those people log in."""
     config = stack_config(STACK)
     cluster = config["cluster"]
     cluster["nodes"] = cluster["nodes"][:2]
@@ -269,6 +276,11 @@ def accounting_config(*, changed: bool = False, restore: bool = False, keep_dump
     cluster["users"] = copy.deepcopy(ACCOUNTING_USERS)
     cluster["accounting"] = copy.deepcopy(CHANGED_ACCOUNTING if changed else ACCOUNTING)
     cluster["accounting"].update(restore=restore, keep_dump=keep_dump)
+    if login_keys is not None:
+        cluster["login"] = copy.deepcopy(LOGIN)
+        for user in cluster["users"]:
+            if user["name"] in login_keys:
+                user["ssh_keys"] = [login_keys[user["name"]]]
     return config
 
 
@@ -383,7 +395,9 @@ def teardown(images: bool = False) -> None:
         teardown_ssh_stacks()
         teardown_rename()
         # Without keeping a dump: what a cut-short run left is not worth keeping.
-        destroy(host_commands(run_program(accounting_config(keep_dump=False), stack=STACK)))
+        # With its login node (whatever keys it had: a destroy does not read them).
+        teardown_accounting = accounting_config(keep_dump=False, login_keys={"alice": PLACEHOLDER_KEY})
+        destroy(host_commands(run_program(teardown_accounting, stack=STACK)))
         destroy(host_commands(run_program(metrics_config(), stack=STACK)))
         for placement in PLACEMENTS:
             # The grown config holds every command of the smaller ones.

@@ -107,7 +107,7 @@ elif [ "$(lxc_owner "$IMAGE")" != "$CLUSTER" ]; then
 else
   check "node image $IMAGE built" WRONG test -f "$(lxc_dir "$IMAGE")/gpucluster-image-ready"
 fi
-for container in $NODE_CONTAINERS $WEB_CONTAINER; do
+for container in $NODE_CONTAINERS $WEB_CONTAINER ${LOGIN_CONTAINER:-}; do
   if ! lxc_exists "$container"; then
     bad MISSING "container $container"
   elif [ "$(lxc_owner "$container")" != "$CLUSTER" ]; then
@@ -118,6 +118,7 @@ for container in $NODE_CONTAINERS $WEB_CONTAINER; do
     ok "container $container running"
     service=slurmd
     [ "$container" != "$WEB_CONTAINER" ] || service=gpu-web-app
+    [ "$container" != "${LOGIN_CONTAINER:-}" ] || service=ssh
     check "$service active in $container" WRONG in_ct "$container" systemctl is-active --quiet "$service"
     [ "$container" != "$CONTROLLER_CONTAINER" ] ||
       check "slurmctld active in $container" WRONG in_ct "$container" systemctl is-active --quiet slurmctld

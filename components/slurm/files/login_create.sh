@@ -1,0 +1,72 @@
+# The login node: munge with the cluster's key, slurm.conf as a file (a client without slurmd
+# has no configless mode), key-only sshd, each person's authorized_keys, and a directory of
+# their own in shared_dir (0700) made once (recorded: the delete removes it when empty). No
+# Slurm daemon runs here.
+require CLUSTER CONTAINER MUNGE_KEY_FILE MUNGE_SOCKET SLURM_CONF_TEXT SHARED_DIR SSHD_CONFIG PEOPLE
+report_clone "$CONTAINER"
+ct_setup_munge "$CONTAINER" || true
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+printf '%s' "$SLURM_CONF_TEXT" | ct_stage "$stage" /etc/slurm/slurm.conf 0644 root:root
+printf '%s\n' "$SSHD_CONFIG" | ct_stage "$stage" /etc/ssh/sshd_config.d/gpucluster.conf 0644 root:root
+# PEOPLE: one line per person, NAME:UID:GID:GROUP followed by their keys, one per following
+# line starting with a space ("" keys: no authorized_keys, so no login).
+people=()
+name=""
+keys=""
+flush() {
+  [ -n "$name" ] || return 0
+  if [ -n "$keys" ]; then
+    printf '%s' "$keys" | ct_stage "$stage" "/home/$name/.ssh/authorized_keys" 0600 "$uid:$gid"
+  else
+    ct_stage_absent "$stage" "/home/$name/.ssh/authorized_keys"
+  fi
+}
+while IFS= read -r line; do
+  if [ "${line:0:1}" = " " ]; then
+    keys+="${line:1}"$'\n'
+    continue
+  fi
+  flush
+  IFS=: read -r name uid gid _ <<< "$line"
+  people+=("$name:$uid:$gid")
+  keys=""
+done < <(lines "$PEOPLE")
+flush
+changed=$(ct_install_staged "$CONTAINER" "$stage") || die "could not install the login node's files in $CONTAINER"
+# A clone shares the image's SSH host keys: the login node makes its own, once.
+# Then ~/.ssh is the person's (0700), their directory in shared_dir is made when missing
+# (0700, theirs: another person cannot read their jobs' output), and sshd is enabled.
+in_ct "$CONTAINER" /bin/bash -c '
+  set -euo pipefail
+  shared=$1; changed=$2; shift 2
+  if [ ! -f /etc/gpucluster/login-host-keys ]; then
+    rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub
+    ssh-keygen -A >/dev/null
+    mkdir -p /etc/gpucluster && touch /etc/gpucluster/login-host-keys
+    changed=1
+  fi
+  for person in "$@"; do
+    IFS=: read -r name uid gid <<< "$person"
+    [ ! -d "/home/$name/.ssh" ] || { chown "$uid:$gid" "/home/$name/.ssh"; chmod 0700 "/home/$name/.ssh"; }
+    if [ ! -e "$shared/$name" ]; then
+      if install -d -m 0700 -o "$uid" -g "$gid" "$shared/$name"; then
+        mkdir -p /etc/gpucluster && echo "$name" >> /etc/gpucluster/shared-dirs-made
+      else
+        echo "warning: could not make $shared/$name (a root-squashed export?): make it on its server" >&2
+      fi
+    fi
+  done
+  # The image masks what logins need (its nodes have none): systemd-user-sessions removes
+  # /run/nologin after boot, without which pam_nologin refuses every person.
+  if [ -L /etc/systemd/system/systemd-user-sessions.service ]; then
+    systemctl unmask --quiet systemd-user-sessions.service
+  fi
+  systemctl start systemd-user-sessions.service
+  [ ! -e /run/nologin ] || systemctl restart systemd-user-sessions.service
+  mkdir -p /run/sshd # its privilege separation directory, made by its unit: not yet before the first start
+  sshd -t
+  systemctl enable --quiet ssh
+  if [ -n "$changed" ] || ! systemctl is-active --quiet ssh; then systemctl restart ssh; fi
+' bash "$SHARED_DIR" "$(grep -x /etc/ssh/sshd_config.d/gpucluster.conf <<< "$changed" || true)" "${people[@]}" ||
+  die "sshd or the people's files in $CONTAINER could not be set up"
