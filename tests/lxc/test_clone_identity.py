@@ -22,7 +22,7 @@ def slurmd_delete(tmp_path: Path, previous_stdout: str | None) -> subprocess.Com
         "LXC_PATH": str(tmp_path / "lxc"),
         "CONTAINER": "cid-c000",
         "NODE": "c000",
-        "SLURM_CONF_PATH": str(tmp_path / "state" / "slurm.conf"),
+        "CLUSTER_DIR": str(tmp_path / "state"),
     }
     if previous_stdout is not None:
         environment["PULUMI_COMMAND_STDOUT"] = previous_stdout

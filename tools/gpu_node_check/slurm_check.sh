@@ -53,6 +53,9 @@ mkdir -p "$ETC" "$MUNGE" "$CLUSTER/slurmctld" || exit 1
 me=$(uname -n | cut -d. -f1)
 sed -e "s#^SlurmctldHost=.*#SlurmctldHost=$me(127.0.0.1)#" \
   -e "s#=$cluster_dir/#=$CLUSTER/#" \
+  -e "s#^StateSaveLocation=.*#StateSaveLocation=$CLUSTER/slurmctld#" \
+  -e "s#^SlurmctldPidFile=.*#SlurmctldPidFile=$CLUSTER/slurmctld.pid#" \
+  -e "s#^SlurmctldLogFile=.*#SlurmctldLogFile=$CLUSTER/slurmctld.log#" \
   -e "s#^AuthInfo=socket=.*#AuthInfo=socket=$MUNGE/munge.socket#" \
   -e "s#^SlurmUser=.*#SlurmUser=root#" \
   -e "s#^\(NodeName=c000\) NodeAddr=[^ ]*#\1 NodeAddr=127.0.0.2 Port=6818#" \
