@@ -167,6 +167,7 @@ def new_site(name: str, nodes: int = 2, subnet: str = "10.50") -> str:
     short = name[:9]
     cluster = {
         "name": name,
+        "image": {"release": "trixie"},  # Debian 13, Slurm 24.11
         "host": {"shared_dir": f"/srv/gpucluster/{name}/shared"},
         "network": {
             "nat_bridge": {"name": f"{short}br0", "address": f"{subnet}.3.1/24"},

@@ -149,8 +149,10 @@ MULTI_HOST_CASES = [
         "cluster.accounting.host: the database's host 'gpu2' (named) is retired; the database needs a live host",
     ),
     (
-        lambda c: c["slurm"].update(controller={"placement": "host", "host": "gpu2"}),
-        "cluster.hosts[1].hostname: required, slurmctld runs on this host",
+        # slurmctld's own container sits on its host's NAT bridge (placement 'host').
+        lambda c: c["slurm"].update(controller={"placement": "host", "host": "gpu2", "nat_address": "10.46.3.200"}),
+        "cluster.slurm.controller.nat_address: 10.46.3.200 is not a usable address of the NAT bridge subnet "
+        "10.47.3.0/24 of host 'gpu2'",
     ),
 ]
 

@@ -212,12 +212,6 @@ def rule_hosts(c) -> Iterator[str]:
                     f"({a.name}, {b.name}); give each host its own bridges"
                 )
     controller = c.slurm.controller
-    if controller.placement == "host" and controller.node is None and c.controller_host.hostname is None:
-        where = next(i for i, h in enumerate(hosts) if h.name == c.controller_host.name)
-        yield (
-            f"hosts[{where}].hostname: required, slurmctld runs on this host and Slurm compares "
-            "SlurmctldHost with the machine's hostname (`hostname -s`)"
-        )
     if controller.host is not None and controller.placement != "host":
         yield "slurm.controller.host: only valid with placement 'host' (the container's host is its node's)"
     for i, host in enumerate(hosts):

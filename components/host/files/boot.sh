@@ -1,8 +1,7 @@
 # Bring the cluster's host state back after a boot, as the create scripts made it: the kernel
 # limits the nodes need, bridges with their addresses, ip_forward, the iptables rules, routes to
-# the other hosts (several hosts), the shared filesystem (shared_fs), the stand-in GPUs (gpu.stand_in), the host munged
-# (and slurmctld when it runs on the host), then the containers, whose daemons are systemd units
-# inside them, the web app's cluster-status writer and the metrics' cluster exporter.
+# the other hosts (several hosts), the shared filesystem (shared_fs), the stand-in GPUs (gpu.stand_in), then the containers,
+# whose daemons (Slurm's and munge's among them: none runs on the host) are systemd units inside them, the web app's cluster-status writer and the metrics' cluster exporter.
 # Idempotent: what is already there is left alone. Usage: boot.sh HOST_STATE_FILE
 load_host_state "${1:?usage: boot.sh HOST_STATE_FILE}"
 require CLUSTER CLUSTER_DIR NAT_BRIDGE NAT_ADDRESS NAT_SUBNET CLUSTER_BRIDGE FORWARDS MUNGE_KEY_FILE \
