@@ -20,6 +20,7 @@ from components.common.transport import Machine, connect, host_command
 from components.composition.cluster_host import ClusterHostConfig
 from components.composition.config import ClusterConfig
 from components.host.gpu_host import GpuHost
+from components.lxc.config import RELEASES
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec, cpu_slots
 from components.lxc.node_image import NodeImage
@@ -125,6 +126,12 @@ class HostPart(pulumi.ComponentResource):
             users=tuple(config.users),
             extra_packages=host_packages(config, host),
             served=served_directory(config, host),
+            image_debian=RELEASES[config.image.release].debian,
+            accounting_data=(
+                f"{config.host_cluster_dir(host)}/accounting/mysql"
+                if config.accounting and config.accounting_host.name == host.name
+                else ""
+            ),
             opts=self._moved(),
             transport=self.transport,
         )

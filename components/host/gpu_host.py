@@ -108,12 +108,20 @@ class GpuHost(pulumi.ComponentResource):
         users: tuple[UserConfig, ...] = (),
         extra_packages: list[str] | tuple[str, ...] = (),
         served: ServedDirectory | None = None,
+        image_debian: str = "",
+        accounting_data: str = "",
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         self._prefix, self._cluster, self._opts, self._transport = name, cluster, opts, transport
         environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers)
+        if image_debian:
+            # The node image's Debian release (its Slurm): a change from the running one is
+            # checked against the queue and the accounting database (`accounting_data`).
+            environment["IMAGE_DEBIAN"] = image_debian
+            if accounting_data:
+                environment["ACCOUNTING_DATA"] = accounting_data
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
             environment["USERS"] = env_list(user.spec for user in users)
@@ -260,7 +268,6 @@ def _checked_environment(
         "CLUSTER_BRIDGE": net.cluster_bridge.name,
         "CLUSTER_SUBNET": str(net.cluster_bridge.subnet),
         "HOST_PORTS": env_list(host_ports),
-        # Only with slurmctld on the host: it needs its port there.
         "CONTAINERS": env_list(containers),
     }
 

@@ -19,14 +19,20 @@ def cluster_slurm(cluster_dir: str) -> dict[str, str]:
 def client_container(env: dict[str, str]) -> str:
     """The container a cluster_slurm() environment's commands run in (named by its wrappers)."""
     wrapper = Path(env["PATH"].split(":", 1)[0], "sinfo").read_text()
-    return re.search(r"lxc-attach -n (\S+)", wrapper).group(1)
+    return re.search(r"lxc-attach (?:-P \S+ )?-n (\S+)", wrapper).group(1)
+
+
+def client_lxc_path(env: dict[str, str]) -> list[str]:
+    """`-P PATH` where the wrappers name a host's own LXC path, else nothing."""
+    found = re.search(r"lxc-attach -P (\S+) ", Path(env["PATH"].split(":", 1)[0], "sinfo").read_text())
+    return ["-P", found.group(1)] if found else []
 
 
 def as_person(env: dict[str, str], uid: int, argv: list[str], workdir: str = "/tmp") -> list[str]:
     """`argv` run by one of the cluster's people (uid = gid) in WORKDIR, with the cluster's
     client: where the wrappers run it, in the cluster's container, as that person there."""
     return [
-        "lxc-attach", "-n", client_container(env), "--clear-env",
+        "lxc-attach", *client_lxc_path(env), "-n", client_container(env), "--clear-env",
         "-v", "PATH=/usr/bin:/bin", "-v", "LC_ALL=C", "-v", "SLURM_CONF=/etc/gpucluster/slurm.conf", "--",
         "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
         "sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", workdir, *argv,

@@ -53,10 +53,15 @@ stop_ct_slurmctld() {
     rm -rf "$saved.new" && mkdir -p "$saved.new"
     in_ct "$name" tar -C "$CT_SLURMCTLD_STATE" -cf - . | tar -C "$saved.new" -xf -
     chown -R slurm:slurm "$saved.new" 2>/dev/null || true
+    # Which Slurm wrote it: another release's slurmctld may not read it (restore_ct_slurmctld).
+    slurm_release "$name" > "$saved.new/.gpucluster-slurm-release" || true
     rm -rf "$saved" && mv "$saved.new" "$saved"
   fi
   in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/cgroup.conf /etc/systemd/system/slurmctld.service.d/gpucluster.conf
 }
+
+# slurm_release CONTAINER: the Slurm release of the container's slurmctld (e.g. 22.05).
+slurm_release() { in_ct "$1" slurmctld -V | awk '{print $2}' | cut -d. -f1,2; }
 
 # restore_ct_slurmctld CONTAINER: a slurmctld about to start there for the first time takes
 # the saved state (which then lives in the container only).
@@ -65,6 +70,16 @@ restore_ct_slurmctld() {
   local name=$1 saved="$CLUSTER_DIR/slurmctld"
   [ -e "$saved/job_state" ] || return 0
   in_ct "$name" test -e "$CT_SLURMCTLD_STATE/job_state" && return 0
+  # Written by another Slurm release (the node image's release changed; the preflight let it
+  # through with an empty queue only): this one starts without it. No file: 22.05 wrote it.
+  local wrote now
+  wrote=$(cat "$saved/.gpucluster-slurm-release" 2>/dev/null || echo 22.05)
+  now=$(slurm_release "$name")
+  if [ "$wrote" != "$now" ]; then
+    log "the saved controller state is Slurm $wrote's; slurmctld $now starts without it (its queue was empty)"
+    rm -rf "$saved"
+    return 0
+  fi
   log "starting slurmctld in $name from the saved queue"
   tar -C "$saved" -cf - . |
     in_ct "$name" /bin/sh -c 'set -e; mkdir -p "$1"; tar -C "$1" -xf -; chown -R slurm:slurm "$1"' sh "$CT_SLURMCTLD_STATE"

@@ -11,10 +11,12 @@ CT_CLIENT_CONF=/etc/gpucluster/slurm.conf
 # write_slurm_wrappers CONTAINER: the wrappers, each running its command in CONTAINER.
 write_slurm_wrappers() {
   require CLUSTER CLUSTER_DIR
-  local name=$1 program
+  local name=$1 program where=""
+  # The host's LXC path, where it is not LXC's default (hosts[].lxc_dir).
+  [ -z "${LXC_PATH:-}" ] || where="-P $LXC_PATH "
   for program in $SLURM_CLIENT_PROGRAMS; do
-    printf '#!/bin/sh\n# Managed by the gpu-cluster Pulumi program: %s from the node image of the cluster %s, run in %s.\nexec lxc-attach -n %s --clear-env -v LC_ALL=C -v PATH=/usr/sbin:/usr/bin:/sbin:/bin -v SLURM_CONF=%s -- %s "$@"\n' \
-      "$program" "$CLUSTER" "$name" "$name" "$CT_CLIENT_CONF" "$program" |
+    printf '#!/bin/sh\n# Managed by the gpu-cluster Pulumi program: %s from the node image of the cluster %s, run in %s.\nexec lxc-attach %s-n %s --clear-env -v LC_ALL=C -v PATH=/usr/sbin:/usr/bin:/sbin:/bin -v SLURM_CONF=%s -- %s "$@"\n' \
+      "$program" "$CLUSTER" "$name" "$where" "$name" "$CT_CLIENT_CONF" "$program" |
       write_if_changed "$CLUSTER_DIR/bin/$program" 0755 || true
   done
 }

@@ -195,6 +195,11 @@ while read -r container; do
   fi
 done < <(lines "$CONTAINERS")
 
+# Another release of the node image (another Slurm) on a running cluster.
+if [ -n "${IMAGE_DEBIAN:-}" ]; then
+  while read -r line; do problems+=("$line"); done < <(image_release_problems "$IMAGE" "$IMAGE_DEBIAN")
+fi
+
 if [ "${#problems[@]}" -gt 0 ]; then
   printf 'preflight failed, nothing was changed:\n' >&2
   printf '  - %s\n' "${problems[@]}" >&2
