@@ -61,13 +61,14 @@ def containers(prefix: str) -> list[str]:
 
 
 def slurmctld_processes() -> list[str]:
-    """Every slurmctld of this cluster, on the host or in any of its containers."""
+    """Every slurmctld of this cluster, on the host or in any of its containers (a node's, or
+    its own with placement 'host')."""
     found = [
         line
         for line in sh("ps", "-eo", "pid=,args=").stdout.splitlines()
         if "slurmctld" in line.split()[1] and "-f /var/lib/gpucluster/e2e/" in line
     ]
-    for name in containers(f"{CLUSTER}-c"):
+    for name in containers(f"{CLUSTER}-"):
         if sh("lxc-attach", "-n", name, "--", "pidof", "slurmctld", check=False).returncode == 0:
             found.append(f"in {name}")
     return found

@@ -145,7 +145,7 @@ def test_status_shows_jobs_reasons_drain_and_cost(tmp_path, capsys):
 def test_status_reaches_an_ssh_host_through_the_stacks_connection(tmp_path, monkeypatch):
     """The e2e stack with its one host over SSH (this machine through a test sshd), nothing
     built: the host answers with the pinned key and the stack's private key, its drift check
-    runs there (everything MISSING), Slurm has no slurm.conf there; with another host key
+    runs there (everything MISSING), the cluster has no Slurm client there; with another host key
     pinned, the host is said not to answer and the rest is still shown."""
     require_host()
     assert not Path(f"/var/lib/gpucluster/{CLUSTER}").exists(), "an e2e cluster is up"
@@ -161,7 +161,7 @@ def test_status_reaches_an_ssh_host_through_the_stacks_connection(tmp_path, monk
         assert (host["name"], host["connection"], host["reachable"]) == ("h1", "ssh root@127.0.0.1:2222", True)
         assert host["drift_checked"] and "MISSING  bridge e2ebr0" in host["drift"], host
         assert report["slurm"]["message"] == (
-            f"no /var/lib/gpucluster/{CLUSTER}/slurm.conf on root@127.0.0.1:2222: the cluster is not built there"
+            f"no /var/lib/gpucluster/{CLUSTER}/bin/scontrol on root@127.0.0.1:2222: the cluster is not built there"
         )
         assert report["stack_message"] == "stack e2e is not up (it has no outputs): ./up.sh e2e brings it up"
 

@@ -13,7 +13,7 @@ from typing import Self
 from components.common.config_types import ClusterIdentity
 from components.composition.cluster_host import LOCAL_HOST, ClusterHostConfig
 from components.host.config import HostConfig
-from components.lxc.config import device_dir_of
+from components.lxc.config import ImageConfig, device_dir_of
 from components.network.config import PortForwardConfig
 from components.slurm.config import NodeConfig, slurm_hostlist
 from components.slurm.slurm_conf import SLURMCTLD_PORT, SLURMD_PORT, SRUN_PORTS
@@ -147,6 +147,14 @@ class ClusterViews:
         """Where the accounting database's container runs: `accounting.host`, or the controller's host."""
         wanted = self.accounting.host if self.accounting else None
         return self.host_named(wanted) if wanted else self.controller_host
+
+    @property
+    def node_image(self) -> ImageConfig:
+        """The node image as built: with burst partitions also python3-venv, for the burst
+        programs' own venv in slurmctld's container (a cluster without burst keeps its image)."""
+        if self.burst is None or "python3-venv" in self.image.extra_packages:
+            return self.image
+        return self.image.model_copy(update={"extra_packages": [*self.image.extra_packages, "python3-venv"]})
 
     @property
     def controller_address(self) -> IPv4Address:

@@ -83,7 +83,7 @@ class HostPart(pulumi.ComponentResource):
         self.platform = ContainerPlatform(
             network=view.network,
             gpu=view.gpu,
-            image=config.image,
+            image=config.node_image,
             shared_dir=view.host.shared_dir,
             users=tuple(config.users),
         )
@@ -149,7 +149,7 @@ class HostPart(pulumi.ComponentResource):
             burst_access=config.burst_access(self.host_config),
         )
         self.image = NodeImage(
-            f"{prefix}-image", cluster, config.image, opts=self._moved(*after), transport=self.transport
+            f"{prefix}-image", cluster, config.node_image, opts=self._moved(*after), transport=self.transport
         )
 
     def _shared_fs(self, prefix: str, config: ClusterConfig, bridges: Bridges | None = None) -> pulumi.Resource:

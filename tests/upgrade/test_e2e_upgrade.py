@@ -29,7 +29,9 @@ from tests.upgrade.test_upgrade import ALLOWED_REPLACES
 
 pytestmark = pytest.mark.e2e
 
-SLURM = slurm_env(STACK)
+SLURM = slurm_env(STACK)  # the current program's host client (the node image's Slurm, in c000)
+# The release's host client: the host's own Slurm, with the cluster's munged and slurm.conf on the host.
+RELEASE_SLURM = {"SLURM_CONF": f"/var/lib/gpucluster/{STACK}/slurm.conf"}
 SHARED = Path("/srv/gpucluster/e2e/shared")  # the stack's shared_dir, bound into every node
 FINISH = SHARED / "upgrade-test-finish"
 CONTROLLER = f"{STACK}-c000"  # the release's e2e stack runs slurmctld in node c000
@@ -54,21 +56,21 @@ def init_pids(nodes: list[str]) -> dict[str, str]:
     return {node: sh("lxc-info", "-n", f"{STACK}-{node}", "-p", "-H").stdout.strip() for node in nodes}
 
 
-def job_states(jobs: dict[str, str]) -> dict[str, str]:
+def job_states(jobs: dict[str, str], env: dict = SLURM) -> dict[str, str]:
     """Per node: its job's state, node and how often Slurm restarted it (requeued it)."""
     states = {}
     for node, job in jobs.items():
-        shown = sh("scontrol", "-o", "show", "job", job, env=SLURM).stdout
+        shown = sh("scontrol", "-o", "show", "job", job, env=env).stdout
         fields = dict(word.split("=", 1) for word in shown.split() if "=" in word)
         states[node] = f"{fields['JobState']} on {fields['NodeList']}, Restarts={fields['Restarts']}"
     return states
 
 
-def wait_for_states(jobs: dict[str, str], state: str, seconds: int) -> None:
+def wait_for_states(jobs: dict[str, str], state: str, seconds: int, env: dict = SLURM) -> None:
     all_there = " && ".join(f"scontrol -o show job {job} | grep -q 'JobState={state} '" for job in jobs.values())
     script = f"for _ in $(seq {seconds}); do {all_there} && exit 0; sleep 1; done; exit 1"
-    sh("bash", "-c", script, env=SLURM, check=False, timeout=seconds + 30)
-    assert job_states(jobs) == {node: f"{state} on {node}, Restarts=0" for node in jobs}
+    sh("bash", "-c", script, env=env, check=False, timeout=seconds + 30)
+    assert job_states(jobs, env) == {node: f"{state} on {node}, Restarts=0" for node in jobs}
 
 
 def controller_log(jobs: dict[str, str]) -> str:
@@ -98,10 +100,11 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
         for node in nodes:
             wait = f"while [ ! -e {FINISH} ]; do sleep 1; done"
             submitted = sh(
-                "sbatch", "--parsable", "--chdir=/tmp", "-N1", "-n1", "-w", node, "-t", "20", "--wrap", wait, env=SLURM
+                *("sbatch", "--parsable", "--chdir=/tmp", "-N1", "-n1", "-w", node, "-t", "20", "--wrap", wait),
+                env=RELEASE_SLURM,
             )
             jobs[node] = submitted.stdout.strip().split(";")[0]
-        wait_for_states(jobs, "RUNNING", 60)
+        wait_for_states(jobs, "RUNNING", 60, RELEASE_SLURM)
         before = init_pids(nodes)
 
         _, actions = up(state, current)

@@ -30,4 +30,5 @@ elif [ "$changed" = 0 ]; then
   log "configuration changed: scontrol reconfigure"
   in_ct "$CONTAINER" scontrol reconfigure
 fi
-wait_until 60 "slurmctld in $CONTAINER" /bin/sh -c 'lxc-attach -n "$1" --clear-env -- scontrol ping | grep -q "is UP"' sh "$CONTAINER"
+ctld_up() { in_ct "$CONTAINER" scontrol ping 2>/dev/null | grep -q "is UP"; }
+wait_until 60 "slurmctld in $CONTAINER" ctld_up
