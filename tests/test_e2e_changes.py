@@ -222,7 +222,8 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
             replay.apply(f"controller to {where}", move)
             running = slurmctld_processes()
             assert len(running) == 1, running
-            assert (where == "host") == ("in " not in running[0]), running
+            # placement 'host': slurmctld's own container on the host
+            assert running == [f"in {CLUSTER}-slurmctld" if where == "host" else f"in {CLUSTER}-c001"], running
             assert set(node_states().values()) == {"idle"}, node_states()
             assert job_state(held) == "PENDING", f"the queue was lost moving the controller to {where}"
             config = move

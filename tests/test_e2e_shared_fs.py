@@ -30,7 +30,7 @@ from tests.harness import command_executor, ssh_hosts
 from tests.harness.e2e_teardown import PLACEHOLDER_KEY, run_here, two_host_config
 from tests.harness.engine_cluster import CommandFailedError, State, destroy, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
-from tests.harness.slurm_client import SlurmClient, cluster_slurm, gpus_of, wait_for
+from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
 from tests.harness.ssh_hosts import SshHost
 from tests.test_e2e import CONNECT, host_snapshot, leftovers, require_host, sh, slurm_env
 
@@ -53,7 +53,6 @@ DIAGNOSTIC_LOGS = (
     f"/var/lib/gpucluster/{CLUSTER}/nfs-client.log",
     f"{SECOND_STATE}/nfs-client.log",
 )
-SECOND_SLURM = cluster_slurm(SECOND_STATE)  # h2's own Slurm client
 USERS = [{"name": "dana", "uid": 2111, "gid": 2111}, {"name": "erin", "uid": 2112, "gid": 2112}]
 UIDS = {user["name"]: user["uid"] for user in USERS}
 HEALTH_INTERVAL_S = 10
@@ -116,6 +115,19 @@ def recorded(start: str, names: set[str], env: dict) -> bool:
     """Whether sacct (through `env`'s slurm.conf) has every job named, completed."""
     rows = [r for r in SlurmClient(env).sacct_rows(start, SACCT_FORMAT) if r["JobName"] in names]
     return len(rows) == len(names) and all(r["State"] == "COMPLETED" for r in rows)
+
+
+def recorded_on_second(start: str, names: set[str]) -> bool:
+    """Whether h2's own client (its wrappers, run in h2's namespaces) has every job named, completed."""
+    done = on_second(
+        f"{SECOND_STATE}/bin/sacct", "-a", "-X", "-nP", "-S", start, f"--format={SACCT_FORMAT}", check=False
+    )
+    if done.returncode != 0:
+        return False
+    keys = SACCT_FORMAT.split(",")
+    rows = [dict(zip(keys, line.split("|"), strict=True)) for line in done.stdout.splitlines() if line]
+    rows = [row for row in rows if row["JobName"] in names]
+    return len(rows) == len(names) and all(row["State"] == "COMPLETED" for row in rows)
 
 
 def person_exists(name: str) -> bool:
@@ -373,9 +385,9 @@ def test_one_cluster_on_two_hosts_through_a_jump_host(capsys):
             "$ sacct -a -X --format=JobID,JobName,User,Account,NodeList,AllocTRES,State   (on h1)\n" + listing
         )
         # h2's own Slurm client reads the same records.
-        wait_for("the records from h2's client", lambda: recorded(start, names, SECOND_SLURM), 30)
+        wait_for("the records from h2's client", lambda: recorded_on_second(start, names), 30)
         from_h2 = on_second(
-            "sacct", "-a", "-X", "-S", start, "--format=JobID,JobName,NodeList,AllocTRES%40", env=SECOND_SLURM
+            f"{SECOND_STATE}/bin/sacct", "-a", "-X", "-S", start, "--format=JobID,JobName,NodeList,AllocTRES%40"
         )
         report.append(f"$ {SECOND_STATE}/bin/sacct -a -X ...   (on h2)\n" + from_h2.stdout)
 

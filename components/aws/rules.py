@@ -59,5 +59,5 @@ def rule_aws(c) -> Iterator[str]:
     if controller.placement == "host" and controller.node is None and c.controller_host.is_ec2:
         yield (
             f"slurm.controller.placement: 'host' on the EC2 host {c.controller_host.name!r}; on EC2 hosts slurmctld "
-            "runs in a node container (the node image's Slurm version): use placement 'container'"
+            "runs in a node container (slurmctld's own container is not proven on EC2 yet): use placement 'container'"
         )

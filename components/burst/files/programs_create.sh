@@ -33,8 +33,13 @@ on_controller /bin/sh -c 'touch "$1" && chown slurm:slurm "$1" && chmod 0640 "$1
 # boto3 in its own venv (Debian's python3-boto3 is too old), as root, for programs that hold
 # the AWS key: only the lock's files, each checked against its sha256, no unlocked dependency
 # (components/burst/files/requirements.lock, tools/lock_requirements.py); made again when it changes.
+# In a container, pip trusts what the host trusts (its CA bundle: a site's TLS proxy, say).
+if [ -n "${CONTAINER:-}" ] && [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+  put "$BASE/host-ca.crt" 0644 root:root < /etc/ssl/certs/ca-certificates.crt || true
+fi
 if ! on_controller cmp -s "$BASE/lib/requirements.lock" "$BASE/venv/requirements.lock" 2>/dev/null; then
   on_controller /bin/sh -c 'set -e; rm -rf "$1/venv"; python3 -m venv "$1/venv"
+    if [ -s "$1/host-ca.crt" ]; then export PIP_CERT="$1/host-ca.crt"; fi
     "$1/venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps -r "$1/lib/requirements.lock"
     cp "$1/lib/requirements.lock" "$1/venv/requirements.lock"' sh "$BASE"
 fi

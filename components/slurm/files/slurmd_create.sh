@@ -36,16 +36,16 @@ slurmd_changed=0
 # The health gate finds a restarted slurmd by its start time (SlurmdStartTime), on any host.
 # The same attach waits until the node registers, asked with the node's own sinfo (its image's
 # Slurm; the config its slurmd fetched, or slurmctld's own where it runs too).
-in_ct "$CONTAINER" /bin/sh -c "set -e; $CT_MUNGE_UP"'
+in_ct "$CONTAINER" /bin/sh -c "set -e; node=\$4; $CT_MUNGE_UP"'
   systemctl enable --quiet --no-reload slurmd
   if [ "$3" = 1 ] || ! systemctl is-active --quiet slurmd; then
     rm -f /var/lib/slurm/slurmd/hwloc_topo_whole.xml  # slurmd keeps the topology it read here
     systemctl restart slurmd
   fi
   tries=0
-  until state=$(sinfo -h -N -n "$4" -o %T 2>/dev/null | head -n1) &&
+  until state=$(sinfo -h -N -n "$node" -o %T 2>/dev/null | head -n1) &&
     case "$state" in idle | mixed | allocated | completing) true ;; *) false ;; esac; do
     tries=$((tries + 1))
-    [ "$tries" -lt 240 ] || { echo "error: timed out after 120s waiting for node $4 to register (${state:-no answer})" >&2; exit 1; }
+    [ "$tries" -lt 240 ] || { echo "error: timed out after 120s waiting for node $node to register (${state:-no answer})" >&2; exit 1; }
     sleep 0.5
   done' sh "$MUNGE_SOCKET" "$(key_changed "$changed")" "$slurmd_changed" "$NODE" >/dev/null
