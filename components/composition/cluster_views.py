@@ -215,15 +215,14 @@ class ClusterViews:
 
     def burst_access(self, host: "ClusterHostConfig") -> str:
         """What burst nodes may open into a host's NAT bridge, as inbound_rules reads it (entries
-        SOURCES,ADDRESSES,PORTS): from the burst subnets, slurmctld's port on its container when it
-        is here, slurmd's and srun's (SrunPortRange) on the nodes here. Empty without burst."""
+        SOURCES,ADDRESSES,PORTS): from the burst subnets, slurmctld's port on its container (a node's
+        or its own) when it is here, slurmd's and srun's (SrunPortRange) on the nodes here. Empty without burst."""
         if self.burst is None:
             return ""
         sources = "+".join(str(subnet.cidr) for subnet in self.burst.subnets)
         entries = []
-        controller = self.controller_node
-        if controller and self.node_host(controller).name == host.name:
-            entries.append(f"{sources},{controller.nat_address},{SLURMCTLD_PORT}")
+        if host.name == self.controller_host.name:  # slurmctld's container: a node's, or its own
+            entries.append(f"{sources},{self.controller_address},{SLURMCTLD_PORT}")
         nodes = [str(node.nat_address) for node in self.nodes if self.node_host(node).name == host.name]
         if nodes:
             entries.append(f"{sources},{'+'.join(nodes)},{SLURMD_PORT}+{SRUN_PORTS[0]}:{SRUN_PORTS[1]}")

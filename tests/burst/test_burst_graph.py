@@ -207,3 +207,18 @@ def test_a_burst_type_with_more_gpus_changes_slurm_conf_and_touches_no_running_n
     assert not [name for name in changed if name.endswith(("-lxc", "-slurmd"))], changed
     conf = lambda r: unwrap(r.by_name("gpu-slurm-slurmctld").inputs["environment"]["SLURM_CONF_TEXT"])  # noqa: E731
     assert "Gres=gpu:4" in conf(changed_run) and "Gres=gpu:4" not in conf(run)
+
+
+def test_burst_nodes_reach_slurmctlds_own_container_with_placement_host():
+    """placement 'host': slurmctld in its own container on the NAT bridge, which the burst
+    subnets are admitted to on slurmctld's port (not a node's address)."""
+    from components.composition.config import ClusterConfig
+
+    stack = burst_stack()
+    stack["cluster"]["slurm"]["controller"] = {"placement": "host"}
+    config = ClusterConfig.model_validate(stack["cluster"])
+    run = run_program(stack, stack="gpu")
+    access = unwrap(run.by_name("gpu-bridges-nat").inputs["environment"]["BURST_ACCESS"]).split()
+    controller = str(config.controller_address)
+    assert access[0] == f"10.90.1.0/24+10.90.2.0/24,{controller},6817"
+    assert controller not in {str(node.nat_address) for node in config.nodes}
