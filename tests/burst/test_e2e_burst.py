@@ -72,7 +72,16 @@ TYPES = ("g5.xlarge", "g4dn.xlarge")
 SUSPEND_TIME_S, RESUME_TIMEOUT_S = 10, 60
 GPU_DIR = Path(f"/run/gpucluster-{CLUSTER}-burst-dev")
 BOTO_SITE = Path(boto3.__file__).parents[1]
-LOG = Path(f"/var/log/gpucluster-burst/{CLUSTER}.log")
+LOG_PATH = f"/var/log/gpucluster-burst/{CLUSTER}.log"  # in slurmctld's container (placement host)
+CONTROLLER = f"{CLUSTER}-slurmctld"
+
+
+def in_controller(path: str) -> Path:
+    """A file of slurmctld's own container (the burst programs run there), seen from the host."""
+    pid = subprocess.run(["lxc-info", "-n", CONTROLLER, "-p", "-H"], capture_output=True, text=True).stdout.strip()
+    return Path(f"/proc/{pid or 'none'}/root{path}")
+
+
 RECONCILER = f"gpucluster-burst-{CLUSTER}-reconcile.service"
 AMI = f"{CLUSTER}-ami"  # the burst AMI's stand-in: a copy of the node image, instances its clones
 SHARED_DIR = f"/srv/gpucluster/{CLUSTER}/shared"
@@ -311,7 +320,7 @@ def remove_burst_host_parts() -> None:
     shutil.rmtree(f"/var/lib/lxc/{AMI}", ignore_errors=True)
     sh("ip", "link", "del", BRIDGE, check=False)
     shutil.rmtree(GPU_DIR, ignore_errors=True)
-    LOG.unlink(missing_ok=True)
+    Path(LOG_PATH).unlink(missing_ok=True)  # where an earlier release wrote it on the host
 
 
 def remove_served_files() -> None:
@@ -403,8 +412,8 @@ def wait_for(what: str, condition, seconds: float, world: World) -> float:
 def diagnostics(world: World) -> str:
     sinfo = sh("sinfo", "-N", "-o", "%N %t %E", env=SLURM, check=False).stdout
     squeue = sh("squeue", "-o", "%i %T %r %N", env=SLURM, check=False).stdout
-    log = LOG.read_text()[-3000:] if LOG.exists() else ""
-    ctld = Path(f"/var/lib/gpucluster/{CLUSTER}/slurmctld.log")
+    log = in_controller(LOG_PATH).read_text()[-3000:] if in_controller(LOG_PATH).exists() else ""
+    ctld = in_controller("/var/log/slurm/slurmctld.log")
     ctld_tail = "\n".join(ctld.read_text().splitlines()[-40:]) if ctld.exists() else "(no slurmctld.log there)"
     inside = ""
     for name in world.containers():  # the stand-in instances' own logs, read from their overlay
@@ -456,7 +465,7 @@ def test_1_a_gpu_job_starts_a_burst_node_which_ends_after_suspend_time(world, ca
     report.append(f"after SuspendTime={SUSPEND_TIME_S}: no instance in moto, no container, burst-1 idle~ "
                   f"({time.monotonic() - started:.1f} s from submit)")  # fmt: skip
     report += world.plane.events
-    report.append("burst log:\n" + LOG.read_text())
+    report.append("burst log:\n" + in_controller(LOG_PATH).read_text())
     transcript(report, capsys, f"burst: submit-to-start {to_start:.1f} s")
 
 
@@ -468,9 +477,22 @@ def burst_nodes() -> dict[str, str]:
 def run_reconciler() -> None:
     """The reconciler's unit, run as its timer runs it (this machine's init is not systemd)."""
     unit = dict(
-        line.split("=", 1) for line in Path(f"/etc/systemd/system/{RECONCILER}").read_text().splitlines() if "=" in line
+        line.split("=", 1)
+        for line in in_controller(f"/etc/systemd/system/{RECONCILER}").read_text().splitlines()
+        if "=" in line
     )
-    sh("runuser", "-u", unit["User"], "--", *unit["ExecStart"].split(), check=False)
+    sh(
+        "lxc-attach",
+        "-n",
+        CONTROLLER,
+        "--",
+        "runuser",
+        "-u",
+        unit["User"],
+        "--",
+        *unit["ExecStart"].split(),
+        check=False,
+    )
 
 
 def back_in_the_pool(world: World, seconds: float = 120) -> float:
@@ -500,7 +522,7 @@ def test_2_a_capacity_error_on_the_first_type_runs_the_job_on_the_second(world, 
     report.append(f"job {job} COMPLETED on {job_field(job, 'NodeList')} ({TYPES[1]}) "
                   f"{time.monotonic() - started:.1f} s after submit")  # fmt: skip
     back_in_the_pool(world)
-    log = LOG.read_text()
+    log = in_controller(LOG_PATH).read_text()
     assert f"no capacity for {TYPES[0]}" in log, log
     report.append("burst log:\n" + "\n".join(line for line in log.splitlines() if "resume[" in line)[-1500:])
     transcript(report, capsys, "burst: capacity error on the first type")
@@ -575,7 +597,7 @@ def test_5_an_orphan_instance_is_terminated_by_the_reconciler(world, capsys):
         return False
 
     waited = wait_for("the orphan terminated", gone, 120, world)
-    log = LOG.read_text()
+    log = in_controller(LOG_PATH).read_text()
     assert f"terminated {orphan}: orphan of no node" in log, log
     report.append(f"terminated by the reconciler {waited:.1f} s after launch (grace 30 s); container removed")
     assert state_of(world, host) == "running" and host not in log  # N1: the host is no orphan
@@ -597,14 +619,16 @@ def test_4_a_boot_that_never_completes_ends_at_resume_timeout(world, capsys):
         report.append(f"moto: {instance['InstanceId']} for {node}; no container boots")
 
         def failed() -> bool:
-            return f"failed {node}: terminated {instance['InstanceId']}" in (LOG.read_text() if LOG.exists() else "")
+            return f"failed {node}: terminated {instance['InstanceId']}" in (
+                in_controller(LOG_PATH).read_text() if in_controller(LOG_PATH).exists() else ""
+            )
 
         waited = wait_for("the fail program", failed, RESUME_TIMEOUT_S + 60, world)
         sh("scancel", job, env=SLURM)
         state = sh("sinfo", "-h", "-N", "-n", node, "-o", "%N %t %E", env=SLURM).stdout
         report.append(f"ResumeTimeout={RESUME_TIMEOUT_S}: fail program {time.monotonic() - started:.1f} s after "
                       f"submit ({waited:.1f} s after the launch); {state.strip()}")  # fmt: skip
-        ctld = Path(f"/var/lib/gpucluster/{CLUSTER}/slurmctld.log").read_text()
+        ctld = in_controller("/var/log/slurm/slurmctld.log").read_text()
         timeout = [line for line in ctld.splitlines() if "ResumeTimeout" in line]
         assert timeout, "slurmctld logged no ResumeTimeout"
         report.append("slurmctld.log: " + timeout[-1])
