@@ -99,7 +99,6 @@ class SlurmController(pulumi.ComponentResource):
 
     slurm_conf: pulumi.Output[str]
     gres_conf: pulumi.Output[str]
-    slurm_conf_path: pulumi.Output[str]
     address: pulumi.Output[str]
 
     def __init__(
@@ -120,7 +119,6 @@ class SlurmController(pulumi.ComponentResource):
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         self._prefix, self._opts, self._transport = name, opts, transport
-        conf_path = f"{cluster.cluster_dir}/slurm.conf"
         self._common = {
             "CLUSTER": cluster.name,
             "CLUSTER_DIR": cluster.cluster_dir,
@@ -161,7 +159,7 @@ class SlurmController(pulumi.ComponentResource):
                 replace_with=(lives_on or [container]) if container else None,
             ),
         )
-        self._outputs(slurm_conf, gres_conf, conf_path, placement)
+        self._outputs(slurm_conf, gres_conf, placement)
 
     def _key_and_client(
         self,
@@ -212,16 +210,14 @@ class SlurmController(pulumi.ComponentResource):
             transport=accounting.transport or self._transport,
         )
 
-    def _outputs(self, slurm_conf: str, gres_conf: str, conf_path: str, placement: ControllerPlacement) -> None:
+    def _outputs(self, slurm_conf: str, gres_conf: str, placement: ControllerPlacement) -> None:
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)
-        self.slurm_conf_path = pulumi.Output.from_input(conf_path)
         self.address = pulumi.Output.from_input(str(placement.address))
         self.register_outputs(
             {
                 "slurm_conf": self.slurm_conf,
                 "gres_conf": self.gres_conf,
-                "slurm_conf_path": self.slurm_conf_path,
                 "address": self.address,
             }
         )
