@@ -96,3 +96,10 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
     assert report["srun_N4_hostname"] == ["c000", "c001", "c002", "c003"]
     assert "CUDA_VISIBLE_DEVICES=0" in report["gpu_job"]
     assert [line for line in report["gpu_job"] if line.startswith("nvidia")] == ["nvidia2"]
+    # Job accounting by the release's slurmdbd; the controller's row of the change table.
+    assert report["slurmdbd"].startswith("slurm-wlm 24.11") and report["accounted_gpu_jobs"], report
+    assert any(line.startswith("e2e-slurm-slurmctld ") for line in report["controller_moved"]), report
+    assert "e2e-slurmctld-container-lxc create" in report["controller_moved"], report["controller_moved"]
+    assert report["held_after_move"] == "PENDING", "the queue was lost moving the controller"
+    assert report["slurmctld_in"].startswith("slurm-wlm 24.11") and report["slurmctld_in"].endswith("running")
+    assert report["srun_after_move"] == ["c000", "c001", "c002", "c003"]

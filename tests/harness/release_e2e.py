@@ -14,7 +14,7 @@ import sys
 import time
 
 from tests.harness.e2e_teardown import STACK, e2e_config
-from tests.harness.engine_cluster import apply, destroy, host_commands
+from tests.harness.engine_cluster import apply, destroy, host_commands, update
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import cluster_slurm
 
@@ -23,12 +23,20 @@ SLURM_PROGRAMS = ("sinfo", "srun", "scontrol", "sacctmgr", "squeue", "slurmctld"
 CONTROLLER = "c000"
 
 
-def release_config(release: str) -> dict:
-    """The e2e stack (slurmctld in c000) on `release`, without the web app (its own test's)."""
-    config = e2e_config("container")
+def release_config(release: str, placement: str = "container") -> dict:
+    """The e2e stack on `release`, with job accounting (slurmdbd of that release), without the
+    web app (its own test's); slurmctld in c000, or in its own container (placement 'host')."""
+    config = e2e_config(placement)
     config["cluster"]["image"] = {"release": release}
+    config["cluster"]["accounting"] = {"nat_address": "10.43.3.20"}
     config["cluster"].pop("web_app", None)
     return config
+
+
+def recorded_gpu_jobs(cluster: str) -> list[str]:
+    """Finished jobs with a GPU, as slurmdbd recorded them (sacct by the host's client)."""
+    rows = host_client(cluster, "sacct", "-a", "-X", "-nP", "--format=JobID,State,AllocTRES")
+    return [line for line in rows.splitlines() if "COMPLETED" in line and "gres/gpu=1" in line]
 
 
 def in_node(cluster: str, node: str, *argv: str, timeout: int = 120) -> str:
@@ -84,6 +92,24 @@ def main(release: str, hidden: list[str]) -> dict:
             'echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; ls /dev | grep "^nvidia[0-9]"; '
             "grep devices /proc/self/cgroup",
         ).splitlines()
+        deadline = time.monotonic() + 90
+        while not recorded_gpu_jobs(cluster) and time.monotonic() < deadline:
+            time.sleep(1)
+        report["accounted_gpu_jobs"] = recorded_gpu_jobs(cluster)
+        report["slurmdbd"] = in_node(cluster, "db", "slurmdbd", "-V")
+        # The change table's controller row on this release: slurmctld moves into its own
+        # container; the queue (a held job) moves with it.
+        held = host_client(cluster, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "--wrap", "true")
+        moved = host_commands(run_program(release_config(release, "host"), stack=STACK))
+        _, actions = update(commands, moved, timeout=900)
+        commands = moved
+        report["controller_moved"] = sorted(f"{name} {action}" for name, action in actions.items() if action != "same")
+        report["held_after_move"] = host_client(cluster, "squeue", "-h", "-j", held, "-o", "%T")
+        report["slurmctld_in"] = in_node(
+            cluster, "slurmctld", "sh", "-c", "slurmctld -V; pidof slurmctld >/dev/null && echo running"
+        )
+        host_client(cluster, "scancel", held)
+        report["srun_after_move"] = sorted(host_client(cluster, "srun", "--chdir=/tmp", "-N4", "hostname").splitlines())
         report["whole_s"] = round(time.monotonic() - started, 1)
     finally:
         report["destroy_s"] = round(destroy(commands).wall_seconds, 1)
