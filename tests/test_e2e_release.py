@@ -103,3 +103,12 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
     assert report["held_after_move"] == "PENDING", "the queue was lost moving the controller"
     assert report["slurmctld_in"].startswith("slurm-wlm 24.11") and report["slurmctld_in"].endswith("running")
     assert report["srun_after_move"] == ["c000", "c001", "c002", "c003"]
+    # The image's row: rebuilt, every container replaced, the queue and the records kept.
+    assert "e2e-image-rootfs replace" in report["image_rebuilt"], report["image_rebuilt"]
+    for node in ("c000", "c001", "c002", "c003"):
+        assert f"e2e-{node}-lxc replace" in report["image_rebuilt"], report["image_rebuilt"]
+    assert "e2e-slurmctld-container-lxc replace" in report["image_rebuilt"], report["image_rebuilt"]
+    assert report["less_in_c002"] == "/usr/bin/less"
+    assert report["held_after_rebuild"] == "PENDING", "the queue was lost rebuilding the image"
+    assert set(report["accounted_gpu_jobs"]) <= set(report["accounted_after_rebuild"]), report
+    assert report["srun_after_rebuild"] == ["c000", "c001", "c002", "c003"]

@@ -70,11 +70,17 @@ def _lines(items: Iterable[Mapping[str, object]]) -> str:
     return "".join(format_line(item) + "\n" for item in items)
 
 
+def pid_file(daemon: str, version: tuple[int, int]) -> str:
+    """Where slurmctld or slurmdbd writes its pid. 22.05's Debian units run them as root; 24.11's
+    run them as slurm, which may write only in the unit's RuntimeDirectory (/run/<daemon>)."""
+    return f"/run/{daemon}/{daemon}.pid" if version >= (24, 11) else f"/run/{daemon}.pid"
+
+
 def controller_paths(config: SlurmCluster) -> dict[str, str]:
     """Where slurmctld keeps its state: Debian's paths in its container (a node's or its own)."""
     return {
         "StateSaveLocation": "/var/lib/slurm/slurmctld",
-        "SlurmctldPidFile": "/run/slurmctld.pid",
+        "SlurmctldPidFile": pid_file("slurmctld", config.image.slurm_version),
         "SlurmctldLogFile": "/var/log/slurm/slurmctld.log",
     }
 
@@ -349,7 +355,7 @@ def render_slurmdbd_conf(config: SlurmCluster) -> str:
         "StorageUser": "slurm",
         "StorageLoc": "slurm_acct_db",
         "LogFile": "/var/log/slurm/slurmdbd.log",
-        "PidFile": "/run/slurmdbd.pid",
+        "PidFile": pid_file("slurmdbd", config.image.slurm_version),
     }
     return HEADER + "".join(f"{key}={value}\n" for key, value in settings.items())
 

@@ -108,8 +108,22 @@ def main(release: str, hidden: list[str]) -> dict:
         report["slurmctld_in"] = in_node(
             cluster, "slurmctld", "sh", "-c", "slurmctld -V; pidof slurmctld >/dev/null && echo running"
         )
-        host_client(cluster, "scancel", held)
         report["srun_after_move"] = sorted(host_client(cluster, "srun", "--chdir=/tmp", "-N4", "hostname").splitlines())
+        # The change table's image row on this release: the image is rebuilt and every container
+        # replaced; the queue and the accounting records are kept.
+        rebuilt_config = release_config(release, "host")
+        rebuilt_config["cluster"]["image"]["extra_packages"] = ["less"]
+        rebuilt = host_commands(run_program(rebuilt_config, stack=STACK))
+        _, actions = update(commands, rebuilt, timeout=1200)
+        commands = rebuilt
+        report["image_rebuilt"] = sorted(f"{name} {action}" for name, action in actions.items() if action == "replace")
+        report["less_in_c002"] = in_node(cluster, "c002", "sh", "-c", "command -v less")
+        report["held_after_rebuild"] = host_client(cluster, "squeue", "-h", "-j", held, "-o", "%T")
+        report["accounted_after_rebuild"] = recorded_gpu_jobs(cluster)
+        host_client(cluster, "scancel", held)
+        report["srun_after_rebuild"] = sorted(
+            host_client(cluster, "srun", "--chdir=/tmp", "-N4", "hostname").splitlines()
+        )
         report["whole_s"] = round(time.monotonic() - started, 1)
     finally:
         report["destroy_s"] = round(destroy(commands).wall_seconds, 1)

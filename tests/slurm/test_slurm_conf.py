@@ -179,9 +179,10 @@ def test_slurm_2205_rejects_a_removed_key(tmp_path):
     assert done.returncode != 0 and "CacheGroups" in done.stderr
 
 
-def trixie(stack: str = "e2e") -> ClusterConfig:
+def trixie(stack: str = "e2e", **changes) -> ClusterConfig:
     raw = copy.deepcopy(stack_config(stack)["cluster"])
     raw["image"] = {"release": "trixie"}
+    raw.update(changes)
     return ClusterConfig.model_validate(raw)
 
 
@@ -201,11 +202,22 @@ def test_slurm_2411_gets_no_setting_it_lacks():
         "JobCompType=jobcomp/none",
         "AccountingStorageType=accounting_storage/none",
     ]
-    assert set(old) - set(new) == set(dropped)
-    assert set(new) <= set(old)
+    # 24.11's Debian unit runs slurmctld as slurm: its pid goes to the unit's RuntimeDirectory.
+    moved = {"SlurmctldPidFile=/run/slurmctld.pid": "SlurmctldPidFile=/run/slurmctld/slurmctld.pid"}
+    assert set(old) - set(new) == set(dropped) | set(moved)
+    assert set(new) - set(old) == set(moved.values())
     assert slurmd_start_plugins(render_slurm_conf(trixie(), "c000")) == (
         "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity GresTypes=gpu,shard"
     )
+
+
+def test_slurmdbd_writes_its_pid_where_its_release_lets_it():
+    from components.slurm.slurm_conf import render_slurmdbd_conf
+
+    accounting = {"nat_address": "10.43.3.20"}
+    old = render_slurmdbd_conf(cluster(accounting=accounting))
+    new = render_slurmdbd_conf(trixie(accounting=accounting))
+    assert "PidFile=/run/slurmdbd.pid\n" in old and "PidFile=/run/slurmdbd/slurmdbd.pid\n" in new
 
 
 def test_slurm_2411_burst_settings_lack_the_defunct_cloud_options():

@@ -35,7 +35,11 @@ if [ "$RESTORE" = yes ] && ! in_ct "$CONTAINER" test -d /var/lib/mysql/slurm_acc
   fi
 fi
 password=$(< "$PASSWORD_FILE")
-printf "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '%s';
+# The database is made here, not by slurmdbd: 24.11's slurmdbd with trixie's MariaDB 11.8
+# client fails its first query after creating it ("Number of columns in result ... exceeds
+# maximum allowed") and exits; with the database there it starts.
+printf "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '%s';
 ALTER USER 'slurm'@'localhost' IDENTIFIED BY '%s';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
 FLUSH PRIVILEGES;\n" "$password" "$password" | in_ct "$CONTAINER" mariadb
