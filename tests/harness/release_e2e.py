@@ -6,15 +6,19 @@ answers come from the host's client too.
     python -m tests.harness.release_e2e RELEASE [HIDDEN_PACKAGE...]   # prints a JSON report on its last line
 """
 
+import copy
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-from tests.harness.e2e_teardown import STACK, e2e_config
+from tests.harness.e2e_teardown import ACCOUNTING_USERS, LOGIN, STACK, e2e_config
 from tests.harness.engine_cluster import apply, destroy, host_commands, update
+from tests.harness.login_node import login_keys, login_node_serves_people, public_keys
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import cluster_slurm
 
@@ -23,13 +27,18 @@ SLURM_PROGRAMS = ("sinfo", "srun", "scontrol", "sacctmgr", "squeue", "slurmctld"
 CONTROLLER = "c000"
 
 
-def release_config(release: str, placement: str = "container") -> dict:
-    """The e2e stack on `release`, with job accounting (slurmdbd of that release), without the
-    web app (its own test's); slurmctld in c000, or in its own container (placement 'host')."""
+def release_config(release: str, keys: dict[str, str], placement: str = "container") -> dict:
+    """The e2e stack on `release`, with job accounting (slurmdbd of that release) and a login
+    node where the people of `keys` (name: public key) log in, without the web app (its own
+    test's); slurmctld in c000, or in its own container (placement 'host')."""
     config = e2e_config(placement)
-    config["cluster"]["image"] = {"release": release}
-    config["cluster"]["accounting"] = {"nat_address": "10.43.3.20"}
-    config["cluster"].pop("web_app", None)
+    cluster = config["cluster"]
+    cluster["image"] = {"release": release}
+    # Associations are enforced: the people submit in an account of theirs.
+    cluster["accounting"] = {"nat_address": "10.43.3.20", "accounts": [{"name": "research", "users": sorted(keys)}]}
+    cluster.pop("web_app", None)
+    cluster["users"] = [{**user, "ssh_keys": [keys[user["name"]]]} for user in ACCOUNTING_USERS if user["name"] in keys]
+    cluster["login"] = copy.deepcopy(LOGIN)
     return config
 
 
@@ -60,7 +69,13 @@ def host_client(cluster: str, *argv: str) -> str:
 
 
 def main(release: str, hidden: list[str]) -> dict:
-    config = release_config(release)
+    with tempfile.TemporaryDirectory() as keys_dir:
+        return run(release, hidden, login_keys(Path(keys_dir)))
+
+
+def run(release: str, hidden: list[str], keys: dict[str, Path]) -> dict:
+    people = public_keys(keys)
+    config = release_config(release, people)
     cluster = config["cluster"]["name"]
     commands = host_commands(run_program(config, stack=STACK))
     report: dict = {"release": release, "hidden": hidden}
@@ -97,10 +112,14 @@ def main(release: str, hidden: list[str]) -> dict:
             time.sleep(1)
         report["accounted_gpu_jobs"] = recorded_gpu_jobs(cluster)
         report["slurmdbd"] = in_node(cluster, "db", "slurmdbd", "-V")
+        # A person on the login node (the release's sshd and Slurm client).
+        login: list[str] = []
+        login_node_serves_people(keys, config["cluster"]["host"]["shared_dir"], login)
+        report["login"] = login
         # The change table's controller row on this release: slurmctld moves into its own
         # container; the queue (a held job) moves with it.
         held = host_client(cluster, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "--wrap", "true")
-        moved = host_commands(run_program(release_config(release, "host"), stack=STACK))
+        moved = host_commands(run_program(release_config(release, people, "host"), stack=STACK))
         _, actions = update(commands, moved, timeout=900)
         commands = moved
         report["controller_moved"] = sorted(f"{name} {action}" for name, action in actions.items() if action != "same")
@@ -111,7 +130,7 @@ def main(release: str, hidden: list[str]) -> dict:
         report["srun_after_move"] = sorted(host_client(cluster, "srun", "--chdir=/tmp", "-N4", "hostname").splitlines())
         # The change table's image row on this release: the image is rebuilt and every container
         # replaced; the queue and the accounting records are kept.
-        rebuilt_config = release_config(release, "host")
+        rebuilt_config = release_config(release, people, "host")
         rebuilt_config["cluster"]["image"]["extra_packages"] = ["less"]
         rebuilt = host_commands(run_program(rebuilt_config, stack=STACK))
         _, actions = update(commands, rebuilt, timeout=1200)
