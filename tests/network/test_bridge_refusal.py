@@ -46,8 +46,8 @@ attach "$out" vout -192.168.10.1/24 192.168.10.11/24 192.168.10.1
 attach "$peer" vpeer -10.45.0.1/30 10.45.0.2/30 10.45.0.1
 in_ns "$peer" ip addr add 10.47.3.5/32 dev lo
 attach "$burst" vburst -10.90.1.1/24 10.90.1.5/24 10.90.1.1
-serve() { # serve PID ADDRESS PORT...
-  in_ns "$1" python3 -c 'import socket,sys,threading
+serve() { # serve PID ADDRESS PORT... (nsenter execs python3: the job is the server, which the trap kills)
+  nsenter -t "$1" -n python3 -c 'import socket,sys,threading
 def serve(port):
     s=socket.socket(); s.bind((sys.argv[1], port)); s.listen()
     while True: s.accept()[0].close()
