@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.program_harness import ROOT
-from tests.test_e2e import require_host
+from tests.test_e2e import leftovers, require_host
 
 pytestmark = pytest.mark.e2e
 
@@ -84,6 +84,7 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
         done = run_without_host_slurm("trixie", Path(tmp))
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and lines, f"the run failed:\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}"
+    assert leftovers("e2e") == [], "destroy left these"
     report = json.loads(lines[-1])
     with capsys.disabled():
         print("\n" + json.dumps(report, indent=1))

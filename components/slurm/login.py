@@ -102,6 +102,8 @@ class LoginNode(pulumi.ComponentResource):
                 "MUNGE_SOCKET": cluster.munge_socket,
                 "SLURM_CONF_TEXT": setup.slurm_conf,
                 "SHARED_DIR": platform.shared_dir,
+                # On the host: the record outlives a replaced login container.
+                "SHARED_DIRS_MADE": f"{cluster.cluster_dir}/login/shared-dirs-made",
                 "SSHD_CONFIG": render_sshd_config(platform.users),
                 "PEOPLE": render_people(platform.users),
             },

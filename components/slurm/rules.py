@@ -113,12 +113,3 @@ def rule_login(c) -> Iterator[str]:
     """A login node serves the people of users[] who have a key: without any, nobody could log in."""
     if c.login and not any(user.ssh_keys for user in c.users):
         yield "login: no person of users[] has ssh_keys, so nobody could log in; add a key (users[].ssh_keys)"
-    if c.login and c.accounting:
-        # slurmctld enforces associations: a person in no account could log in but not submit.
-        members = {user for account in c.accounting.accounts for user in account.users}
-        for i, user in enumerate(c.users):
-            if user.ssh_keys and user.name not in members:
-                yield (
-                    f"users[{i}]: {user.name!r} logs in to the login node but is in no accounting.accounts[].users, "
-                    "so Slurm would refuse every job of theirs (invalid account); add them to an account"
-                )

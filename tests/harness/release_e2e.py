@@ -35,7 +35,11 @@ def release_config(release: str, keys: dict[str, str], placement: str = "contain
     cluster = config["cluster"]
     cluster["image"] = {"release": release}
     # Associations are enforced: the people submit in an account of theirs.
-    cluster["accounting"] = {"nat_address": "10.43.3.20", "accounts": [{"name": "research", "users": sorted(keys)}]}
+    cluster["accounting"] = {
+        "nat_address": "10.43.3.20",
+        "accounts": [{"name": "research", "users": sorted(keys)}],
+        "keep_dump": False,  # destroy leaves nothing
+    }
     cluster.pop("web_app", None)
     cluster["users"] = [{**user, "ssh_keys": [keys[user["name"]]]} for user in ACCOUNTING_USERS if user["name"] in keys]
     cluster["login"] = copy.deepcopy(LOGIN)

@@ -138,19 +138,3 @@ def test_login_host_is_required_with_several_hosts():
     with pytest.raises(ConfigError) as caught:
         parse_stack_config({"cluster": config["cluster"]})
     assert "login.host: required with several hosts" in str(caught.value)
-
-
-def test_with_accounting_a_person_who_logs_in_must_be_in_an_account():
-    # Slurm enforces associations: bob could log in but every job of his would be refused.
-    def without_bob(cluster):
-        cluster["accounting"] = {"nat_address": "10.43.3.20", "accounts": [{"name": "research", "users": ["alice"]}]}
-
-    assert "users[1]: 'bob' logs in to the login node but is in no accounting.accounts[].users" in error_of(without_bob)
-
-    def everyone(cluster):
-        without_bob(cluster)
-        cluster["accounting"]["accounts"][0]["users"] = ["alice", "bob"]
-
-    config = login_config()
-    everyone(config["cluster"])
-    parse_stack_config({"cluster": config["cluster"]})  # carol, without a key, needs no account

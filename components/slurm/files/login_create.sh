@@ -1,8 +1,9 @@
 # The login node: munge with the cluster's key, slurm.conf as a file (a client without slurmd
 # has no configless mode), key-only sshd, each person's authorized_keys, and a directory of
-# their own in shared_dir (0700) made once (recorded: the delete removes it when empty). No
-# Slurm daemon runs here.
-require CLUSTER CONTAINER MUNGE_KEY_FILE MUNGE_SOCKET SLURM_CONF_TEXT SHARED_DIR SSHD_CONFIG PEOPLE
+# their own in shared_dir (0700) made once (recorded on the host, in SHARED_DIRS_MADE, so the
+# record outlives a replaced container: the delete removes them when empty). No Slurm daemon
+# runs here.
+require CLUSTER CONTAINER MUNGE_KEY_FILE MUNGE_SOCKET SLURM_CONF_TEXT SHARED_DIR SSHD_CONFIG PEOPLE SHARED_DIRS_MADE
 report_clone "$CONTAINER"
 ct_setup_munge "$CONTAINER" || true
 stage=$(mktemp -d)
@@ -37,7 +38,7 @@ changed=$(ct_install_staged "$CONTAINER" "$stage") || die "could not install the
 # A clone shares the image's SSH host keys: the login node makes its own, once.
 # Then ~/.ssh is the person's (0700), their directory in shared_dir is made when missing
 # (0700, theirs: another person cannot read their jobs' output), and sshd is enabled.
-in_ct "$CONTAINER" /bin/bash -c '
+made=$(in_ct "$CONTAINER" /bin/bash -c '
   set -euo pipefail
   shared=$1; changed=$2; shift 2
   if [ ! -f /etc/gpucluster/login-host-keys ]; then
@@ -51,7 +52,7 @@ in_ct "$CONTAINER" /bin/bash -c '
     [ ! -d "/home/$name/.ssh" ] || { chown "$uid:$gid" "/home/$name/.ssh"; chmod 0700 "/home/$name/.ssh"; }
     if [ ! -e "$shared/$name" ]; then
       if install -d -m 0700 -o "$uid" -g "$gid" "$shared/$name"; then
-        mkdir -p /etc/gpucluster && echo "$name" >> /etc/gpucluster/shared-dirs-made
+        echo "$name" # made here: recorded by the host
       else
         echo "warning: could not make $shared/$name (a root-squashed export?): make it on its server" >&2
       fi
@@ -68,5 +69,9 @@ in_ct "$CONTAINER" /bin/bash -c '
   sshd -t
   systemctl enable --quiet ssh
   if [ -n "$changed" ] || ! systemctl is-active --quiet ssh; then systemctl restart ssh; fi
-' bash "$SHARED_DIR" "$(grep -x /etc/ssh/sshd_config.d/gpucluster.conf <<< "$changed" || true)" "${people[@]}" ||
+' bash "$SHARED_DIR" "$(grep -x /etc/ssh/sshd_config.d/gpucluster.conf <<< "$changed" || true)" "${people[@]}") ||
   die "sshd or the people's files in $CONTAINER could not be set up"
+if [ -n "$made" ]; then
+  mkdir -p "$(dirname "$SHARED_DIRS_MADE")"
+  printf '%s\n' "$made" >> "$SHARED_DIRS_MADE"
+fi
