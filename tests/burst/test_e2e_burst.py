@@ -82,6 +82,12 @@ def in_controller(path: str) -> Path:
     return Path(f"/proc/{pid or 'none'}/root{path}")
 
 
+def burst_log() -> str:
+    """The burst programs' log in slurmctld's container ("" before they first wrote it)."""
+    log = in_controller(LOG_PATH)
+    return log.read_text() if log.exists() else ""
+
+
 RECONCILER = f"gpucluster-burst-{CLUSTER}-reconcile.service"
 AMI = f"{CLUSTER}-ami"  # the burst AMI's stand-in: a copy of the node image, instances its clones
 SHARED_DIR = f"/srv/gpucluster/{CLUSTER}/shared"
@@ -412,7 +418,7 @@ def wait_for(what: str, condition, seconds: float, world: World) -> float:
 def diagnostics(world: World) -> str:
     sinfo = sh("sinfo", "-N", "-o", "%N %t %E", env=SLURM, check=False).stdout
     squeue = sh("squeue", "-o", "%i %T %r %N", env=SLURM, check=False).stdout
-    log = in_controller(LOG_PATH).read_text()[-3000:] if in_controller(LOG_PATH).exists() else ""
+    log = burst_log()[-3000:]
     ctld = in_controller("/var/log/slurm/slurmctld.log")
     ctld_tail = "\n".join(ctld.read_text().splitlines()[-40:]) if ctld.exists() else "(no slurmctld.log there)"
     inside = ""
@@ -465,7 +471,7 @@ def test_1_a_gpu_job_starts_a_burst_node_which_ends_after_suspend_time(world, ca
     report.append(f"after SuspendTime={SUSPEND_TIME_S}: no instance in moto, no container, burst-1 idle~ "
                   f"({time.monotonic() - started:.1f} s from submit)")  # fmt: skip
     report += world.plane.events
-    report.append("burst log:\n" + in_controller(LOG_PATH).read_text())
+    report.append("burst log:\n" + burst_log())
     transcript(report, capsys, f"burst: submit-to-start {to_start:.1f} s")
 
 
@@ -522,7 +528,7 @@ def test_2_a_capacity_error_on_the_first_type_runs_the_job_on_the_second(world, 
     report.append(f"job {job} COMPLETED on {job_field(job, 'NodeList')} ({TYPES[1]}) "
                   f"{time.monotonic() - started:.1f} s after submit")  # fmt: skip
     back_in_the_pool(world)
-    log = in_controller(LOG_PATH).read_text()
+    log = burst_log()
     assert f"no capacity for {TYPES[0]}" in log, log
     report.append("burst log:\n" + "\n".join(line for line in log.splitlines() if "resume[" in line)[-1500:])
     transcript(report, capsys, "burst: capacity error on the first type")
@@ -597,7 +603,7 @@ def test_5_an_orphan_instance_is_terminated_by_the_reconciler(world, capsys):
         return False
 
     waited = wait_for("the orphan terminated", gone, 120, world)
-    log = in_controller(LOG_PATH).read_text()
+    log = burst_log()
     assert f"terminated {orphan}: orphan of no node" in log, log
     report.append(f"terminated by the reconciler {waited:.1f} s after launch (grace 30 s); container removed")
     assert state_of(world, host) == "running" and host not in log  # N1: the host is no orphan
@@ -619,9 +625,7 @@ def test_4_a_boot_that_never_completes_ends_at_resume_timeout(world, capsys):
         report.append(f"moto: {instance['InstanceId']} for {node}; no container boots")
 
         def failed() -> bool:
-            return f"failed {node}: terminated {instance['InstanceId']}" in (
-                in_controller(LOG_PATH).read_text() if in_controller(LOG_PATH).exists() else ""
-            )
+            return f"failed {node}: terminated {instance['InstanceId']}" in burst_log()
 
         waited = wait_for("the fail program", failed, RESUME_TIMEOUT_S + 60, world)
         sh("scancel", job, env=SLURM)

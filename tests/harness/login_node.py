@@ -9,8 +9,6 @@ from pathlib import Path
 
 from tests.harness.e2e_teardown import LOGIN, STACK
 
-CLUSTER = STACK
-
 
 def sh(*argv: str, check: bool = True, timeout: int = 180) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout, env=os.environ)
@@ -43,7 +41,7 @@ def ssh_as(key: Path, person: str, command: str, check: bool = True) -> subproce
 
 def login_node_serves_people(keys: dict[str, Path], shared: str, report: list[str]) -> None:
     """alice submits a GPU job from her shared_dir directory and reads its output; bob cannot."""
-    container = f"{CLUSTER}-{LOGIN['name']}"
+    container = f"{STACK}-{LOGIN['name']}"
     own = f"{shared}/alice"
     assert sh("stat", "-c", "%a %U", own).stdout.split() == ["700", "alice"]
     files = "/home/alice/.ssh /home/alice/.ssh/authorized_keys"

@@ -123,7 +123,8 @@ def run(release: str, hidden: list[str], keys: dict[str, Path]) -> dict:
         # The change table's controller row on this release: slurmctld moves into its own
         # container; the queue (a held job) moves with it.
         held = host_client(cluster, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "--wrap", "true")
-        moved = host_commands(run_program(release_config(release, people, "host"), stack=STACK))
+        moved_config = release_config(release, people, "host")
+        moved = host_commands(run_program(moved_config, stack=STACK))
         _, actions = update(commands, moved, timeout=900)
         commands = moved
         report["controller_moved"] = sorted(f"{name} {action}" for name, action in actions.items() if action != "same")
@@ -134,7 +135,7 @@ def run(release: str, hidden: list[str], keys: dict[str, Path]) -> dict:
         report["srun_after_move"] = sorted(host_client(cluster, "srun", "--chdir=/tmp", "-N4", "hostname").splitlines())
         # The change table's image row on this release: the image is rebuilt and every container
         # replaced; the queue and the accounting records are kept.
-        rebuilt_config = release_config(release, people, "host")
+        rebuilt_config = copy.deepcopy(moved_config)
         rebuilt_config["cluster"]["image"]["extra_packages"] = ["less"]
         rebuilt = host_commands(run_program(rebuilt_config, stack=STACK))
         _, actions = update(commands, rebuilt, timeout=1200)
