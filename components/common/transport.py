@@ -265,7 +265,8 @@ def connect(
     """
     if machine is not None:
         deleted_with = machine.resource
-    store = script_store.ScriptStore(f"{host.state_dir}/{cluster}/scripts")
+    repair = script_store.repair_command(pulumi.get_stack(), f"{name}-scripts")
+    store = script_store.ScriptStore(f"{host.state_dir}/{cluster}/scripts", repair)
     if not host.is_ssh:
         transport = Transport(host, deleted_with=deleted_with, store=store)
         transport.store_options = pulumi.ResourceOptions.merge(opts, transport.lifecycle())
@@ -320,7 +321,9 @@ def connect(
 def _local_store(transport: Transport) -> None:
     """A local host's store, made once, when the first command after the host's checks needs it:
     its resource waits for the checks, every later command waits for it. Its folder is a trigger:
-    another folder (a new state_dir) is a new store, and the old one goes."""
+    another folder (a new state_dir) is a new store, and the old one goes. A replace deletes
+    first: the delete and the create name the same folder, and a create-first replace would
+    remove the store it just shipped at the end of the update (`repair_command`)."""
     if transport.ready or transport.store is None or not transport.store.open:
         return
     store = transport.store
@@ -333,19 +336,38 @@ def _local_store(transport: Transport) -> None:
             interpreter=INTERPRETER,
             triggers=[store.path],
             opts=pulumi.ResourceOptions.merge(
-                transport.store_options, pulumi.ResourceOptions(depends_on=list(transport.checks))
+                transport.store_options,
+                pulumi.ResourceOptions(depends_on=list(transport.checks), delete_before_replace=True),
             ),
         )
     ]
 
 
-# The local store's shipping: the set's files moved in by rename (each appears whole), never
-# replacing a file (a name is its content); removed at destroy, after every command of the host.
+# The local store's shipping: every file of the set checked against its name (the SHA-256 of
+# its content), and each one missing or changed copied in again by rename (it appears whole), so
+# a damaged store is repaired by the next create; files of other sets stay (a delete may still
+# need them). No `-n` (its exit status differs between coreutils releases). Removed at destroy,
+# after every command of the host.
 STORE_CREATE = """set -euo pipefail
-incoming=$(mkdir -p "$STORE" && mktemp -d "$STORE/.incoming.XXXXXX")
-cp -- "$SHIP_DIR/sets/$SET/scripts/"* "$incoming/"
-mv -n -- "$incoming/"* "$STORE/"
-rm -rf "$incoming"
+source_dir=$SHIP_DIR/sets/$SET/scripts
+[ -d "$source_dir" ] || { echo "script store: the program's set $source_dir is missing" >&2; exit 1; }
+mkdir -p "$STORE"
+rm -rf "$STORE"/.incoming.*  # an interrupted create's (an update of a stack is one at a time)
+incoming=$(mktemp -d "$STORE/.incoming.XXXXXX")
+trap 'rm -rf "$incoming"' EXIT
+names=$(cd "$source_dir" && ls -A)
+# The files of the set whose content in the store matches their name (a missing one: none).
+declare -A good=()
+while read -r sum name; do
+  [ "$sum" != "$name" ] || good[$name]=1
+done < <(cd "$STORE" && printf '%s\\n' $names | xargs -r sha256sum -- 2>/dev/null || true)
+for name in $names; do
+  [ -z "${good[$name]:-}" ] || continue
+  cp -- "$source_dir/$name" "$incoming/$name"
+  [ "$(sha256sum < "$incoming/$name" | cut -d' ' -f1)" = "$name" ] ||
+    { echo "script store: the program's copy $source_dir/$name is not the file its name says" >&2; exit 1; }
+  mv -f -- "$incoming/$name" "$STORE/$name"
+done
 """
 STORE_DELETE = """rm -rf "$STORE"
 # The store goes last of the host's commands: then the cluster's (now empty) directory and the

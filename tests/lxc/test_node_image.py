@@ -16,6 +16,7 @@ from components.lxc.config import ImageConfig
 from components.lxc.node_image import image_digest
 from tests.harness.command_executor import CommandFailedError, State, StateEntry, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program, stack_config
+from tests.test_script_store import no_clobber_fails
 
 
 def image_command(image: dict | None = None):
@@ -203,6 +204,24 @@ def test_a_rebuilt_image_installs_its_packages_from_the_hosts_cache(tmp_path):
     _, calls = build_image(tmp_path, "second")
     assert not any("apt-get update" in call for call in calls)
     assert [call for call in calls if "apt-get install" in call][-1].endswith("--no-download")
+
+
+def test_a_rebuild_keeps_the_cached_packages_where_cp_fails_on_a_skipped_file(tmp_path, monkeypatch):
+    """Under a `cp` and `mv` that fail on a skipped `-n` file (coreutils 9.2 to 9.4, Ubuntu
+    24.04's), first on the PATH core.sh sets: the second build finds its .deb in the cache and
+    keeps that one."""
+    build_image(tmp_path, "first")
+    cached = tmp_path / "packages" / "bookworm" / "archives" / "slurmd.deb"
+    cached.write_text("the cache's own\n")
+    stand_ins = no_clobber_fails(tmp_path)
+    bin_dir = stand_ins["PATH"].split(":")[0]
+    with_stand_ins = script(node_image.FILES / "image_create.sh").replace("export PATH=", f"export PATH={bin_dir}:", 1)
+    monkeypatch.setattr(f"{__name__}.script", lambda path: with_stand_ins)
+    done = run_image_create(tmp_path, "second", CALLS=stand_ins["CALLS"])
+    assert done.returncode == 0, done.stderr
+    assert "/cp " in Path(stand_ins["CALLS"]).read_text()
+    assert cached.read_text() == "the cache's own\n"
+    assert sorted(p.name for p in cached.parent.iterdir()) == ["slurmd.deb"]
 
 
 def stage_image(directory: Path, name: str, digest: str, age_days: float = 0) -> Path:

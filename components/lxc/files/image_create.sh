@@ -104,7 +104,13 @@ if [ "$use_cache" = true ]; then
   (
     flock 9
     cp -a "$rootfs/var/lib/apt/lists/." "$cache/lists/"
-    find "$rootfs/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -n -t "$cache/archives/" {} +
+    # The .debs the cache lacks (a file name is a package version), each appearing whole; not
+    # `cp -n`, whose exit status for a skipped file differs between coreutils releases.
+    for deb in "$rootfs"/var/cache/apt/archives/*.deb; do
+      [ -e "$deb" ] || continue
+      kept=$cache/archives/${deb##*/}
+      [ -e "$kept" ] || { cp -- "$deb" "$kept.partial" && mv -f -- "$kept.partial" "$kept"; }
+    done
   ) 9> "$cache.lock"
 fi
 # The .debs live in the cache, not in every node's image.
