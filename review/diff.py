@@ -13,9 +13,10 @@ import argparse
 import difflib
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
+
+from review import tarball
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +48,7 @@ def extract(ref: str, into: Path) -> Path:
     archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT, capture_output=True, check=True)
     tar_path = into.with_suffix(".tar")
     tar_path.write_bytes(archive.stdout)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(into, filter="data")
+    tarball.extract(tar_path, into)
     tar_path.unlink()
     return into
 

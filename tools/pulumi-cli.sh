@@ -24,6 +24,11 @@
 #       and `go` is on PATH, unless PULUMI_CLI_BUILD=no.
 #   tools/pulumi-cli.sh home
 #       print that PULUMI_HOME (tools/k8s-control-plane.sh installs its provider there too).
+#   tools/pulumi-cli.sh env
+#       what the plain call does, then how to run that CLI, one NAME=VALUE a line: cli_dir (the
+#       folder to put first on PATH) and, where it is the kept cache's build, PULUMI_HOME (its
+#       own home; a release CLI runs with the user's ~/.pulumi). ./pulumi.sh and review.preview
+#       run the CLI this way.
 #   tools/pulumi-cli.sh purge
 #       remove the kept cache of built CLIs (./purge-kept.sh --cli does the same).
 set -euo pipefail
@@ -275,11 +280,22 @@ ensure() {
   esac
 }
 
+# env: the CLI's folder, and the kept cache's PULUMI_HOME where that folder is the kept build.
+cli_env() {
+  local dir
+  dir=$(ensure)
+  printf 'cli_dir=%s\n' "$dir"
+  if [ "$dir" = "$cache_dir" ]; then
+    printf 'PULUMI_HOME=%s\n' "$home_dir"
+  fi
+}
+
 case "${1:-}" in
   "") ensure ;;
+  env) cli_env ;;
   install) shift; [ $# = 3 ] || { echo "usage: $0 install SOURCE SHA256 DEST" >&2; exit 64; }; install "$@" ;;
   build) build ;;
   home) printf '%s\n' "$home_dir" ;;
   purge) rm -rf "$cache_root" && echo "removed $cache_root" ;;
-  *) echo "usage: $0 [install SOURCE SHA256 DEST | build | home | purge]" >&2; exit 64 ;;
+  *) echo "usage: $0 [install SOURCE SHA256 DEST | build | home | env | purge]" >&2; exit 64 ;;
 esac

@@ -4,6 +4,7 @@ local file backend. A preview changes nothing on any host, so this runs without 
 clusters; `twohost`'s second host is never dialed by a preview.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,10 +13,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from tests.harness.engine import Engine, ready
+from tests.harness.engine import Engine, cli_dir, ready
 from tests.harness.program_harness import FIXTURES, ROOT, run_program, stack_config
 
 pytestmark = pytest.mark.engine
+# What the harness sets for its own engine runs, and a user's shell has not.
+ENGINE_ONLY = ("PULUMI_HOME", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "PULUMI_DEBUG_COMMANDS")
 
 
 def ssh_key() -> str:
@@ -31,24 +34,39 @@ def test_the_preview_of_a_new_stack_counts_every_resource_the_program_registers(
     missing = ready()
     assert missing is None, f"the real engine cannot run here: {missing}"
     engine = Engine(tmp_path, stack)
-    # The tests' copy of the stack (a site may edit stacks/), and the review package.
+    # The tests' copy of the stack (a site may edit stacks/), the review package and the tools
+    # it finds the CLI with.
     shutil.copy2(FIXTURES / f"Pulumi.{stack}.yaml", engine.stack_file)
-    shutil.copytree(ROOT / "review", engine.project / "review")
+    for folder in ("review", "tools"):
+        shutil.copytree(ROOT / folder, engine.project / folder)
     engine.init()
     values = {key: make() for key, make in secrets.items()}
     for key, value in values.items():
         engine.set_secret(key, value)
     out = tmp_path / "out"
+    # As a user runs it: no CLI on PATH, no PULUMI_HOME, a HOME whose ~/.pulumi holds no plugin
+    # (only the kept cache is named, as HOME moved). review.preview finds the pinned CLI and the
+    # kept cache's pulumi-command provider itself, as ./pulumi.sh does, and downloads nothing.
+    home = tmp_path / "home"
+    home.mkdir()
+    as_a_user = {key: value for key, value in engine.env.items() if key not in ENGINE_ONLY} | {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "PULUMI_CLI_CACHE": str(cli_dir().parent),
+        "PULUMI_CLI_BUILD": "no",
+        "PULUMI_CLI_URL": "http://127.0.0.1:9/unreachable",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "review.preview", stack, "--out", str(out)],
         cwd=engine.project,
-        env=engine.env,
+        env=as_a_user,
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert not (home / ".pulumi").exists(), sorted(str(p) for p in home.rglob("*"))[:20]
     # The engine counts what the program registers, the stack itself included.
     registered = run_program(stack_config(stack), stack=stack, secrets=values).resources
     expected = len(registered) + 1

@@ -14,7 +14,7 @@ from pulumi.automation.events import (
     SummaryEvent,
 )
 
-from review.preview import run_preview
+from review.preview import CliUnavailableError, cli_environment, run_preview
 from review.summary import MARKER, Collector, comment, read_event_log, summarize
 from tests.harness.program_harness import run_program, stack_config
 
@@ -234,3 +234,20 @@ def test_a_preview_that_cannot_run_is_an_error_not_no_changes():
     assert "not installed" in text
     assert summary.errors and summary.labels() == []
     assert "[!WARNING]" in comment(summary, "local", text)
+
+
+def test_without_the_pinned_cli_the_preview_says_what_tools_pulumi_cli_sh_said(tmp_path):
+    """The CLI comes from `tools/pulumi-cli.sh env`, as ./pulumi.sh's does; where it finds or
+    installs none, its message is the preview's error."""
+    (tmp_path / "tools").mkdir()
+    script = tmp_path / "tools" / "pulumi-cli.sh"
+    script.write_text("#!/bin/bash\necho 'error: could not download the Pulumi CLI v3' >&2\nexit 1\n")
+    script.chmod(0o755)
+    with pytest.raises(CliUnavailableError, match="could not download the Pulumi CLI v3"):
+        cli_environment(tmp_path, {"PATH": "/usr/bin:/bin"})
+    with pytest.raises(CliUnavailableError, match=r"pulumi-cli\.sh is missing"):
+        cli_environment(tmp_path / "elsewhere", {"PATH": "/usr/bin:/bin"})
+
+    summary, text = run_preview("local", "local", select=lambda **kw: cli_environment(tmp_path, {}))
+    assert text == "no Pulumi CLI of the pinned version: error: could not download the Pulumi CLI v3"
+    assert summary.errors and summary.labels() == []

@@ -20,7 +20,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -69,8 +68,8 @@ def extracted(commit: str):
         archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
         archive_path = tree.parent / f"{tree.name}.tar"
         archive_path.write_bytes(archive)
-        with tarfile.open(archive_path) as tar:
-            tar.extractall(tree, filter="data")
+        # By its path: run as a script, the repository root is not on sys.path.
+        _load("snapshot_tarball", ROOT / "review" / "tarball.py").extract(archive_path, tree)
         archive_path.unlink()
         yield commit, tree
 
