@@ -53,8 +53,10 @@ class Metrics(pulumi.ComponentResource):
 
     Builds:
       - `<name>-exporter`: on the controller's host, the Slurm and GPU exporter
-        (files/slurm_exporter.py) as a daemon run as nobody, on the host's NAT bridge address,
-        which a firewall guard keeps for Prometheus's container (and the host) only.
+        (files/slurm_exporter.py) as a daemon run as root (with no new privileges: its Slurm
+        commands are the host's client wrappers, which lxc-attach to the cluster's container),
+        on the host's NAT bridge address, which a firewall guard keeps for Prometheus's
+        container (and the host) only.
       - `<name>-container`: a clone of the node image on the NAT bridge at `metrics.nat_address`.
       - `<name>-prometheus`: Debian's prometheus installed in it, its scrape config, alert rules,
         listen address and retention; create waits for /-/ready. Its data lives in the

@@ -17,7 +17,7 @@ from components.app.web_app import FILES, STATUS_WRITER_SOURCE
 from components.common.transport import INTERPRETER, script
 
 sys.path.insert(0, str(FILES))
-from cluster_status import gres_count
+from cluster_status import gres_count, write_atomically
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,32 @@ def test_a_snapshot_of_an_unreachable_cluster_says_why(tmp_path):
     assert oct(out.stat().st_mode & 0o777) == "0o644"
 
 
+def test_a_link_planted_at_a_temporary_name_is_not_followed(tmp_path, monkeypatch):
+    """The writer is root. Links at its temporary names (the fixed one an earlier release used,
+    and the names its random generator yields next, made predictable here) to a file and to a
+    path that does not exist: neither is written through, and the snapshot still is."""
+    status_dir = tmp_path / "status"
+    status_dir.mkdir()
+    precious = tmp_path / "precious"
+    precious.write_text("root's file\n")
+    absent = tmp_path / "made-by-root"
+    out = status_dir / "cluster.json"
+    (status_dir / ".cluster.json.tmp").symlink_to(precious)
+    subprocess.run([sys.executable, str(STATUS_WRITER_SOURCE), "t", str(out), "5", "--once"], check=True, timeout=60)
+    assert json.loads(out.read_text())["cluster"] == "t"
+    planted = ["planted1", "planted2", "planted3"]
+    for name, target in zip(planted, [precious, absent, precious], strict=True):
+        (status_dir / f".cluster.json.{name}.tmp").symlink_to(target)
+    monkeypatch.setattr(tempfile, "_get_candidate_names", lambda: iter([*planted, "fresh"]))
+    write_atomically(out, {"cluster": "u"})
+    assert json.loads(out.read_text()) == {"cluster": "u"} and not out.is_symlink()
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+    assert precious.read_text() == "root's file\n" and not absent.exists()
+    links = sorted(p.name for p in status_dir.iterdir() if p.is_symlink())
+    assert links == [*(f".cluster.json.{name}.tmp" for name in planted), ".cluster.json.tmp"]
+    assert sorted(p.name for p in status_dir.iterdir() if not p.is_symlink()) == ["cluster.json"]
+
+
 def writer_pid(cluster_dir: Path) -> int | None:
     try:
         pid = int((cluster_dir / "cluster-status.pid").read_text())
@@ -54,7 +80,8 @@ def writer_pid(cluster_dir: Path) -> int | None:
 
 @pytest.fixture
 def open_dir():
-    """A directory others may enter (pytest's own are root's alone): the writer runs as nobody."""
+    """A directory others may enter (pytest's own are root's alone), as the snapshot's readers
+    (the web app's service user) need."""
     path = Path(tempfile.mkdtemp(prefix="gpucluster-status-test-"))
     path.chmod(0o755)
     yield path
@@ -66,10 +93,18 @@ def uid_of(pid: int) -> int:
     return int(line.split()[1])
 
 
+@pytest.mark.privileged  # root's daemon, in a directory given to root
 def test_the_writer_starts_once_restarts_on_change_and_is_removed(open_dir):
     tmp_path = open_dir
     cluster_dir = tmp_path / "cluster"
     (tmp_path / "slurm.conf").write_text("")
+    # An earlier release's snapshot directory: nobody's, holding that release's fixed
+    # temporary name (here a link to a file of root's).
+    precious = tmp_path / "precious"
+    precious.write_text("root's file\n")
+    (cluster_dir / "status").mkdir(parents=True)
+    (cluster_dir / "status" / ".cluster.json.tmp").symlink_to(precious)
+    os.chown(cluster_dir / "status", 65534, 65534)
     environment = {
         "CLUSTER": "t",
         "CLUSTER_DIR": str(cluster_dir),
@@ -89,6 +124,11 @@ def test_the_writer_starts_once_restarts_on_change_and_is_removed(open_dir):
         run("webapp_status_create.sh")
         first = writer_pid(cluster_dir)
         assert first and (cluster_dir / "status").is_dir()
+        # Root's alone, readable by all (the web app's container reads it through a bind mount).
+        made = (cluster_dir / "status").stat()
+        assert (made.st_uid, made.st_gid, oct(made.st_mode & 0o777)) == (0, 0, "0o755")
+        assert not (cluster_dir / "status" / ".cluster.json.tmp").is_symlink()
+        assert precious.read_text() == "root's file\n"
         # Root (its Slurm client attaches to the cluster's container), and nothing of the deploy's.
         assert uid_of(first) == 0
         held = {p.split(b"=")[0].decode() for p in Path(f"/proc/{first}/environ").read_bytes().split(b"\0") if p}

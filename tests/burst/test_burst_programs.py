@@ -207,6 +207,32 @@ def test_the_reconciler_returns_nodes_stuck_powering_up_without_an_instance(worl
     assert (["burst-4"], {"state": "resume"}) in slurm.updates
 
 
+def test_a_node_whose_boot_failed_stays_down_with_its_reason_until_the_operator_resumes_it(world):
+    """The boot sets its node DOWN with `burst boot: ...` while Slurm waits for ResumeTimeout,
+    which then replaces the reason (as Slurm 22.05 does): the node is not returned to the pool,
+    where the requeued job would resume it on a new instance that fails the same way."""
+    ec2 = burst_common.ec2_client(world.config)
+    clash = "burst boot: users[] clash with the image's accounts: uid 1000 belongs to admin (exit 1)"
+    booting = {"NodeName": "burst-1", "State": "DOWN+CLOUD+NOT_RESPONDING+POWERING_UP"}
+    slurm = FakeSlurm({"burst-1": booting | {"Reason": f"{clash} [root@2026-11-28T01:36:29]"}})
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(60))
+    assert slurm.updates == []
+    timed_out = {"State": "DOWN+CLOUD+POWERED_DOWN+NOT_RESPONDING", "Reason": "ResumeTimeout reached [root@x]"}
+    slurm.node_fields["burst-1"] = booting | timed_out
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(120))
+    assert slurm.updates == [(["burst-1"], {"state": "down", "reason": clash})]
+    slurm.node_fields["burst-1"]["Reason"] = f"{clash} [slurm@2026-11-28T01:39:04]"
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(180))
+    assert len(slurm.updates) == 1  # left as it is, no resume
+    # The operator resumes it (scontrol update nodename=burst-1 state=resume): watched anew, and a
+    # later failed resume without a boot failure goes back to the pool as before.
+    slurm.node_fields["burst-1"] = {"NodeName": "burst-1", "State": "IDLE+CLOUD+POWERED_DOWN"}
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(240))
+    slurm.node_fields["burst-1"] = {"NodeName": "burst-1", **timed_out}
+    reconcile.main(["reconcile"], slurm=slurm, ec2=ec2, now=_later(300))
+    assert slurm.updates[1:] == [(["burst-1"], {"state": "resume"})]
+
+
 def test_the_reconciler_leaves_nodes_whose_resume_is_still_launching(world, monkeypatch):
     """N5: the reconciler fires while a resume's CreateFleet calls are on their way: the nodes
     are not set DOWN, and the launch the resume then makes belongs to a node still powering up."""

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,10 +66,17 @@ def collect(cluster: str, interval: float) -> dict:
 
 
 def write_atomically(path: Path, snapshot: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(snapshot, indent=1) + "\n")
-    tmp.chmod(0o644)
-    os.replace(tmp, path)
+    """Replace `path` whole. The writer is root: its temporary file is a fresh name made with
+    O_EXCL (mkstemp), so a link planted in the directory is never followed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(snapshot, indent=1) + "\n")
+            os.fchmod(out.fileno(), 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def main() -> None:

@@ -7,7 +7,11 @@
 require CLUSTER CLUSTER_DIR STATUS_DIR STATUS_INTERVAL_S STATUS_WRITER_SOURCE
 program="$CLUSTER_DIR/cluster-status.py"
 pidfile="$CLUSTER_DIR/cluster-status.pid"
-install -d -m 0755 -o nobody -g "$(id -g nobody)" "$STATUS_DIR"
+# Root's alone, as its writer is root (the web app's container only reads it, through a
+# read-only bind mount): a directory an earlier release gave to nobody is taken back, and the
+# fixed temporary name that release's writer used goes (a link there is removed, not followed).
+install -d -m 0755 -o root -g root "$STATUS_DIR"
+rm -f "$STATUS_DIR/.cluster.json.tmp"
 ours() { [ -n "$1" ] && grep -qF "$program" "/proc/$1/cmdline" 2>/dev/null; }
 changed=1
 printf '%s' "$STATUS_WRITER_SOURCE" | write_if_changed "$program" 0644 && changed=0

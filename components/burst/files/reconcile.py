@@ -9,7 +9,11 @@ on, after a grace time.
   time is the resume program's record (made before its CreateFleet); a node powering up with
   no record (a resume not yet this far) counts from the first time the reconciler sees it so.
 - A node left DOWN and powered down (a failed resume, a capacity error whose skip is over)
-  is returned to the pool."""
+  is returned to the pool, unless its boot failed: a boot that fails (a users[] clash, a
+  wrong image) fails again on the next, billed instance. The boot's reason (`burst boot: ...`)
+  is seen while the node waits for ResumeTimeout, which then replaces it ("ResumeTimeout
+  reached"); it is kept in the state directory and set back, and the node stays DOWN until
+  the operator returns it (`scontrol update nodename=<node> state=resume`)."""
 
 import sys
 import time
@@ -28,6 +32,13 @@ from burst_common import (
 )
 
 POWERED_OFF = {"POWERED_DOWN", "POWERING_DOWN"}
+BOOT_FAILED = "burst boot:"  # boot_node.sh's reason for a failed boot
+
+
+def _reason(fields: dict) -> str:
+    """A node's reason without the `[user@time]` scontrol appends."""
+    reason = fields.get("Reason", "")
+    return reason.rsplit(" [", 1)[0] if reason.endswith("]") and " [" in reason else reason
 
 
 def _age(instance: dict, now: float) -> float:
@@ -73,6 +84,12 @@ def main(argv: list[str], slurm: Slurm | None = None, ec2=None, now: float | Non
                 launches.pop(node, None)  # its launch is over: the next power up records anew
             elif node not in by_node:
                 launches.setdefault(node, now)  # no launch recorded yet: counted from now
+    with StateFile(config, "boot-failures.json").locked() as boot_failures:
+        for node, fields in nodes.items():
+            if "DOWN" not in state_flags(fields):
+                boot_failures.pop(node, None)  # returned to service: its next boot is watched anew
+            elif _reason(fields).startswith(BOOT_FAILED):
+                boot_failures[node] = _reason(fields)
     capacity_wait = bool(skipped_types(config, now))
     for node, fields in nodes.items():
         flags = state_flags(fields)
@@ -85,6 +102,11 @@ def main(argv: list[str], slurm: Slurm | None = None, ec2=None, now: float | Non
         elif "DOWN" in flags and "POWERED_DOWN" in flags:
             if fields.get("Reason", "").startswith("burst: no capacity") and capacity_wait:
                 continue  # its reason says when it is tried again
+            if node in boot_failures:  # for the operator, with the boot's reason
+                if _reason(fields) != boot_failures[node]:
+                    log.warning("%s: its boot failed, left DOWN: %s", node, boot_failures[node])
+                    slurm.update([node], state="down", reason=boot_failures[node])
+                continue
             log.info("%s: down and powered down without an instance: back to the pool", node)
             slurm.update([node], state="resume")
     return 0

@@ -29,8 +29,10 @@ warn_cpus_changed() {
 host_slurmctld_pid() { daemon_pid "$1/slurmctld.pid" slurmctld "$2"; }
 
 
-# slurm_conf_text: SLURM_CONF_TEXT as slurmctld reads it; after a restored accounting database,
-# with FirstJobId past the restored jobs (written by the database's create).
+# slurm_conf_text: SLURM_CONF_TEXT as slurmctld reads it; with FirstJobId past the jobs of
+# before where the cluster's job ids would otherwise start again: after a restored accounting
+# database (written by the database's create), or after a saved controller state another Slurm
+# release cannot read (restore_ct_slurmctld).
 slurm_conf_text() {
   require CLUSTER_DIR SLURM_CONF_TEXT
   local first="$CLUSTER_DIR/accounting/first-job-id"
@@ -60,6 +62,38 @@ stop_ct_slurmctld() {
   in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/cgroup.conf /etc/systemd/system/slurmctld.service.d/gpucluster.conf
 }
 
+# saved_job_id STATE_FILE: the job id sequence of slurmctld's saved job_state (22.05: the next id
+# it would give). Its header, in Slurm's pack format (big-endian), alike in every release since
+# 2.x: the string "PROTOCOL_VERSION" (a 32-bit length counting its NUL, then the bytes), the
+# 16-bit protocol version, the 64-bit time written, then the 32-bit sequence. Fails on anything else.
+saved_job_id() {
+  local file=$1 size
+  size=$(od -An -tu1 -N4 "$file" | awk 'NF == 4 { print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  [ "$size" = 17 ] && [ "$(head -c 20 "$file" | tail -c 16)" = PROTOCOL_VERSION ] || return 1
+  od -An -tu1 -j 31 -N4 "$file" | awk 'NF == 4 { print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4; ok = 1 } END { exit !ok }'
+}
+
+# carry_job_ids SAVED_DIR: a slurmctld that cannot read the saved state numbers its jobs past
+# its sequence (FirstJobId, through slurm_conf_text; one past it is free whether a release
+# saves the next id or the last), so a new job never takes an earlier one's id and with it its
+# default output file (slurm-<id>.out, truncated when a job opens it).
+carry_job_ids() {
+  require CLUSTER_DIR
+  local first="$CLUSTER_DIR/accounting/first-job-id" last next
+  if ! last=$(saved_job_id "$1/job_state"); then
+    log "the saved controller state's last job id cannot be read: job ids start again at 1"
+    return 0
+  fi
+  next=$((last + 1))
+  # Past Slurm's MaxJobId (67043328, the program sets no other) the ids wrap to FirstJobId.
+  [ "$next" -lt 67043328 ] || next=1
+  # A larger one kept (a restored database's) stays.
+  if [ -s "$first" ] && [ "$(cat "$first")" -ge "$next" ] 2>/dev/null; then return 0; fi
+  mkdir -p "$(dirname "$first")"
+  printf '%s\n' "$next" > "$first.new" && mv -f "$first.new" "$first"
+  log "the new slurmctld numbers its jobs from $next (FirstJobId), after the saved state's last"
+}
+
 # slurm_release CONTAINER: the Slurm release of the container's slurmctld (e.g. 22.05).
 slurm_release() { in_ct "$1" slurmctld -V | awk '{print $2}' | cut -d. -f1,2; }
 
@@ -77,6 +111,7 @@ restore_ct_slurmctld() {
   now=$(slurm_release "$name")
   if [ "$wrote" != "$now" ]; then
     log "the saved controller state is Slurm $wrote's; slurmctld $now starts without it (its queue was empty)"
+    carry_job_ids "$saved"
     rm -rf "$saved"
     return 0
   fi

@@ -69,7 +69,7 @@ if [ -n "${STATUS_WRITER:-}" ]; then
   if [ ! -f "$program" ]; then
     log "$CLUSTER: no cluster-status writer $program: 'pulumi up' writes it"
   elif [ -z "$(daemon_pid "$CLUSTER_DIR/cluster-status.pid" python3 "$program")" ]; then
-    install -d -m 0755 -o nobody -g "$(id -g nobody)" "$status_dir"
+    install -d -m 0755 -o root -g root "$status_dir" # root's alone: its writer is root
     detached --background "$CLUSTER_DIR/cluster-status.pid" "$CLUSTER_DIR/cluster-status.log" \
       SLURM_BIN="$CLUSTER_DIR/bin" setpriv --no-new-privs python3 "$program" "$CLUSTER" "$status_dir/cluster.json" "$interval"
     log "$CLUSTER: cluster-status writer started (pid $(cat "$CLUSTER_DIR/cluster-status.pid"))"

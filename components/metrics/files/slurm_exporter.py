@@ -1,8 +1,9 @@
 """The cluster's own Prometheus exporter: Slurm's nodes, jobs and GPUs, this month's GPU-seconds
 and cost per account, and the GPU devices of the host it runs on.
 
-Runs on the controller's host as nobody, beside the cluster's Slurm client and munged (Python
-standard library, with its two sibling modules: copies of the program's components/slurm/slurm_text.py and
+Runs on the controller's host as root, without new privileges: its Slurm commands are the host's
+client wrappers, which attach to the cluster's container (lxc-attach takes root). Python
+standard library, with its two sibling modules (copies of the program's components/slurm/slurm_text.py and
 components/metrics/cost_arithmetic.py, so the status command and the metrics read Slurm and price GPUs alike).
 `GET /metrics` asks Slurm at each scrape (`scontrol -o show node|job`; sacct at most every
 `sacct_interval_s`). Usage: slurm_exporter.py SETTINGS_JSON, with
