@@ -25,13 +25,23 @@ import pytest
 from tests.harness.e2e_teardown import (
     ACCOUNTING_USERS,
     HEALTH_INTERVAL_S,
+    LOGIN,
     STACK,
     accounting_config,
     remove_kept_accounting,
     teardown,
 )
 from tests.harness.engine_cluster import CommandFailedError, State, destroy_state, host_commands, up
-from tests.harness.login_node import login_keys, login_node_serves_people, public_keys
+from tests.harness.login_node import (
+    links_steered_nothing,
+    login_keys,
+    login_node_serves_people,
+    people_plant_links,
+    person_in_login,
+    public_keys,
+    ssh_as,
+    watched_state,
+)
 from tests.harness.program_harness import run_program
 from tests.harness.slurm_client import SlurmClient, gpus_of, wait_for
 from tests.test_e2e import leftovers, require_host, sh, slurm_env
@@ -45,6 +55,7 @@ DB = f"{CLUSTER}-db"
 KEPT_DUMP = Path(f"/var/cache/gpucluster/{CLUSTER}/accounting/slurm_acct_db.sql.gz")
 PASSWORD_FILE = Path(f"/var/lib/gpucluster/{CLUSTER}/accounting/db-password")
 UIDS = {user["name"]: user["uid"] for user in ACCOUNTING_USERS}
+LOGIN_MEMORY_MB = 2048  # login.memory_mb's default
 SACCT_FORMAT = "JobID,JobName,User,Account,Elapsed,ElapsedRaw,AllocTRES,State"
 
 
@@ -161,6 +172,25 @@ def test_accounting_limits_health_and_restore(capsys, tmp_path):
         # The login node: a person submits a GPU job from shared_dir and reads its output; another cannot.
         login_node_serves_people(keys, config["cluster"]["host"]["shared_dir"], report)
 
+        # What people write steers nothing root does: their ~/.ssh made links to /etc, to another
+        # person's home and to another's directory in shared_dir, and a link in shared_dir where a
+        # person's directory would be made; then the setup runs again (a key added): nothing
+        # outside their own files changes owner, mode or content, and they still log in.
+        shared = config["cluster"]["host"]["shared_dir"]
+        login = f"{CLUSTER}-{LOGIN['name']}"
+        people_plant_links(login, shared)
+        before = watched_state(login, shared)
+        (tmp_path / "added").mkdir()
+        added = login_keys(tmp_path / "added")
+        keys_now = {**public_keys(keys), "alice": [public_keys(keys)["alice"], public_keys(added)["alice"]]}
+        config = accounting_config(login_keys=keys_now)
+        _, actions = up(state, commands(config))
+        assert changed(actions) == {f"{CLUSTER}-login-setup": "update"}, changed(actions)
+        links_steered_nothing(login, shared, before)
+        for key in (keys["alice"], added["alice"]):
+            assert ssh_as(key, "alice", "id -un").stdout.strip() == "alice"
+        report.append("links in homes and shared_dir, then the login setup again: nothing outside them changed")
+
         # The accounts are the config's, exactly.
         assert associations() == expected_associations(config)
         assert default_accounts()["alice"] == "physics" and default_accounts()["bob"] == "chem"
@@ -235,6 +265,17 @@ def test_accounting_limits_health_and_restore(capsys, tmp_path):
         )
         CLIENT.run("scancel", held)
 
+        # The login node's memory is its own: a person past it is ended there, alone; bob's job on
+        # a node runs on, and she logs in again.
+        limit_mb = LOGIN_MEMORY_MB
+        hog = person_in_login(
+            login, "alice", f"python3 -c 'x = b\"x\" * ({limit_mb} + 512) * 2**20; print(len(x))'", check=False
+        )
+        report.append(f"alice allocates {limit_mb + 512} MB on the login node ({limit_mb} MB): exit {hog.returncode}")
+        assert hog.returncode in (137, -9), hog
+        assert CLIENT.job_state(running)[0] == "RUNNING", "bob's job ended with alice's allocation"
+        assert ssh_as(keys["alice"], "alice", "id -un").stdout.strip() == "alice"
+
         # slurmdbd killed while bob's job runs: jobs keep running and starting; their records
         # arrive once slurmdbd is back (slurmctld keeps them meanwhile).
         sh("lxc-attach", "-n", DB, "--", "systemctl", "kill", "-s", "KILL", "slurmdbd")
@@ -300,7 +341,7 @@ def test_accounting_limits_health_and_restore(capsys, tmp_path):
 
         # Changed accounts: only the accounts command runs, and sacctmgr then shows the new
         # config exactly; running it again changes nothing in the database.
-        changed_config = accounting_config(changed=True, login_keys=public_keys(keys))
+        changed_config = accounting_config(changed=True, login_keys=keys_now)
         started = time.monotonic()
         _, actions = up(state, commands(changed_config))
         timings.append(f"apply changed accounts: {time.monotonic() - started:.1f} s")

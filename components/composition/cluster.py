@@ -301,7 +301,12 @@ class GpuCluster(pulumi.ComponentResource):
             config.host_identity(config.host_named(host)),
             config.login,
             self.platforms[host],
-            LoginSetup(slurm_conf=self.slurm_conf, after=(self.controller, *munge_key)),
+            LoginSetup(
+                slurm_conf=self.slurm_conf,
+                # After its host's nodes' CPUs: a person's build takes none of a node's while the host has enough.
+                cpu_slot=sum(node.cpus for node in config.for_host(config.host_named(host)).nodes),
+                after=(self.controller, *munge_key),
+            ),
             image=self.images[host].rootfs,
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[self.bridges_of[host], self.images[host], *self.late_mounts[host]]

@@ -39,8 +39,10 @@ class CudaContainer(pulumi.ComponentResource):
     devices (their major:minor read on the host; other GPUs cannot be opened); CUDA and
     driver files bound read-only when the host has them; the shared directory at the same
     path; a node's cpuset is `cpus` host CPUs dealt in turn (lxc_conf.cpu_slots); root login by password disabled.
-    Privileged, with the confinement described in components/lxc/lxc_conf.py. The create
-    script is safe to run for many containers at once.
+    Privileged, with the confinement described in components/lxc/lxc_conf.py; with an id map
+    (`spec.id_map`: the login node) an unprivileged full copy of the image instead, its files
+    owned by the namespace's host ids, no GPU, driver file or CUDA bound in. The create script
+    is safe to run for many containers at once.
 
     With people in the platform, `<name>-users` makes them in the container with the same
     names, uids and gids as on the host (set up again in a replaced container).
@@ -79,7 +81,7 @@ class CudaContainer(pulumi.ComponentResource):
                 "NAT_ADDRESS": str(spec.nat_address),
                 # Allowed in the devices cgroup by their host numbers, known only on the host.
                 "DEVICES": env_list(container_devices(spec, platform.gpu)),
-                "DRIVER_FILES": env_list(platform.gpu.driver_files),
+                "DRIVER_FILES": "" if spec.id_map else env_list(platform.gpu.driver_files),
                 "SHARED_DIR": platform.shared_dir,
                 # A node's cpuset (SLOT,COUNT in the host's online CPU list), known only on the host.
                 "CPUSET": f"{spec.cpu_slot},{spec.cpus}" if spec.cpus is not None else "",
@@ -89,7 +91,11 @@ class CudaContainer(pulumi.ComponentResource):
             # property dependency puts the clone in the engine's delete-before-replace chain of
             # the image, after whatever is replaced with the image (`lives_on`), which therefore
             # still finds its old container (replace_with does not reach through two links).
-            triggers=image.id.apply(lambda _: image_fingerprint(platform.image)),
+            # An unprivileged container is a copy whose files belong to its namespace's ids, never a
+            # privileged clone changed in place: going from one to the other makes a new one.
+            triggers=image.id.apply(
+                lambda _: [*image_fingerprint(platform.image), *(["unprivileged"] if spec.id_map else [])]
+            ),
             # Moved to another host: made there after the old one is gone from its host.
             placed=True,
             opts=child_options(self, opts, delete_before_replace=True),

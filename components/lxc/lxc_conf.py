@@ -23,6 +23,8 @@ are privileged and confined by what does not depend on user namespaces:
   - no AppArmor nesting allowance (lxc.apparmor.allow_nesting = 0, overriding Debian's
     /etc/lxc/default.conf), LXC's default seccomp filter (no kexec, module loading,
     open_by_handle_at).
+The login node, where people run what they like and no GPU work, is the exception: an
+unprivileged container (`ContainerSpec.id_map`, a user namespace; components/slurm/login.py).
 """
 
 from dataclasses import dataclass
@@ -59,6 +61,10 @@ class ContainerSpec:
     # (host directory, path in the container) pairs bound read-only (the web app's snapshot);
     # the host directory must exist before the container starts
     read_only_mounts: tuple[tuple[str, str], ...] = ()
+    # Unprivileged: the user namespace's map, ("u" or "g", first container id, first host id,
+    # count) per range (login_id_map); its files belong to those host ids. No GPU or driver
+    # file is bound into it. Empty: privileged (a node, the web app).
+    id_map: tuple[tuple[str, int, int, int], ...] = ()
 
 
 def cpu_slots(nodes) -> dict[str, int]:
@@ -73,19 +79,43 @@ def cpu_slots(nodes) -> dict[str, int]:
 
 
 def container_devices(spec: ContainerSpec, gpu: GpuConfig) -> list[str]:
-    """Host device nodes the container may open: its own GPUs and the control devices."""
-    return spec.gpu_devices + gpu.control_devices
+    """Host device nodes the container may open: its own GPUs and the control devices (none
+    for an unprivileged container: no GPU work runs there)."""
+    return [] if spec.id_map else spec.gpu_devices + gpu.control_devices
 
 
-def _base_lines(hostname: str, nat_address: IPv4Address, network: NetworkConfig, container: str) -> list[str]:
+def _unprivileged_lines(id_map: tuple[tuple[str, int, int, int], ...]) -> list[str]:
+    """A user namespace: LXC's own settings for one (a full set of capabilities in the
+    namespace, none of the host's; no devices cgroup rules of its own), then the map."""
+    return [
+        "# Unprivileged (components/lxc/lxc_conf.py): a user namespace whose root is no host root.\n",
+        "lxc.include = /usr/share/lxc/config/userns.conf\n",
+        *(f"lxc.idmap = {kind} {first} {host} {count}\n" for kind, first, host, count in id_map),
+    ]
+
+
+def _base_lines(
+    hostname: str,
+    nat_address: IPv4Address,
+    network: NetworkConfig,
+    container: str,
+    id_map: tuple[tuple[str, int, int, int], ...] = (),
+) -> list[str]:
     """Hostname, autostart, the confinement, and a veth with a static address on the NAT bridge."""
     nat = network.nat_bridge
+    confinement = (
+        _unprivileged_lines(id_map)
+        if id_map
+        else [
+            "# Privileged, confined (see components/lxc/lxc_conf.py): no AppArmor nesting, fewer\n",
+            "# capabilities, device limits in a cgroup the container cannot write.\n",
+        ]
+    )
     return [
         HEADER,
         f"lxc.uts.name = {hostname}\n",
         "lxc.start.auto = 1\n",
-        "# Privileged, confined (see components/lxc/lxc_conf.py): no AppArmor nesting, fewer\n",
-        "# capabilities, device limits in a cgroup the container cannot write.\n",
+        *confinement,
         "lxc.apparmor.allow_nesting = 0\n",
         f"lxc.cap.drop = {DROPPED_CAPABILITIES}\n",
         f"lxc.cgroup.dir.monitor = lxc.monitor.{container}\n",
@@ -116,7 +146,7 @@ def render_lxc_config(
     spec: ContainerSpec, network: NetworkConfig, gpu: GpuConfig, shared_dir: str, container: str
 ) -> str:
     hostname, nat_address, cluster_address = spec.hostname, spec.nat_address, spec.cluster_address
-    lines = _base_lines(hostname, nat_address, network, container)
+    lines = _base_lines(hostname, nat_address, network, container, spec.id_map)
     if cluster_address is not None:
         cluster = network.cluster_bridge
         lines += [
@@ -134,8 +164,13 @@ def render_lxc_config(
         )
     if spec.memory_mb is not None:
         limit = spec.memory_mb * 1024 * 1024
+        holds = (
+            "what its people run, and no more: a login node past it"
+            if spec.id_map
+            else "the node's jobs (Slurm's RealMemory) and its own daemons, and no more: a node past it"
+        )
         lines += [
-            "# Memory: the node's jobs (Slurm's RealMemory) and its own daemons, and no more: a node past it\n",
+            f"# Memory: {holds}\n",
             "# meets its own OOM killer, never its neighbours'. Each version's key; LXC uses its host's.\n",
             f"lxc.cgroup.memory.limit_in_bytes = {limit}\n",
             f"lxc.cgroup2.memory.max = {limit}\n",
@@ -147,7 +182,7 @@ def render_lxc_config(
     )
     for device in container_devices(spec, gpu):
         lines.append(_mount(device, container_device_path(device), "bind,optional,create=file"))
-    if gpu.cuda_path:
+    if gpu.cuda_path and not spec.id_map:
         path = gpu.cuda_path
         lines.append(_mount(path, path, "bind,ro,optional,create=dir"))
     shared = shared_dir

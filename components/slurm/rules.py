@@ -8,7 +8,12 @@ from collections.abc import Iterator
 
 from components.common.config_types import duplicates
 from components.lxc.rules import INTERNAL_CONTAINER_NAMES
-from components.slurm.config import SACCTMGR_KEYWORDS, SLURM_RESERVED_NODE_NAMES, SLURM_RESERVED_PARTITION_NAMES
+from components.slurm.config import (
+    LOGIN_ID_RANGE,
+    SACCTMGR_KEYWORDS,
+    SLURM_RESERVED_NODE_NAMES,
+    SLURM_RESERVED_PARTITION_NAMES,
+)
 
 
 def rule_names_slurm_and_lxc_can_use(c) -> Iterator[str]:
@@ -110,6 +115,18 @@ def rule_accounting(c) -> Iterator[str]:
 
 
 def rule_login(c) -> Iterator[str]:
-    """A login node serves the people of users[] who have a key: without any, nobody could log in."""
+    """A login node serves the people of users[] who have a key: without any, nobody could log in.
+    Its user namespace keeps the people's ids: the kernel takes at most ID_MAP_MAX_LINES ranges."""
     if c.login and not any(user.ssh_keys for user in c.users):
         yield "login: no person of users[] has ssh_keys, so nobody could log in; add a key (users[].ssh_keys)"
+    if c.login:
+        from components.slurm.login import ID_MAP_MAX_LINES, id_map_ranges
+
+        for kind, ids in (("uid", {user.uid for user in c.users}), ("gid", {user.gid for user in c.users})):
+            lines = len(id_map_ranges(ids, LOGIN_ID_RANGE))
+            if lines > ID_MAP_MAX_LINES:
+                yield (
+                    f"users[].{kind}: the login node keeps each person's {kind}, and these {len(ids)} {kind}s need "
+                    f"{lines} ranges in its user namespace, more than the kernel's {ID_MAP_MAX_LINES}: give people "
+                    f"consecutive {kind}s"
+                )

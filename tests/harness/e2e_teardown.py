@@ -261,7 +261,7 @@ PLACEHOLDER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAEBAQEBAQEBAQEBAQEBAQEBA
 def accounting_config(
     *, changed: bool = False, restore: bool = False, keep_dump: bool = True, login_keys: dict | None = None
 ) -> dict:
-    """`login_keys` (person: public key line): with a login node where those people log in."""
+    """`login_keys` (person: public key line, or a list of them): with a login node where those people log in."""
     config = stack_config(STACK)
     cluster = config["cluster"]
     cluster["nodes"] = cluster["nodes"][:2]
@@ -280,7 +280,8 @@ def accounting_config(
         cluster["login"] = copy.deepcopy(LOGIN)
         for user in cluster["users"]:
             if user["name"] in login_keys:
-                user["ssh_keys"] = [login_keys[user["name"]]]
+                given = login_keys[user["name"]]
+                user["ssh_keys"] = list(given) if isinstance(given, list) else [given]
     return config
 
 

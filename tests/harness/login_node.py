@@ -4,6 +4,7 @@ person cannot read it; root and passwords are refused. Used by tests/test_e2e_ac
 (bookworm) and tests/harness/release_e2e.py (trixie)."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,9 +45,10 @@ def login_node_serves_people(keys: dict[str, Path], shared: str, report: list[st
     container = f"{STACK}-{LOGIN['name']}"
     own = f"{shared}/alice"
     assert sh("stat", "-c", "%a %U", own).stdout.split() == ["700", "alice"]
-    files = "/home/alice/.ssh /home/alice/.ssh/authorized_keys"
-    modes = sh("lxc-attach", "-n", container, "--", "sh", "-c", f"stat -c '%a %U' {files}").stdout.split("\n")
-    assert modes[:2] == ["700 alice", "600 alice"], modes
+    # Her keys are root's file, read by sshd outside her home.
+    modes = sh("lxc-attach", "-n", container, "--", "stat", "-c", "%a %U", "/etc/ssh/authorized_keys/alice").stdout
+    assert modes.split() == ["644", "root"], modes
+    login_node_is_unprivileged(container, shared, report)
     daemons = sh("lxc-attach", "-n", container, "--", "systemctl", "is-active", "slurmd", "slurmctld", check=False)
     assert "active\n" not in daemons.stdout.replace("inactive", ""), daemons.stdout
     job = (
@@ -72,3 +74,82 @@ def login_node_serves_people(keys: dict[str, Path], shared: str, report: list[st
         assert setting in effective, setting
     # Her output goes, so the destroy finds her directory empty and removes it.
     ssh_as(keys["alice"], "alice", f"rm {own}/gpu-job.out")
+
+
+def login_id_base(container: str) -> int:
+    """The host id of the login node's root, as its LXC config maps it."""
+    config = Path(f"/var/lib/lxc/{container}/gpucluster.conf").read_text()
+    return int(re.search(r"^lxc\.idmap = u 0 (\d+) ", config, re.MULTILINE).group(1))
+
+
+def login_node_is_unprivileged(container: str, shared: str, report: list[str]) -> None:
+    """Its root is no host root: a user namespace, a file it makes belongs to an unprivileged
+    host id, and it cannot write where the host's root owns (shared_dir itself); the people keep
+    their uids (alice's directory in shared_dir is hers on both sides)."""
+    uid_map = sh("lxc-attach", "-n", container, "--", "cat", "/proc/self/uid_map").stdout
+    report.append(f"$ lxc-attach -n {container} -- cat /proc/self/uid_map\n{uid_map}")
+    first = uid_map.split()[:3]
+    assert first[:2] != ["0", "0"] and first[0] == "0", uid_map
+    base = login_id_base(container)
+    assert int(first[1]) == base >= 65536
+    sh("lxc-attach", "-n", container, "--", "sh", "-c", "echo made by the login node root > /root/made-by-root")
+    made = Path(f"/var/lib/lxc/{container}/rootfs/root/made-by-root")
+    owner = sh("stat", "-c", "%u:%g", str(made)).stdout.strip()
+    report.append(f"a file its root made, on the host: {owner} ({made})")
+    assert owner == f"{base}:{base}", owner
+    made.unlink()
+    refused = sh("lxc-attach", "-n", container, "--", "touch", f"{shared}/made-by-root", check=False)
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr, refused
+    assert not Path(f"{shared}/made-by-root").exists()
+    inside = sh("lxc-attach", "-n", container, "--", "stat", "-c", "%U %a", f"{shared}/alice").stdout.split()
+    assert inside == ["alice", "700"], inside
+
+
+def person_in_login(container: str, person: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
+    """COMMAND as PERSON in the login node, as their shell would run it (without their key)."""
+    argv = ["lxc-attach", "-n", container, "--", "setpriv", "--reuid", person, "--regid", person]
+    return sh(*argv, "--init-groups", "--reset-env", "sh", "-c", f"cd ~ && {command}", check=check)
+
+
+# What the people's links point at, whose owner, mode and content must not change.
+WATCHED = ("/etc", "/etc/passwd", "/etc/shadow", "/etc/munge", "/home/alice", "/home/bob", "/home/carol")
+
+
+def watched_state(container: str, shared: str) -> dict[str, str]:
+    """Owner, mode, size and checksum of what a person's link could steer root to, in the login
+    node and on the host."""
+    paths = [*WATCHED, f"{shared}/alice", f"{shared}/bob"]
+    stat = ["stat", "-c", "%n %u:%g %a %s", *paths]
+    state = {"login": sh("lxc-attach", "-n", container, "--", *stat).stdout}
+    state["login sums"] = sh("lxc-attach", "-n", container, "--", "sha256sum", "/etc/passwd", "/etc/shadow").stdout
+    state["host"] = sh("stat", "-c", "%n %u:%g %a %s", "/etc", "/etc/passwd", "/etc/shadow", shared).stdout
+    state["host sums"] = sh("sha256sum", "/etc/passwd", "/etc/shadow").stdout
+    return state
+
+
+def people_plant_links(container: str, shared: str) -> None:
+    """The people turn what root once wrote for them into links to what is not theirs: alice's
+    ~/.ssh to /etc, bob's to alice's home, carol's to alice's directory in shared_dir; and a
+    link where carol's directory in shared_dir was (as a site whose shared_dir people may write in
+    would allow: here only root can, so the host's root plants it)."""
+    person_in_login(container, "alice", "rm -rf .ssh && ln -s /etc .ssh && ls -ld .ssh")
+    person_in_login(container, "bob", "rm -rf .ssh && ln -s /home/alice .ssh")
+    person_in_login(container, "carol", f"rm -rf .ssh && ln -s {shared}/alice .ssh")
+    # alice cannot swap her own directory in shared_dir for a link: shared_dir is root's.
+    swapped = person_in_login(container, "alice", f"mv {shared}/alice {shared}/alice.old", check=False)
+    assert swapped.returncode != 0 and "Permission denied" in swapped.stderr, swapped
+    carol = Path(f"{shared}/carol")
+    if carol.is_dir() and not carol.is_symlink():
+        carol.rmdir()
+    carol.symlink_to("/etc")
+
+
+def links_steered_nothing(container: str, shared: str, before: dict[str, str]) -> None:
+    """After the setup ran again: nothing changed owner, mode or content; the links are still links."""
+    assert watched_state(container, shared) == before
+    for person, target in (("alice", "/etc"), ("bob", "/home/alice"), ("carol", f"{shared}/alice")):
+        link = sh("lxc-attach", "-n", container, "--", "readlink", f"/home/{person}/.ssh").stdout.strip()
+        assert link == target, (person, link)
+    assert os.readlink(f"{shared}/carol") == "/etc"
+    assert sh("stat", "-c", "%u:%g %a", "/etc").stdout.split() == ["0:0", "755"]
+    Path(f"{shared}/carol").unlink()  # the test's own link goes: destroy finds what it made

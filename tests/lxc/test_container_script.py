@@ -151,7 +151,8 @@ def test_a_node_with_more_cpus_than_the_host_has_online_is_refused(tmp_path):
     wanted = len(online_cpus()) + 1
     done = run_create(tmp_path, CPUSET=f"0,{wanted}")
     assert done.returncode == 1
-    assert f"c000 asks for {wanted} CPUs (nodes[].cpus) but this host has {wanted - 1} online" in done.stderr
+    fields = "its cpus in the stack: nodes[].cpus, login.cpus"
+    assert f"c000 asks for {wanted} CPUs ({fields}) but this host has {wanted - 1} online" in done.stderr
     assert not (tmp_path / "shared").exists()
 
 

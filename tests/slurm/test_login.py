@@ -4,10 +4,13 @@ forward, the boot unit's state; and the config's rules on `login` and `users[].s
 import base64
 import copy
 import re
+from itertools import pairwise
 
 import pytest
 
 from components.composition.stack_config import ConfigError, parse_stack_config
+from components.slurm.config import LOGIN_ID_RANGE, LoginConfig
+from components.slurm.login import ID_MAP_MAX_LINES, id_map_ranges, login_host_id_base
 from tests.harness.program_harness import run_program, stack_config
 
 
@@ -38,8 +41,8 @@ def test_the_login_node_is_a_gpu_less_clone_with_the_people_and_shared_dir(run):
     assert run.by_name("e2e-login").type == "gpu-cluster:slurm:LoginNode"
     lxc = run.by_name("e2e-login-container-lxc").inputs["environment"]
     assert lxc["CONTAINER"] == "e2e-login" and lxc["NAT_ADDRESS"] == "10.43.3.30"
-    # No GPU (the driver's control device only, as in the web app's and Prometheus's containers).
-    assert not re.search(r"nvidia[0-9]", lxc["DEVICES"] + lxc["LXC_CONFIG"])
+    # No GPU, no control device, no driver file, no CUDA: no GPU work runs there.
+    assert not re.search(r"nvidia", lxc["DEVICES"] + lxc["LXC_CONFIG"] + lxc["DRIVER_FILES"])
     assert "/srv/gpucluster/e2e/shared" in lxc["LXC_CONFIG"]
     users = run.by_name("e2e-login-container-users").inputs["environment"]["USERS"]
     assert users.splitlines() == ["alice:2101:2101:alice", "bob:2102:2102:bob", "carol:2103:2103:carol"]
@@ -138,3 +141,80 @@ def test_login_host_is_required_with_several_hosts():
     with pytest.raises(ConfigError) as caught:
         parse_stack_config({"cluster": config["cluster"]})
     assert "login.host: required with several hosts" in str(caught.value)
+
+
+def idmap_lines(lxc_config: str) -> list[tuple[str, int, int, int]]:
+    found = re.findall(r"^lxc\.idmap = ([ug]) (\d+) (\d+) (\d+)$", lxc_config, re.MULTILINE)
+    return [(kind, int(a), int(b), int(c)) for kind, a, b, c in found]
+
+
+def host_id(lines, kind: str, container_id: int) -> int:
+    for k, first, host, count in lines:
+        if k == kind and first <= container_id < first + count:
+            return host + container_id - first
+    raise AssertionError(f"{kind}id {container_id} is not mapped")
+
+
+def test_the_login_node_is_unprivileged_and_the_people_keep_their_ids(run):
+    """Its root is a host id of no note; each person is the same uid and gid on the host (their
+    files in shared_dir have one owner everywhere); every id of the namespace is mapped once."""
+    config = run.by_name("e2e-login-container-lxc").inputs["environment"]["LXC_CONFIG"]
+    assert "lxc.include = /usr/share/lxc/config/userns.conf" in config
+    lines = idmap_lines(config)
+    base = login_host_id_base("e2e", LoginConfig(nat_address="10.43.3.30"))
+    assert base >= LOGIN_ID_RANGE
+    for kind in "ug":
+        assert host_id(lines, kind, 0) == base  # root
+        assert host_id(lines, kind, 65534) == base + 65534  # nobody
+        for person in (2101, 2102, 2103):
+            assert host_id(lines, kind, person) == person
+        assert host_id(lines, kind, 2104) == base + 2104
+        ranges = sorted((first, count) for k, first, _, count in lines if k == kind)
+        assert ranges[0][0] == 0 and sum(count for _, count in ranges) == LOGIN_ID_RANGE
+        assert all(a + n == b for (a, n), (b, _) in pairwise(ranges))
+    # A node stays privileged (Slurm's device containment needs the host's devices controller).
+    assert "lxc.idmap" not in run.by_name("e2e-c000-lxc").inputs["environment"]["LXC_CONFIG"]
+    # Going from a privileged clone to an unprivileged copy is a new container, never a change in place.
+    login_triggers = run.by_name("e2e-login-container-lxc").inputs["triggers"]
+    assert login_triggers[-1] == "unprivileged" and "unprivileged" not in run.by_name("e2e-c000-lxc").inputs["triggers"]
+
+
+def test_the_login_node_has_cpus_and_memory_of_its_own_counted_by_the_preflight(run):
+    env = run.by_name("e2e-login-container-lxc").inputs["environment"]
+    nodes_cpus = sum(node["cpus"] for node in login_config()["cluster"]["nodes"])
+    assert env["CPUSET"] == f"{nodes_cpus},2"  # dealt after the nodes' CPUs
+    assert f"lxc.cgroup.memory.limit_in_bytes = {2048 * 2**20}" in env["LXC_CONFIG"]
+    assert f"lxc.cgroup2.memory.max = {2048 * 2**20}" in env["LXC_CONFIG"]
+    preflight = run.by_name("e2e-host-preflight").inputs["environment"]
+    without = run_program(stack_config("e2e"), stack="e2e").by_name("e2e-host-preflight").inputs["environment"]
+    assert int(preflight["NODE_MEMORY_MB"]) - int(without["NODE_MEMORY_MB"]) == 2048
+
+
+def test_the_people_keys_are_root_files_sshd_reads_outside_their_homes(run):
+    env = run.by_name("e2e-login-setup").inputs["environment"]
+    assert "AuthorizedKeysFile /etc/ssh/authorized_keys/%u" in env["SSHD_CONFIG"].splitlines()
+    assert env["AUTHORIZED_KEYS_DIR"] == "/etc/ssh/authorized_keys"
+
+
+def test_two_clusters_get_two_id_ranges_and_a_site_may_pick_one():
+    bases = {login_host_id_base(name, LoginConfig(nat_address="10.43.3.30")) for name in ("e2e", "gpu", "lab")}
+    assert len(bases) == 3 and min(bases) >= 1_000_000
+    assert login_host_id_base("e2e", LoginConfig(nat_address="10.43.3.30", host_id_base=3_000_000)) == 3_000_000
+
+
+def test_id_ranges_coalesce_and_the_kernel_limit_is_named():
+    assert id_map_ranges({1000, 1001, 1002}, 100_000) == [(0, 100_000, 1000), (1000, 1000, 3), (1003, 101_003, 64533)]
+    assert len(id_map_ranges(set(range(1000, 1000 + 2 * 200, 2)), 100_000)) > ID_MAP_MAX_LINES
+
+    def scattered(cluster):
+        cluster["users"] += [{"name": f"p{i}", "uid": 3000 + 2 * i, "gid": 3000 + 2 * i} for i in range(200)]
+
+    message = error_of(scattered)
+    assert "users[].uid: the login node keeps each person's uid" in message and "more than the kernel's 340" in message
+
+
+def test_a_login_node_too_small_to_run_is_refused_by_its_field():
+    def huge(cluster):
+        cluster["login"]["memory_mb"] = 100
+
+    assert "login.memory_mb" in error_of(huge)

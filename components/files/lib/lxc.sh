@@ -43,6 +43,8 @@ lxc_pending_begin() {
   touch "$(lxc_pending_marker "$1" "$2")"
 }
 lxc_on_image() { grep -qsE "^lxc\.rootfs\.path *= *overlay(fs)?:$(lxc_dir "$2")/rootfs:" "$(lxc_dir "$1")/config"; }
+# lxc_own_copy NAME: the container's rootfs is its own directory (an unprivileged full copy).
+lxc_own_copy() { grep -qsE "^lxc\.rootfs\.path *= *(dir:)?$(lxc_dir "$1")/rootfs$" "$(lxc_dir "$1")/config"; }
 
 # lxc_ours CLUSTER CLUSTER_DIR NAME [IMAGE]: the container is this cluster's: marked, or a
 # half-made one this cluster was making (for a clone: an overlay of the cluster's image).
@@ -50,7 +52,7 @@ lxc_ours() {
   local cluster=$1 cluster_dir=$2 name=$3 image=${4-}
   [ "$(lxc_owner "$name")" = "$cluster" ] && return 0
   lxc_pending "$cluster_dir" "$name" || return 1
-  [ -z "$image" ] || [ ! -f "$(lxc_dir "$name")/config" ] || lxc_on_image "$name" "$image"
+  [ -z "$image" ] || [ ! -f "$(lxc_dir "$name")/config" ] || lxc_on_image "$name" "$image" || lxc_own_copy "$name"
 }
 
 # lxc_mark CLUSTER CLUSTER_DIR NAME: the owner marker, then the pending marker goes (not its

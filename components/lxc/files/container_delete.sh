@@ -6,5 +6,6 @@ if lxc_exists "$CONTAINER" || [ -d "$(lxc_dir "$CONTAINER")" ]; then
   lxc-stop -n "$CONTAINER" -k >/dev/null 2>&1 || true
   lxc-destroy -n "$CONTAINER" -f >&2 || rm -rf "$(lxc_dir "$CONTAINER")"
 fi
+subids_release "$CONTAINER" # an unprivileged container's host ids (nothing for another)
 rm -f "$(lxc_pending_marker "$CLUSTER_DIR" "$CONTAINER")"
 rmdir "$CLUSTER_DIR/pending" 2>/dev/null || true

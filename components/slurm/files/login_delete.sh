@@ -5,15 +5,15 @@
 # Succeeds when the container is gone.
 require CONTAINER SHARED_DIR SHARED_DIRS_MADE
 created_in_this_clone "$CONTAINER" || exit 0
-lxc_exists "$CONTAINER" && lxc_running "$CONTAINER" || exit 0
-in_ct "$CONTAINER" systemctl disable --now --quiet ssh munge || true
+if lxc_exists "$CONTAINER" && lxc_running "$CONTAINER"; then
+  in_ct "$CONTAINER" systemctl disable --now --quiet ssh munge || true
+fi
+# On the host, as the create made them (rmdir removes no link and nothing through one).
 if [ -s "$SHARED_DIRS_MADE" ]; then
-  mapfile -t made < <(sort -u "$SHARED_DIRS_MADE")
-  in_ct "$CONTAINER" /bin/sh -c '
-    shared=$1; shift
-    for name; do
-      rmdir "$shared/$name" 2>/dev/null || [ ! -d "$shared/$name" ] || echo "keeping $shared/$name: it is not empty" >&2
-    done' sh "$SHARED_DIR" "${made[@]}" || true
+  while IFS= read -r name; do
+    [ -n "$name" ] || continue
+    rmdir -- "$SHARED_DIR/$name" 2>/dev/null || [ ! -d "$SHARED_DIR/$name" ] || echo "keeping $SHARED_DIR/$name: it is not empty" >&2
+  done < <(sort -u "$SHARED_DIRS_MADE")
 fi
 rm -f "$SHARED_DIRS_MADE"
 rmdir "$(dirname "$SHARED_DIRS_MADE")" 2>/dev/null || true
