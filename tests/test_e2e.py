@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from components.slurm.config import LoginConfig
+from components.slurm.login import login_host_id_base
 from tests.app.e2e_web_page import check_web_page
 from tests.harness.e2e_teardown import (
     OUTSIDE_LINK,
@@ -151,11 +153,17 @@ def leftovers(cluster: str) -> list[str]:
         f"/etc/systemd/system/multi-user.target.wants/gpucluster-{cluster}.service",
         f"/var/lib/gpucluster-host/ip_forward/users/{cluster}",
         f"/etc/sysctl.d/90-gpucluster-{cluster}.conf",
+        f"/var/lib/gpucluster-host/subids/{cluster}-login",
     ):
         if Path(path).is_dir():
             found.append(f"path {path} (holding {sorted(os.listdir(path))})")
         elif Path(path).exists():
             found.append(f"path {path}")
+    # A login node's host ids, reserved for root while it exists (its default range for the cluster's name).
+    base = login_host_id_base(cluster, LoginConfig(nat_address="10.0.0.1"))
+    for name in ("/etc/subuid", "/etc/subgid"):
+        lines = Path(name).read_text().splitlines() if Path(name).exists() else []
+        found += [f"{name}: {line}" for line in lines if line.startswith(f"root:{base}:")]
     kept = Path(f"/var/cache/gpucluster/{cluster}")
     for entry in kept.glob("*"):
         if entry.name.startswith(KEPT_AFTER_DESTROY):
