@@ -13,14 +13,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd -P)
 state=$root/.pulumi-state
 
-cli_dir=$("$root/tools/pulumi-cli.sh")
-export PATH="$cli_dir:$PATH"
-# The CLI built from its Go modules keeps its self-built provider in a PULUMI_HOME of its own
-# (tools/pulumi-cli.sh), never the user's ~/.pulumi; a release CLI uses the user's as usual.
-pulumi_home=$("$root/tools/pulumi-cli.sh" home)
-if [ "$cli_dir/home" = "$pulumi_home" ]; then
-  export PULUMI_HOME=$pulumi_home
-fi
+# The pinned CLI first on PATH. The CLI built from its Go modules keeps its self-built provider
+# in a PULUMI_HOME of its own, never the user's ~/.pulumi; a release CLI uses the user's as
+# usual. `tools/pulumi-cli.sh env` says which (review.preview runs the CLI the same way).
+cli_env=$("$root/tools/pulumi-cli.sh" env)
+while IFS='=' read -r key value; do
+  case $key in
+    cli_dir) export PATH="$value:$PATH" ;;
+    PULUMI_HOME) export PULUMI_HOME=$value ;;
+  esac
+done <<< "$cli_env"
 export PULUMI_BACKEND_URL="file://$state"
 export PULUMI_SKIP_UPDATE_CHECK=true
 # The file backend needs its folder, whatever supplies the passphrase (0700: it holds the
@@ -75,6 +77,18 @@ else
 fi
 
 cd "$root"
+# Steps at once for the commands that take --parallel: the cluster's (nodes + 16), not the CLI's
+# 4 x the cores, unless --parallel or PULUMI_PARALLEL says otherwise (tools/parallelism.py says
+# which, one line). Without the venv the CLI's default stays.
+case ${1:-} in
+  up | update | preview | destroy | refresh)
+    python=venv/bin/python
+    [ -x "$python" ] || python=python3
+    if parallel=$("$python" tools/parallelism.py "$@"); then
+      [ -z "$parallel" ] || export PULUMI_PARALLEL=$parallel
+    fi
+    ;;
+esac
 # A stack file's encryptionsalt records the passphrase it was made under; under another one the
 # CLI says only "incorrect passphrase". After a failed command the wrapper has the CLI encrypt a
 # value under this passphrase into a copy of the stack file, and when that fails the same way, names the stack file and

@@ -17,8 +17,9 @@ What it does, in one run:
      bring-up that restores the kept image, destroy. For the smallest size, between them: a
      bring-up whose image is copied from another cluster's kept image of the same definition
      (a second cluster on the host). A measured build that copied instead stops the run. Bring-ups run the harness the
-     end-to-end test uses (tests/harness/command_executor.py): dependency order, unbounded
-     parallelism, as `pulumi up` does.
+     end-to-end test uses (tests/harness/command_executor.py): dependency order, at most as
+     many steps at once as ./up.sh has `pulumi up` run (tools/parallelism.py: nodes + 16), or
+     $PULUMI_PARALLEL where set (PULUMI_PARALLEL=8: the CLI's own default on two cores).
   3. The tutorial-style baseline: one `lxc-create -t debian -- -r bookworm --packages=...`
      (the node image's packages) per node, one after the other, as the tutorial's
      install_cuda_node loop does (its boot, SSH and Slurm setup are not counted, so the
@@ -43,9 +44,11 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,13 +62,17 @@ from tests.harness.command_executor import (  # noqa: E402
     State,
     Timeline,
     apply,
+    cli_parallel,
     destroy,
     destroy_state,
     host_commands,
     up,
 )
 from tests.harness.e2e_teardown import run_here  # noqa: E402
+from tests.harness.engine import cli_dir  # noqa: E402
+from tests.harness.engine_cpu import EngineCpu  # noqa: E402
 from tests.harness.program_harness import ROOT, run_program  # noqa: E402
+from tools import parallelism  # noqa: E402
 
 CLUSTER = "bench"
 STACK = "bench"
@@ -319,20 +326,27 @@ def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
     return {where: after[where] - before.get(where, 0.0) for where in after}
 
 
+def steps_at_once(nodes: int) -> int:
+    """What ./up.sh has `pulumi up` run at once for this cluster (tools/parallelism.py), unless
+    $PULUMI_PARALLEL says otherwise (then the harness and the engine both read it)."""
+    return parallelism.env_parallel(os.environ) or parallelism.for_config(bench_config(nodes))[0]
+
+
 def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
     """Up, then destroy; the figures of the up and the destroy's time."""
+    parallel = cli_parallel(steps_at_once(nodes))
     state = State()
     load = float(Path("/proc/loadavg").read_text().split()[0])
     busy, own = cpu_busy(), own_cpu() if counted else {}
     state_entries = []
     try:
-        timeline, _ = up(state, commands)
+        timeline, _ = up(state, commands, parallel=parallel)
         state_entries = list(state.resources.values())
         busy, own = cpu_busy() - busy, cpu_spent(own, own_cpu()) if counted else None
     finally:
         load_after = float(Path("/proc/loadavg").read_text().split()[0])
         started = time.monotonic()
-        destroy_state(state)
+        destroy_state(state, parallel=parallel)
         destroyed = time.monotonic() - started
     found = phases(timeline)
     total = sum(own.values()) if own is not None else None
@@ -346,6 +360,7 @@ def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
     ]
     return {
         "nodes": nodes,
+        "parallel": parallel,
         "total": round(timeline.wall_seconds, 2),
         "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
         "phases": {name: {k: round(v, 2) for k, v in phase.items()} for name, phase in found.items()},
@@ -363,17 +378,71 @@ def bring_up(nodes: int, commands: list[HostCommand], counted: bool) -> dict:
     }
 
 
-def engine_bring_up(nodes: int, out: Path) -> dict:
+# The CLI's CPU profile (`--cli-profile`): the cumulative seconds of the calls a step's work
+# goes to, by what they are (pkg/backend, pkg/resource/deploy of the pinned CLI).
+PROFILE_PARTS = {
+    "checkpoints": "backend.(*SnapshotManager).saveSnapshot",
+    "checkpoint backups": "backend/diy.backupTarget",
+    "display and events": "pkg/v3/backend/display.",
+    "step executor": "resource/deploy.(*stepExecutor).worker",
+    "gRPC served (program, provider)": "google.golang.org/grpc.(*Server).handleStream",
+    "garbage collection": "runtime.gcBgMarkWorker",
+}
+
+
+def _seconds(value: str) -> float:
+    for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("µs", 1e-6), ("s", 1.0), ("min", 60.0)):
+        if value.endswith(unit):
+            return float(value.removesuffix(unit)) * scale
+    return float(value)
+
+
+def cli_profile(prefix: Path) -> dict | None:
+    """The CLI's CPU profile (`--profiling PREFIX` wrote PREFIX.PID.cpu), read with `go tool
+    pprof`: its total and the cumulative seconds of PROFILE_PARTS; the top of it is kept beside."""
+    profiles = sorted(prefix.parent.glob(f"{prefix.name}.*.cpu"))
+    cli = cli_dir()
+    if not profiles or cli is None or not shutil.which("go"):
+        return None
+    top = sh("go", "tool", "pprof", "-top", "-cum", "-nodecount=400", str(cli / "pulumi"), str(profiles[-1])).stdout
+    (prefix.parent / f"{prefix.name}-top.txt").write_text(top)
+    total = re.search(r"Total samples = (\S+)", top)
+    parts = {}
+    for label, name in PROFILE_PARTS.items():
+        cums = [_seconds(line.split()[3]) for line in top.splitlines()[6:] if name in line and len(line.split()) >= 6]
+        parts[label] = round(max(cums, default=0.0), 2)
+    return {"total": round(_seconds(total.group(1)), 2) if total else None, "cumulative": parts}
+
+
+def in_flight_peak(events: list[dict]) -> int:
+    """The most command steps running at once in an engine run, by its event log's order."""
+    running = peak = 0
+    for event in sorted(events, key=lambda e: e.get("sequence", 0)):
+        pre, done = event.get("resourcePreEvent"), event.get("resOutputsEvent")
+        meta = (pre or done or {}).get("metadata") or {}
+        if not meta.get("type", "").startswith("command:"):
+            continue
+        running += 1 if pre else -1
+        peak = max(peak, running)
+    return peak
+
+
+def engine_bring_up(nodes: int, out: Path, profile: bool = False) -> dict:
     """The same cluster (node image kept) through the real engine: `pulumi up`, then `pulumi
-    destroy`, as a user's ./up.sh and ./down.sh run them. The engine's share: its wall time
-    beside the span of the commands' steps in its event log (whole seconds) and beside the
-    harness's bring-up of the same commands just before."""
+    destroy`, as a user's ./up.sh and ./down.sh run them (the same steps at once). The engine's
+    share: its wall time beside the span of the commands' steps in its event log (whole seconds)
+    and beside the harness's bring-up of the same commands just before. The CPU seconds of the
+    engine's own processes (tests/harness/engine_cpu.py), the host's CPU use, and the most
+    command steps in flight against the limit (below it: nothing waited in the engine's queue)."""
     program = engine_cluster.host_commands(run_program(bench_config(nodes), stack=STACK))
     state = engine_cluster.State()
-    started = time.monotonic()
+    args = ("--profiling", str(out / f"cli-{nodes}")) if profile else ()
+    started, busy = time.monotonic(), cpu_busy()
     try:
-        timeline, _ = engine_cluster.up(state, program)
-        wall = time.monotonic() - started
+        with EngineCpu(Path(tempfile.gettempdir()) / f"gpucluster-engine-{STACK}-") as engine_cpu:
+            timeline, _ = engine_cluster.up(state, program, args=args)
+        wall, busy = time.monotonic() - started, cpu_busy() - busy
+        peak = in_flight_peak(state.last.events)
         exported = state.engine.export()
         (out / f"state-{nodes}.json").write_text(exported)  # what the state holds, to look into
         entries = json.loads(exported)["deployment"].get("resources") or []
@@ -388,6 +457,8 @@ def engine_bring_up(nodes: int, out: Path) -> dict:
         destroyed = time.monotonic() - started
     return {
         "nodes": nodes,
+        "parallel": steps_at_once(nodes),
+        "steps_in_flight_peak": peak,
         "pulumi_up": round(wall, 2),
         "commands_span": round(timeline.wall_seconds, 2),
         "ready": round(timeline.finished(f"{CLUSTER}-health"), 2),
@@ -395,6 +466,9 @@ def engine_bring_up(nodes: int, out: Path) -> dict:
         "pulumi_up_unchanged": round(unchanged, 2),
         # The engine's own share: its wall time less the span of the commands it ran.
         "engine_share": round(wall - timeline.wall_seconds, 2),
+        "engine_cpu_seconds": engine_cpu.by_role(),
+        "host_cpu_busy": round(busy / (wall * (os.cpu_count() or 1)), 2),
+        "cli_profile": cli_profile(out / f"cli-{nodes}") if profile else None,
         "resources": resources,
         "state_bytes": len(exported.encode()),
         "largest_resource": {"name": largest[1], "bytes": largest[0]},
@@ -421,9 +495,20 @@ def engine_report(runs: list[dict], harness: list[dict]) -> str:
             same = kept[run["nodes"]]
             line += (
                 f"; the harness's bring-up of the same commands: ready {same['ready']:.1f} s, total "
-                f"{same['total']:.1f} s: the engine adds {run['pulumi_up'] - same['total']:.1f} s"
+                f"{same['total']:.1f} s: the engine adds {run['pulumi_up'] - same['total']:.1f} s "
+                f"({run['pulumi_up'] / same['total']:.2f}x; destroy {run['pulumi_destroy'] / same['destroy']:.2f}x)"
             )
         lines.append(line)
+        if "engine_cpu_seconds" in run:
+            cpu = ", ".join(f"{role} {seconds:.1f}" for role, seconds in sorted(run["engine_cpu_seconds"].items()))
+            lines.append(
+                f"      {run['parallel']} steps at once, at most {run['steps_in_flight_peak']} command steps in "
+                f"flight (below the limit: none waited in the queue); the host's CPU {run['host_cpu_busy']:.0%} "
+                f"busy; the engine's CPU seconds: {cpu}"
+            )
+        if run.get("cli_profile"):
+            parts = ", ".join(f"{k} {v:.1f} s" for k, v in run["cli_profile"]["cumulative"].items())
+            lines.append(f"      the CLI's CPU profile: {run['cli_profile']['total']} s sampled; cumulative: {parts}")
     return "\n".join(lines)
 
 
@@ -747,6 +832,11 @@ def main() -> None:
         action="store_true",
         help="after each size's kept-image bring-up, the same through the real engine (pulumi up / destroy)",
     )
+    parser.add_argument(
+        "--cli-profile",
+        action="store_true",
+        help="with --engine: the CLI's CPU profile of each up (pulumi --profiling; read with `go tool pprof`)",
+    )
     parser.add_argument("--keep-image", action="store_true", help="leave the kept node image in place at the end")
     parser.add_argument(
         "--out",
@@ -805,7 +895,7 @@ def main() -> None:
             )
             if args.engine:
                 print(f"bring-up, {n} nodes, the node image kept, through the real engine ...")
-                figures.setdefault("engine", []).append(engine_bring_up(n, args.out))
+                figures.setdefault("engine", []).append(engine_bring_up(n, args.out, args.cli_profile))
         if args.hosts_nodes:
             figures["runs"] += compare_hosts(args.hosts_nodes, counted)
         if baseline_nodes:

@@ -39,6 +39,7 @@ HOST_NEUTRAL = (
     "tests/test_layout.py",
     "tests/test_moves.py",
     "tests/test_outputs.py",
+    "tests/test_parallelism.py",
     "tests/test_pulumi_wrappers.py",
     "tests/test_stacks.py",
     "tests/test_stand_in_nfs_handles.py",

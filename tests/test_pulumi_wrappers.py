@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from review.preview import cli_environment
 from tests.harness.docs import bash_lines, doc_files
 from tests.harness.program_harness import ROOT
 
@@ -55,6 +56,7 @@ with open({record!r}, "a") as out:
         "passphrase_file": file,
         "passphrase_file_mode": oct(os.stat(file).st_mode & 0o777) if file and os.path.exists(file) else None,
         "passphrase_file_size": os.path.getsize(file) if file and os.path.exists(file) else None,
+        "parallel": os.environ.get("PULUMI_PARALLEL"),
     }}) + "\\n")
 """
 
@@ -79,6 +81,11 @@ class Project:
         if stand_in_on_path:
             write_stand_in(self.bin / "pulumi", self.record)
         self.env = {"PATH": f"{self.bin}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+        # The Python that made the real venv, as the distribution's: ensure_venv keeps the link
+        # where a developer's venv came from another python3 (that choice is tested below).
+        made_by = re.search(r"^executable = (.+)$", (ROOT / "venv" / "pyvenv.cfg").read_text(), re.M)
+        if made_by:
+            self.env["DISTRO_PYTHON3"] = made_by.group(1)
 
     def run(self, command: str, **env: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -230,6 +237,21 @@ def test_a_tarball_given_offline_is_checked_against_the_pinned_sha256(tmp_path):
     assert not (project.dir / ".pulumi-cli").exists() and project.calls() == []
 
 
+def assert_previews_run_the_cli_as_the_wrapper(project: Project, call: dict, **env: str) -> None:
+    """review.preview's environment (`tools/pulumi-cli.sh env`) is the one ./pulumi.sh ran
+    `call` in: the same CLI first on PATH, the same PULUMI_HOME (or none)."""
+    environ = {**project.env, **env}
+    listed = project.run("tools/pulumi-cli.sh env", **env)
+    assert listed.returncode == 0, listed.stderr
+    expected = f"cli_dir={Path(call['executable']).parent}\n"
+    if call["pulumi_home"] is not None:
+        expected += f"PULUMI_HOME={call['pulumi_home']}\n"
+    assert listed.stdout == expected
+    previews = cli_environment(project.dir, environ)
+    assert previews["PATH"] == f"{Path(call['executable']).parent}:{environ['PATH']}"
+    assert previews.get("PULUMI_HOME") == call["pulumi_home"]
+
+
 def test_the_wrapper_uses_the_cli_installed_in_the_project(tmp_path):
     project = Project(tmp_path, stand_in_on_path=False)
     tarball = tmp_path / TARBALL
@@ -242,6 +264,7 @@ def test_the_wrapper_uses_the_cli_installed_in_the_project(tmp_path):
     assert call["executable"] == str(cli / "pulumi") and call["argv"] == ["stack", "ls", "--json"]
     assert call["pulumi_home"] is None  # a release CLI: the user's own home, release plugins
     assert_wrapped(call, project)
+    assert_previews_run_the_cli_as_the_wrapper(project, call, PULUMI_CLI_URL=UNREACHABLE)
 
 
 def test_the_self_built_kubernetes_provider_goes_to_the_kept_home_never_the_user_s(tmp_path):
@@ -337,6 +360,7 @@ def test_offline_the_engine_is_built_from_go_modules_and_sources_once_into_the_k
     assert install["argv"] == ["plugin", "install", "resource", "command", COMMAND_PLUGIN, "--file", str(plugin)]
     assert install["pulumi_home"] == str(built / "home") == call["pulumi_home"]
     assert project.run("tools/pulumi-cli.sh home", **env).stdout == f"{built / 'home'}\n"
+    assert_previews_run_the_cli_as_the_wrapper(project, call, **env)
     assert call["executable"] == str(built / "pulumi") and call["argv"] == ["stack", "ls"]
     for name in ("pulumi-language-python", "pulumi-language-python-exec"):
         assert os.access(built / name, os.X_OK), name
@@ -651,20 +675,35 @@ def test_up_refuses_a_stack_without_a_file_before_anything(tmp_path):
 
 # ---- the venv (tools/setup.sh, shared by up.sh, test.sh and verify.sh) ----
 
-# A python3 whose `-m venv` makes a venv with a working python and pip (recorded), and that
-# has ensurepip only when $HAS_ENSUREPIP is set (Debian without python3-venv has not).
+# What tools/setup.sh asks a python: its base installation and version.
+IDENTITY = "import sys; print(sys.base_prefix, sys.version.split()[0])"
+# A python3 (the distribution's, $DISTRO_PYTHON3) whose `-m venv` makes a venv with a working
+# python and pip (recorded) that runs it, and that has ensurepip only when $HAS_ENSUREPIP is set
+# (Debian without python3-venv has not).
 FAKE_PYTHON3 = """#!/bin/bash
+# venv_python's version check (a 3.11): not recorded, the calls the tests compare are ensure_venv's.
+[ "$*" != "-c import sys; sys.exit(sys.version_info < (3, 11))" ] || exit 0
 echo "python3 $*" >> "$RECORD"
 case "$*" in
   "-c import ensurepip") [ -n "${HAS_ENSUREPIP:-}" ] ;;
+  "-c import sys; print(sys.base_prefix, sys.version.split()[0])") echo "/usr 3.11.2" ;;
   "-m venv venv")
     mkdir -p venv/bin
     printf '#!/bin/bash\\necho "venv/bin/python $*" >> "$RECORD"\\n' > venv/bin/python
+    printf '[[ $* != *sys.base_prefix* ]] || echo "/usr 3.11.2"\\n' >> venv/bin/python
     chmod +x venv/bin/python ;;
   *) exit 1 ;;
 esac
 """
 FAKE_RECORDER = '#!/bin/bash\necho "$(basename "$0") $*" >> "$RECORD"\n'
+
+
+def made_venv(project: Path, made_by: str = "/usr 3.11.2") -> None:
+    """A venv/ with a working python and pip, made by the Python `made_by` names."""
+    (project / "venv" / "bin").mkdir(parents=True)
+    python = project / "venv" / "bin" / "python"
+    python.write_text(f'#!/bin/bash\necho "venv/bin/python $*" >> "$RECORD"\necho "{made_by}"\n')
+    python.chmod(0o755)
 
 
 def venv_project(tmp_path: Path, *, root: bool) -> tuple[Path, dict]:
@@ -684,7 +723,7 @@ def venv_project(tmp_path: Path, *, root: bool) -> tuple[Path, dict]:
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(tmp_path / "record"), "LC_ALL": "C"}
-    return project, env
+    return project, env | {"DISTRO_PYTHON3": str(bin_dir / "python3")}
 
 
 def ensure_venv(project: Path, env: dict, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -722,12 +761,69 @@ def test_a_broken_venv_is_rebuilt(tmp_path, broken):
 
 def test_a_working_venv_is_kept(tmp_path):
     project, env = venv_project(tmp_path, root=True)
-    (project / "venv" / "bin").mkdir(parents=True)
-    (project / "venv" / "bin" / "python").write_text('#!/bin/bash\necho "venv/bin/python $*" >> "$RECORD"\n')
-    (project / "venv" / "bin" / "python").chmod(0o755)
+    made_venv(project)
     done, calls = ensure_venv(project, env)
     assert done.returncode == 0 and done.stderr == ""
-    assert calls == ["venv/bin/python -c import pip", PIP_INSTALL]
+    assert calls == [f"venv/bin/python -c import pip; {IDENTITY}", f"python3 -c {IDENTITY}", PIP_INSTALL]
+
+
+def test_a_venv_made_by_another_python_is_rebuilt_with_the_distributions(tmp_path):
+    """A venv made by a python3 earlier on PATH (pyenv's, /usr/local/bin's) is made again by the
+    distribution's, the one ./up.sh runs for a user and CI tests."""
+    project, env = venv_project(tmp_path, root=True)
+    made_venv(project, made_by="/root/.pyenv/versions/3.11.7 3.11.7")
+    done, calls = ensure_venv(project, {**env, "HAS_ENSUREPIP": "1"})
+    assert done.returncode == 0, done.stderr
+    python = env["DISTRO_PYTHON3"]
+    assert done.stderr == (
+        f"venv/ was made by another Python (/root/.pyenv/versions/3.11.7 3.11.7) than {python} (/usr 3.11.2):"
+        " rebuilding it\n"
+    )
+    assert calls == [
+        f"venv/bin/python -c import pip; {IDENTITY}",
+        f"python3 -c {IDENTITY}",
+        "python3 -c import ensurepip",
+        "python3 -m venv venv",
+        PIP_INSTALL,
+    ]
+    # The new venv runs the distribution's Python: the next run keeps it.
+    done, calls = ensure_venv(project, env)
+    assert done.returncode == 0 and done.stderr == "" and "python3 -m venv venv" not in calls
+
+
+def test_the_venv_python_is_the_distributions_before_one_earlier_on_path(tmp_path):
+    project, env = venv_project(tmp_path, root=True)
+    distro = tmp_path / "usr-bin" / "python3"
+    distro.parent.mkdir()
+    shutil.copy2(tmp_path / "bin" / "python3", distro)
+
+    def venv_python(distro_python3: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-c", "source tools/setup.sh; venv_python"],
+            cwd=project,
+            env={**env, "DISTRO_PYTHON3": str(distro_python3)},
+            capture_output=True,
+            text=True,
+        )
+
+    assert venv_python(distro).stdout == f"{distro}\n"  # though PATH finds tmp/bin/python3 first
+    assert venv_python(tmp_path / "none").stdout == f"{tmp_path / 'bin' / 'python3'}\n"
+    # A distribution's python3 older than the project supports (Ubuntu 22.04's 3.10) is passed over.
+    old = tmp_path / "old-python3"
+    old.write_text("#!/bin/sh\n# stands in for a Python 3.10: the version check fails\nexit 1\n")
+    old.chmod(0o755)
+    assert venv_python(old).stdout == f"{tmp_path / 'bin' / 'python3'}\n"
+    # Unset, it is Debian's own.
+    done = subprocess.run(
+        ["bash", "-c", "source tools/setup.sh; venv_python"],
+        cwd=project,
+        env={k: v for k, v in env.items() if k != "DISTRO_PYTHON3"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout == (
+        "/usr/bin/python3\n" if Path("/usr/bin/python3").exists() else f"{tmp_path / 'bin' / 'python3'}\n"
+    )
 
 
 def test_without_python3_venv_root_installs_it_first(tmp_path):
@@ -765,12 +861,10 @@ def test_the_test_tools_are_installed_only_for_the_tests(tmp_path):
     """up.sh and verify.sh (as root, with the passphrase) install the program's lock only; the
     test tools' lock comes beside it for ./test.sh and CI."""
     project, env = venv_project(tmp_path, root=True)
-    (project / "venv" / "bin").mkdir(parents=True)
-    (project / "venv" / "bin" / "python").write_text('#!/bin/bash\necho "venv/bin/python $*" >> "$RECORD"\n')
-    (project / "venv" / "bin" / "python").chmod(0o755)
+    made_venv(project)
     done, calls = ensure_venv(project, env, "test")
     assert done.returncode == 0, done.stderr
-    assert calls == ["venv/bin/python -c import pip", f"{PIP_INSTALL} -r requirements-test.lock"]
+    assert calls[-1] == f"{PIP_INSTALL} -r requirements-test.lock" and "python3 -m venv venv" not in calls
     for script in ("up.sh", "verify.sh"):
         assert re.findall(r"^ensure_venv.*$", (ROOT / script).read_text(), re.M) == ["ensure_venv"], script
     assert re.findall(r"^ensure_venv.*$", (ROOT / "test.sh").read_text(), re.M) == ["ensure_venv test"]
@@ -779,3 +873,100 @@ def test_the_test_tools_are_installed_only_for_the_tests(tmp_path):
     for tool in ("pytest", "ruff", "hypothesis", "moto", "kubernetes-validate", "check-jsonschema"):
         assert not re.search(rf"^{tool}\b", runtime, re.M), f"{tool} is a test tool: requirements-test.txt"
         assert re.search(rf"^{tool}\b", (ROOT / "requirements-test.txt").read_text().lower(), re.M), tool
+
+
+def test_pip_runs_again_only_when_a_lock_changed(tmp_path):
+    """A no-change ./up.sh spends no pip run: the sha256 of the locks pip last installed in full
+    are kept in venv/, and pip runs again when a wanted lock is not among them."""
+    project, env = venv_project(tmp_path, root=True)
+    made_venv(project)
+    assert ensure_venv(project, env)[1][-1] == PIP_INSTALL
+    done, calls = ensure_venv(project, env)
+    assert done.returncode == 0 and not [call for call in calls if " -m pip " in call]
+    # The test tools' lock was never installed into this venv: pip runs, then neither form does.
+    assert ensure_venv(project, env, "test")[1][-1] == f"{PIP_INSTALL} -r requirements-test.lock"
+    for args in (("test",), ()):
+        assert not [call for call in ensure_venv(project, env, *args)[1] if " -m pip " in call], args
+    (project / "requirements.lock").write_text("pulumi==2.0 --hash=sha256:" + "c" * 64 + "\n")
+    assert ensure_venv(project, env)[1][-1] == PIP_INSTALL
+
+
+def test_a_failed_pip_run_is_tried_again_next_time(tmp_path):
+    project, env = venv_project(tmp_path, root=True)
+    made_venv(project)
+    python = project / "venv" / "bin" / "python"
+    python.write_text(python.read_text() + '[[ $* != *"pip install"* ]] || exit 1\n')
+    done, calls = ensure_venv(project, env)
+    assert done.returncode == 1 and calls[-1] == PIP_INSTALL
+    assert not (project / "venv" / ".installed-locks").exists()
+    assert ensure_venv(project, env)[1][-1] == PIP_INSTALL
+
+
+# ---- steps at once: the cluster's, said, and overridable (tools/parallelism.py) ----
+
+
+def up_call(project: Project, command: str, **env: str) -> tuple[dict, str]:
+    """The `pulumi up|preview|destroy|refresh` call of a wrapper command, and its stderr."""
+    done = project.run(command, **env)
+    assert done.returncode == 0, done.stderr
+    [call] = [c for c in project.calls() if c["argv"][0] in ("up", "preview", "destroy", "refresh")]
+    return call, done.stderr
+
+
+def test_up_runs_as_many_steps_at_once_as_the_cluster_has_nodes_plus_16(tmp_path):
+    project = Project(tmp_path)
+    done = project.run("./up.sh nogpu")
+    assert done.returncode == 0, done.stderr
+    select, up = project.calls()
+    assert select["argv"][:2] == ["stack", "select"] and select["parallel"] is None  # takes no --parallel
+    assert up["argv"] == ["up", "--stack", "nogpu"] and up["parallel"] == "20"  # 4 nodes + 16
+    assert (
+        "pulumi up: 20 steps at once (4 nodes + 16: every node's steps can run together; "
+        "PULUMI_PARALLEL or --parallel N to change)\n"
+    ) in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("./pulumi.sh preview --stack e2e", "pulumi preview: 20 steps at once (4 nodes + 16"),
+        ("./down.sh nogpu --yes", "pulumi destroy: 20 steps at once (4 nodes + 16"),
+        ("./pulumi.sh refresh --stack=local --yes", "pulumi refresh: 20 steps at once (4 nodes + 16"),
+        ("./pulumi.sh up --stack k8s", "pulumi up: 16 steps at once (no cluster nodes;"),
+    ],
+)
+def test_every_command_taking_parallel_gets_the_cluster_s(tmp_path, command, said):
+    call, stderr = up_call(Project(tmp_path), command)
+    assert call["parallel"] == re.search(r": (\d+) steps", said).group(1) and said in stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "env", "argv_tail", "said"),
+    [
+        ("./up.sh nogpu --parallel 3", {}, ["--parallel", "3"], "pulumi up: --parallel 3 steps at once (given)"),
+        ("./up.sh nogpu -p3", {}, ["-p3"], "pulumi up: --parallel 3 steps at once (given)"),
+        ("./up.sh nogpu -yp 3", {}, ["-yp", "3"], "pulumi up: --parallel 3 steps at once (given)"),
+        ("./up.sh nogpu --parallel=3", {}, ["--parallel=3"], "pulumi up: --parallel 3 steps at once (given)"),
+        ("./up.sh nogpu", {"PULUMI_PARALLEL": "5"}, [], "pulumi up: 5 steps at once (PULUMI_PARALLEL)"),
+    ],
+)
+def test_an_explicit_parallel_or_pulumi_parallel_wins(tmp_path, command, env, argv_tail, said):
+    """The CLI's own order: --parallel, then PULUMI_PARALLEL; the wrapper then sets nothing."""
+    call, stderr = up_call(Project(tmp_path), command, **env)
+    assert call["argv"] == ["up", "--stack", "nogpu", *argv_tail]
+    assert call["parallel"] == env.get("PULUMI_PARALLEL") and f"{said}\n" in stderr
+
+
+def test_without_a_stack_file_the_cli_s_default_stays_and_is_said(tmp_path):
+    # No --stack: the stack selected (the stand-in CLI names none), so no file to size it by.
+    call, stderr = up_call(Project(tmp_path), "./pulumi.sh up")
+    assert call["parallel"] is None
+    assert "pulumi up: the CLI's default steps at once (4 x the cores): no stack file to size it by" in stderr
+
+
+def test_commands_without_parallel_get_nothing(tmp_path):
+    project = Project(tmp_path)
+    done = project.run("./pulumi.sh stack output --stack nogpu")
+    assert done.returncode == 0 and "steps at once" not in done.stderr
+    [call] = project.calls()
+    assert call["parallel"] is None

@@ -22,8 +22,13 @@ the engine does with them follows its real semantics, so a test fails where `pul
 - A failed create leaves nothing in the state; a failed update keeps the old state; the
   update stops at the first failure (after the steps already running end) and deletes
   nothing.
-- Parallelism: the CLI's `--parallel` default is unbounded, so every step whose dependencies
-  are done starts at once.
+- Parallelism (pkg/cmd/pulumi/operations/up.go `defaultParallel`, pkg/resource/deploy/
+  step_executor.go): at most P steps run at once, the ready ones in the order they became
+  ready. P is `--parallel` (here the `parallel` argument) when given, else $PULUMI_PARALLEL when
+  it is a positive integer, else 4 x GOMAXPROCS (the CPUs this process may run on, capped by its
+  cgroup's CPU limit, or $GOMAXPROCS); P <= 1 runs one at a time and 2**31-1 is unbounded.
+  ./pulumi.sh sets PULUMI_PARALLEL for the cluster (tools/parallelism.py); callers imitating it
+  pass that value. tests/test_engine_parallelism.py pins this against the pinned CLI.
 - `ignore_changes` (engine): the named inputs keep their values from the state, so they
   neither update nor replace. `retain_on_delete` and `deleted_with` are read from the state
   (pkg/resource/deploy/step.go, `DeleteStep.Apply`): a retained resource, or one whose
@@ -35,11 +40,13 @@ the engine does with them follows its real semantics, so a test fails where `pul
   (and the previous outputs) as SSH env requests, the pinned host key checked, stdin passed.
 """
 
+import math
 import os
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from tests.harness.program_harness import ROOT, ProgramRun
 from tests.harness.ssh_executor import run_over_ssh
@@ -246,6 +253,69 @@ def _execute(command: HostCommand, script: str, previous: StateEntry | None, tim
     return done.stdout.removesuffix("\n"), done.stderr.removesuffix("\n")
 
 
+UNBOUNDED = 2**31 - 1  # math.MaxInt32: the engine's infinite parallelism
+
+
+def _cgroup_cpu_limit() -> float | None:
+    """The CPU limit (CPUs) of this process's cgroup and its ancestors, as Go's runtime reads it
+    for GOMAXPROCS (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us); None: none."""
+    limits = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            base, files = Path("/sys/fs/cgroup"), None
+        elif "cpu" in controllers.split(","):
+            mounts = [Path("/sys/fs/cgroup", name) for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu")]
+            base = next((mount for mount in mounts if (mount / "cpu.cfs_quota_us").exists()), None)
+            files = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        if base is None:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            folder = base.joinpath(*parts[:depth])
+            try:
+                if files is None:
+                    quota, period = (folder / "cpu.max").read_text().split()
+                else:
+                    quota, period = ((folder / name).read_text().strip() for name in files)
+            except (OSError, ValueError):
+                continue
+            if quota not in ("max", "-1"):
+                limits.append(int(quota) / int(period))
+    return min(limits) if limits else None
+
+
+def gomaxprocs(environ: dict | None = None) -> int:
+    """The GOMAXPROCS the CLI (Go >= 1.25) runs with: $GOMAXPROCS when a positive integer, else
+    the CPUs this process may run on, capped by the cgroup's CPU limit rounded up (at least 2)."""
+    environ = os.environ if environ is None else environ
+    try:
+        given = int(environ.get("GOMAXPROCS", ""))
+    except ValueError:
+        given = 0
+    if given > 0:
+        return given
+    cpus = len(os.sched_getaffinity(0))
+    limit = _cgroup_cpu_limit()
+    return min(cpus, max(2, math.ceil(limit))) if limit is not None else cpus
+
+
+def cli_parallel(parallel: int | None = None, environ: dict | None = None) -> int:
+    """The steps the pinned CLI runs at once: `--parallel` (`parallel`) when given, else
+    $PULUMI_PARALLEL when a positive integer, else 4 x GOMAXPROCS; at least 1, UNBOUNDED for
+    no limit."""
+    environ = os.environ if environ is None else environ
+    if parallel is None:
+        try:
+            from_env = int(environ.get("PULUMI_PARALLEL", ""), 10)
+        except ValueError:
+            from_env = 0
+        parallel = min(from_env, UNBOUNDED) if from_env > 0 else 4 * gomaxprocs(environ)
+    return max(parallel, 1)
+
+
 @dataclass
 class _Job:
     """One node of the step graph: a function run once all `after` jobs are done."""
@@ -257,13 +327,16 @@ class _Job:
     after: set[str] = field(default_factory=set)
 
 
-def _run_jobs(jobs: list[_Job], timeline: Timeline) -> None:
-    """Run every job once the jobs it waits for are done, all ready ones at once (unbounded
-    parallelism); stop starting new ones at the first failure and raise it when the running
-    ones have ended. Interrupted (Ctrl-C, or SIGTERM in the tests), likewise: as the engine
-    does, nothing new starts and the running steps end before the interruption goes on (so
-    a teardown after it never races a create still running)."""
+def _run_jobs(jobs: list[_Job], timeline: Timeline, parallel: int | None = None) -> None:
+    """Run every job once the jobs it waits for are done, at most `cli_parallel(parallel)` at
+    once (the ready ones in the order they became ready, as the engine's workers take them);
+    stop starting new ones at the first failure and raise it when the running ones have ended.
+    Interrupted (Ctrl-C, or SIGTERM in the tests), likewise: as the engine does, nothing new
+    starts and the running steps end before the interruption goes on (so a teardown after it
+    never races a create still running)."""
+    limit = cli_parallel(parallel)
     pending = {job.key: job for job in jobs}
+    ready: list[_Job] = []  # dependencies done, waiting for a free slot, first ready first
     done: set[str] = set()
     failures: list[BaseException] = []
     lock = threading.Condition()
@@ -292,8 +365,10 @@ def _run_jobs(jobs: list[_Job], timeline: Timeline) -> None:
                     for key, job in list(pending.items()):
                         if job.after <= done:
                             del pending[key]
-                            running += 1
-                            threading.Thread(target=work, args=(job,), daemon=True).start()
+                            ready.append(job)
+                    while ready and (limit == UNBOUNDED or running < limit):
+                        running += 1
+                        threading.Thread(target=work, args=(ready.pop(0),), daemon=True).start()
                 if running == 0:
                     break
                 lock.wait()
@@ -303,8 +378,8 @@ def _run_jobs(jobs: list[_Job], timeline: Timeline) -> None:
             raise
     if failures:
         raise failures[0]
-    if pending:
-        raise CommandFailedError(f"never started: {sorted(job.name for job in pending.values())}")
+    if pending or ready:
+        raise CommandFailedError(f"never started: {sorted(job.name for job in [*pending.values(), *ready])}")
 
 
 def _dependents(commands: list[HostCommand]) -> dict[str, set[str]]:
@@ -373,8 +448,11 @@ def _replaced_with(root: str, new: list[HostCommand], actions: dict[str, str]) -
     return found
 
 
-def up(state: State, new: list[HostCommand], timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
-    """`pulumi up` of the program whose commands are `new`, against `state` (changed in place).
+def up(
+    state: State, new: list[HostCommand], timeout: int = 900, parallel: int | None = None
+) -> tuple[Timeline, dict[str, str]]:
+    """`pulumi up` of the program whose commands are `new`, against `state` (changed in place);
+    `parallel`: `--parallel` (None: the CLI's default, see cli_parallel).
 
     Returns the timeline and the action per command name (create/update/replace/same/delete).
     """
@@ -466,13 +544,13 @@ def up(state: State, new: list[HostCommand], timeout: int = 900) -> tuple[Timeli
         job.after = {f"end:{other}" for other in ending if urn in old[other].command.dependencies}
 
     timeline = Timeline()
-    _run_jobs(apply_jobs, timeline)
-    _run_jobs(end_jobs, timeline)
+    _run_jobs(apply_jobs, timeline, parallel)
+    _run_jobs(end_jobs, timeline, parallel)
     names = {urn: entry.command.name for urn, entry in old.items()} | {c.urn: c.name for c in new}
     return timeline, {names[urn]: action for urn, action in actions.items()}
 
 
-def destroy_state(state: State, timeout: int = 600) -> Timeline:
+def destroy_state(state: State, timeout: int = 600, parallel: int | None = None) -> Timeline:
     """`pulumi destroy`: every delete after the deletes of everything that depends on it."""
     entries = list(state.resources.values())
     dependents = _dependents([e.command for e in entries])
@@ -501,26 +579,30 @@ def destroy_state(state: State, timeout: int = 600) -> Timeline:
         for e in entries
     ]
     timeline = Timeline()
-    _run_jobs(jobs, timeline)
+    _run_jobs(jobs, timeline, parallel)
     return timeline
 
 
 # The single-shot forms the tests use: a fresh state per call.
-def apply(commands: list[HostCommand], timeout: int = 900, state: State | None = None) -> Timeline:
+def apply(
+    commands: list[HostCommand], timeout: int = 900, state: State | None = None, parallel: int | None = None
+) -> Timeline:
     """`pulumi up` of `commands` against `state` (a fresh, empty one by default)."""
-    timeline, _ = up(state if state is not None else State(), commands, timeout)
+    timeline, _ = up(state if state is not None else State(), commands, timeout, parallel)
     return timeline
 
 
-def destroy(commands: list[HostCommand], timeout: int = 600) -> Timeline:
+def destroy(commands: list[HostCommand], timeout: int = 600, parallel: int | None = None) -> Timeline:
     """Destroy `commands` as if each were in the state with empty outputs (teardown of
     whatever a run may have left: every delete succeeds when its thing is gone)."""
-    return destroy_state(State({c.urn: StateEntry(c) for c in commands}), timeout)
+    return destroy_state(State({c.urn: StateEntry(c) for c in commands}), timeout, parallel)
 
 
-def update(old: list[HostCommand], new: list[HostCommand], timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
+def update(
+    old: list[HostCommand], new: list[HostCommand], timeout: int = 900, parallel: int | None = None
+) -> tuple[Timeline, dict[str, str]]:
     """`pulumi up` of `new` against a state holding `old` (outputs unknown: empty)."""
-    return up(State({c.urn: StateEntry(c) for c in old}), new, timeout)
+    return up(State({c.urn: StateEntry(c) for c in old}), new, timeout, parallel)
 
 
 def makes_the_munge_key(command: HostCommand) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from tests.harness.program_harness import ROOT
+from tools import parallelism
 
 COMMAND_PLUGIN = "1.2.1"  # the provider version the pulumi-command package pins (requirements.txt)
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "components", "stacks", "requirements.txt")
@@ -187,10 +188,20 @@ class Engine:
     def pulumi(
         self, *args: str, check: bool = True, timeout: int = 1200, stdin: str | None = None
     ) -> subprocess.CompletedProcess:
+        env = self.env
+        if (
+            args
+            and args[0] in parallelism.COMMANDS
+            and parallelism.env_parallel(env) is None
+            and self.stack_file.exists()
+        ):
+            # As ./pulumi.sh runs them: the cluster's steps at once (tools/parallelism.py),
+            # unless PULUMI_PARALLEL (or a --parallel argument) says otherwise.
+            env = {**env, "PULUMI_PARALLEL": str(parallelism.for_stack_file(self.stack_file)[0])}
         done = subprocess.run(
             ["pulumi", *args],
             cwd=self.project,
-            env=self.env,
+            env=env,
             input=stdin,
             capture_output=True,
             text=True,
@@ -239,8 +250,8 @@ class Engine:
     def refresh(self, *args: str) -> Update:
         return self._with_events("refresh", "--skip-preview", *args)
 
-    def destroy(self, check: bool = True, timeout: int = 1200) -> Update:
-        return self._with_events("destroy", "--skip-preview", check=check, timeout=timeout)
+    def destroy(self, *args: str, check: bool = True, timeout: int = 1200) -> Update:
+        return self._with_events("destroy", "--skip-preview", *args, check=check, timeout=timeout)
 
     def export(self) -> str:
         return self.pulumi("stack", "export", "--stack", self.stack).stdout

@@ -135,9 +135,17 @@ def _timeline(update: Update) -> Timeline:
     return timeline
 
 
-def up(state: State, new: Program, timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
-    """`pulumi up` of the program `new` on the state's stack; the action per command name.
-    A failed update raises CommandFailedError with the engine's output."""
+def _parallel(parallel: int | None) -> list[str]:
+    """`--parallel N` where given; else the engine runs as ./pulumi.sh does (tests/harness/engine.py)."""
+    return ["--parallel", str(parallel)] if parallel is not None else []
+
+
+def up(
+    state: State, new: Program, timeout: int = 900, parallel: int | None = None, args: tuple[str, ...] = ()
+) -> tuple[Timeline, dict[str, str]]:
+    """`pulumi up` of the program `new` on the state's stack; the action per command name
+    (`args`: more of the CLI's flags, e.g. --profiling). A failed update raises
+    CommandFailedError with the engine's output."""
     if state.engine is None:
         state.engine = _new_engine(new.stack, new.revision)
     engine = state.engine
@@ -149,42 +157,44 @@ def up(state: State, new: Program, timeout: int = 900) -> tuple[Timeline, dict[s
     for key, value in new.secrets.items():
         engine.set_secret(key, value)
     _latest[new.key] = engine
-    update = engine.up(check=False, timeout=timeout)
+    update = engine.up(*_parallel(parallel), *args, check=False, timeout=timeout)
     state.last = update
     if update.returncode != 0:
         raise CommandFailedError(f"pulumi up of stack {new.stack} failed ({update.returncode}):\n{update.output}")
     return _timeline(update), update.actions()
 
 
-def destroy_state(state: State, timeout: int = 600) -> Timeline:
+def destroy_state(state: State, timeout: int = 600, parallel: int | None = None) -> Timeline:
     """`pulumi destroy` of the state's stack."""
     if state.engine is None:
         return Timeline()
-    update = state.engine.destroy(check=False, timeout=timeout)
+    update = state.engine.destroy(*_parallel(parallel), check=False, timeout=timeout)
     if update.returncode != 0:
         raise CommandFailedError(f"pulumi destroy of stack {state.engine.stack} failed:\n{update.output}")
     return _timeline(update)
 
 
-def apply(commands: Program, timeout: int = 900, state: State | None = None) -> Timeline:
+def apply(commands: Program, timeout: int = 900, state: State | None = None, parallel: int | None = None) -> Timeline:
     """`pulumi up` of `commands` on `state`, by default a new stack: every create runs."""
-    timeline, _ = up(state if state is not None else State(), commands, timeout)
+    timeline, _ = up(state if state is not None else State(), commands, timeout, parallel)
     return timeline
 
 
-def update(old: Program, new: Program, timeout: int = 900) -> tuple[Timeline, dict[str, str]]:
+def update(
+    old: Program, new: Program, timeout: int = 900, parallel: int | None = None
+) -> tuple[Timeline, dict[str, str]]:
     """`pulumi up` of `new` on the stack that last applied this stack name (`old` was applied
     there: the engine's state, not `old`, is what the update starts from)."""
     engine = _latest.get(new.key)
     assert engine is not None, f"update of stack {new.stack}: no engine applied it before"
     state = State(engine, {command.name: command for command in [*old, *new]})
-    return up(state, new, timeout)
+    return up(state, new, timeout, parallel)
 
 
-def destroy(commands: Program, timeout: int = 600) -> Timeline:
+def destroy(commands: Program, timeout: int = 600, parallel: int | None = None) -> Timeline:
     """`pulumi destroy` of the stack that last applied this stack name; without one, each
     command's delete runs (the cleanup of what an interrupted run may have left)."""
     engine = _latest.pop(commands.key, None) if isinstance(commands, Program) else None
     if engine is None:
-        return command_executor.destroy(commands, timeout)
-    return destroy_state(State(engine), timeout)
+        return command_executor.destroy(commands, timeout, parallel)
+    return destroy_state(State(engine), timeout, parallel)

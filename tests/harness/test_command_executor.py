@@ -8,13 +8,17 @@ from dataclasses import replace
 
 import pytest
 
+from tests.harness import concurrency
 from tests.harness.command_executor import (
+    UNBOUNDED,
     CommandFailedError,
     HostCommand,
     State,
     apply,
+    cli_parallel,
     destroy,
     destroy_state,
+    gomaxprocs,
     up,
     update,
 )
@@ -196,16 +200,62 @@ def test_update_and_delete_see_the_previous_output(tmp_path):
     assert state.resources == {}
 
 
-def test_parallelism_is_unbounded(tmp_path):
-    log = tmp_path / "log"
-    # Twelve independent commands that each wait until all twelve have started: only an
-    # unbounded run finishes (a pool of eight would leave four waiting until they fail).
-    barrier = (
-        'touch "{me}"; for _ in $(seq 200); do [ "$(ls "{dir}" | wc -l)" -ge 12 ] && exit 0; sleep 0.05; done; exit 1'
-    )
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    apply([command(f"n{i}", log, create=barrier.format(me=marks / f"n{i}", dir=marks)) for i in range(12)])
+def recorders(folder, count: int, barrier: int, *, after=()) -> list[HostCommand]:
+    """`count` independent commands that record how many run at once (tests/harness/concurrency.py)."""
+    run = concurrency.script(folder, barrier, hold=0.3)
+    return [replace(command(f"n{i}", "", create=run, after=after), interpreter=("/bin/sh", "-c")) for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("environ", "parallel", "expected"),
+    [
+        ({}, None, "4 x GOMAXPROCS"),  # the CLI's default: 8 on two cores
+        ({"PULUMI_PARALLEL": "3"}, None, 3),
+        ({"PULUMI_PARALLEL": "3"}, 5, 5),  # --parallel wins over the environment
+        ({"PULUMI_PARALLEL": "0"}, None, "4 x GOMAXPROCS"),  # not a positive integer: unset
+        ({"PULUMI_PARALLEL": "many"}, None, "4 x GOMAXPROCS"),
+        ({"GOMAXPROCS": "1"}, None, 4),
+        ({}, 1, 1),
+        ({}, 0, 1),  # --parallel 0 or less: one at a time, as the engine's DegreeOfParallelism
+    ],
+)
+def test_at_most_the_cli_s_parallelism_runs_at_once(tmp_path, monkeypatch, environ, parallel, expected):
+    for name in ("PULUMI_PARALLEL", "GOMAXPROCS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    if expected == "4 x GOMAXPROCS":
+        expected = 4 * gomaxprocs({})
+    assert cli_parallel(parallel) == expected
+    # Two more than the limit (bounded, on a many-core machine: at most 40 runs).
+    count = min(expected + 2, 40)
+    limit = min(expected, count)
+    folder = tmp_path / "at-once"
+    apply(recorders(folder, count, barrier=limit), parallel=parallel)
+    assert concurrency.started(folder) == count
+    assert concurrency.peak(folder) == limit
+
+
+def test_destroy_and_the_deletes_at_the_end_keep_the_limit(tmp_path):
+    folder = tmp_path / "deletes"
+    run = concurrency.script(folder, 3, hold=0.3)
+    commands = [replace(c, delete=run) for c in recorders(tmp_path / "creates", 5, barrier=3)]
+    state = State()
+    up(state, commands, parallel=3)
+    up(state, [], parallel=3)  # every command left the program: deleted at the end of the update
+    assert concurrency.started(folder) == 5 and concurrency.peak(folder) == 3
+    folder2 = tmp_path / "destroy"
+    run = concurrency.script(folder2, 2, hold=0.3)
+    destroy([replace(c, delete=run) for c in commands], parallel=2)
+    assert concurrency.started(folder2) == 5 and concurrency.peak(folder2) == 2
+
+
+def test_unbounded_parallelism_starts_every_ready_step_at_once(tmp_path):
+    folder = tmp_path / "unbounded"
+    # Twelve commands that each wait until all twelve have started: only an unbounded run has
+    # them all at once (a limit of eight would leave four to start after the barrier's timeout).
+    apply(recorders(folder, 12, barrier=12), parallel=UNBOUNDED)
+    assert concurrency.peak(folder) == 12
 
 
 def test_an_interrupted_update_lets_the_running_steps_end_and_starts_nothing_new(tmp_path):
