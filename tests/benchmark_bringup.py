@@ -55,7 +55,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root, when run as a script
 
 from components.lxc.node_image import IMAGE_PACKAGES  # noqa: E402
-from components.slurm.config import NODE_DAEMON_MEMORY_MB  # noqa: E402
+from components.slurm.config import CONTROLLER_DAEMON_MEMORY_MB, NODE_DAEMON_MEMORY_MB  # noqa: E402
 from tests.harness import engine_cluster, ssh_hosts  # noqa: E402
 from tests.harness.command_executor import (  # noqa: E402
     HostCommand,
@@ -110,7 +110,8 @@ def node_memory_mb(nodes: int) -> int:
     1024 MB stay with the host): 64 nodes on a 24 GB host get about 100 MB each, which a bench
     node's jobs (hostname, a GPU check) never come near."""
     total_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
-    fits = (total_mb - HOST_RESERVED_MB) // nodes - NODE_DAEMON_MEMORY_MB
+    # c000 runs slurmctld: its container keeps CONTROLLER_DAEMON_MEMORY_MB more.
+    fits = (total_mb - HOST_RESERVED_MB - CONTROLLER_DAEMON_MEMORY_MB) // nodes - NODE_DAEMON_MEMORY_MB
     if fits < MIN_NODE_MEMORY_MB:
         sys.exit(f"{nodes} nodes do not fit this host's {total_mb} MB (the preflight's memory check)")
     return min(256, fits)

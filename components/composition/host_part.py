@@ -27,7 +27,7 @@ from components.lxc.node_image import NodeImage
 from components.network.bridges import Bridges
 from components.sharedfs.config import ServedNfs, serving_host
 from components.sharedfs.shared_fs import host_packages, nfs_server, served_directory, shared_mount
-from components.slurm.slurm_conf import NODE_DAEMON_MEMORY_MB
+from components.slurm.slurm_conf import node_daemon_memory_mb
 
 # The munge key's installation is the host's.
 HOST_FILES = Path(__file__).parents[1] / "host" / "files"
@@ -117,7 +117,15 @@ class HostPart(pulumi.ComponentResource):
             gpu_devices=view.gpu.devices,
             control_devices=view.gpu.control_devices,
             node_cpus=max((node.cpus for node in view.nodes), default=1),
-            node_memory_mb=sum(node.memory + NODE_DAEMON_MEMORY_MB for node in view.nodes),
+            # The login node's limit counts too: people's shells take from the host like nodes.
+            node_memory_mb=sum(node.memory + node_daemon_memory_mb(config, node) for node in view.nodes)
+            + (view.login.memory_mb if view.login else 0),
+            default_memory_nodes=[
+                f"{node.name} {config.host_identity(host).container_name(node.name)} {node.cpus} {node.memory} "
+                f"{node_daemon_memory_mb(config, node)}"
+                for node in view.nodes
+                if node.memory_mb is None
+            ],
             host_ports=[forward.host_port for forward in view.all_forwards],
             containers=host_containers(config, host),
             stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
@@ -132,6 +140,7 @@ class HostPart(pulumi.ComponentResource):
                 if config.accounting and config.accounting_host.name == host.name
                 else ""
             ),
+            accounting=config.accounting is not None,
             opts=self._moved(),
             transport=self.transport,
         )
@@ -191,7 +200,7 @@ class HostPart(pulumi.ComponentResource):
                     gpu_devices=gpus[node.name],
                     cpus=node.cpus,
                     cpu_slot=slots[node.name],
-                    memory_mb=node.memory + NODE_DAEMON_MEMORY_MB,
+                    memory_mb=node.memory + node_daemon_memory_mb(config, node),
                 ),
                 self.platform,
                 image=self.image.rootfs,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pulumi
 
+from components.common import script_store
 from components.common.config_types import KEEP_DIR, ClusterIdentity
 from components.common.options import child_options
 from components.common.transport import Transport, env_list, host_command
@@ -103,6 +104,7 @@ class GpuHost(pulumi.ComponentResource):
         containers: list[str],
         stand_in_gpus: int = 0,
         node_memory_mb: int = 0,
+        default_memory_nodes: list[str] | tuple[str, ...] = (),
         device_dir: str | None = None,
         driver_files: list[str] | tuple[str, ...] = (),
         users: tuple[UserConfig, ...] = (),
@@ -110,6 +112,7 @@ class GpuHost(pulumi.ComponentResource):
         served: ServedDirectory | None = None,
         image_debian: str = "",
         accounting_data: str = "",
+        accounting: bool = False,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -118,17 +121,22 @@ class GpuHost(pulumi.ComponentResource):
         environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers)
         if image_debian:
             # The node image's Debian release (its Slurm): a change from the running one is
-            # checked against the queue and the accounting database (`accounting_data`).
+            # checked against the queue and the accounting database (`accounting_data` on its
+            # host; on every host of a cluster with `accounting`, the running controller's use
+            # of it, so every host's preflight refuses alike).
             environment["IMAGE_DEBIAN"] = image_debian
             if accounting_data:
                 environment["ACCOUNTING_DATA"] = accounting_data
+            if accounting:
+                environment["ACCOUNTING"] = "yes"
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
             environment["USERS"] = env_list(user.spec for user in users)
         # Stand-ins first: the preflight checks them like real GPUs.
         self.stand_in_gpus = self._stand_in_gpus(stand_in_gpus, device_dir) if stand_in_gpus else None
-        # Re-run the checks whenever what they check changes.
-        triggers = [json.dumps(environment, sort_keys=True)]
+        # Re-run the checks whenever what they check changes. A long value (the people of a
+        # large site, the containers of many nodes) by its digest: the state keeps a few KB.
+        triggers = [json.dumps({key: _short(value) for key, value in environment.items()}, sort_keys=True)]
         # These inputs are not in the trigger, so an upgrade that adds their checks does not
         # replace the preflight; a change of them is an update, which runs the checks again too.
         environment |= {
@@ -137,6 +145,9 @@ class GpuHost(pulumi.ComponentResource):
             "NODE_CPUS": str(node_cpus),
             # What this host's node containers may hold in all (their memory limits).
             "NODE_MEMORY_MB": str(node_memory_mb),
+            # Its nodes that set no memory_mb (NODE CONTAINER CPUS DEFAULT_MB MARGIN_MB): the
+            # preflight refuses the default for one still without a limit (an earlier release's).
+            "DEFAULT_MEMORY_NODES": env_list(default_memory_nodes),
             # The driver check (real GPUs need libcuda.so.1): gpu.driver_files, else found on the host.
             "DRIVER_FILES": env_list(driver_files),
             "GPU_STAND_IN": "1" if stand_in_gpus else "",
@@ -270,6 +281,13 @@ def _checked_environment(
         "HOST_PORTS": env_list(host_ports),
         "CONTAINERS": env_list(containers),
     }
+
+
+def _short(value: str) -> str:
+    """A trigger's value as it is, or when it is long (a stored parameter's size) its SHA-256."""
+    if not isinstance(value, str) or len(value.encode()) <= script_store.STORED_ENV_BYTES:
+        return value
+    return f"sha256:{script_store.digest(value)}"
 
 
 def _parse_facts(stdout: str | None) -> dict:

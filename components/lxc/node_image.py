@@ -45,6 +45,9 @@ MASKED_UNITS = [
     # hardware and kernel facilities a container does not have
     "systemd-pstore.service",
     "systemd-journald-audit.socket",
+    # /tmp as a tmpfs (trixie's default): what jobs write there would hold the node's memory,
+    # unswappable; on the node's disk it does not (job_files_reaper.sh still cleans it)
+    "tmp.mount",
 ]
 
 # Added since: in every image built from now on (disabled there: the metrics enable the node

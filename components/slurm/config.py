@@ -34,6 +34,14 @@ SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
 # What a node container may hold besides its jobs (systemd, munged, slurmd and the job
 # steps' slurmstepd), in MB. DEFAULT_MEMORY_MB_PER_CPU: in components/common/config_types.py.
 NODE_DAEMON_MEMORY_MB = 256
+# More for the node that runs slurmctld (placement: container): slurmctld with its queue and
+# state, and the Slurm commands the host runs there (status writer, exporter, health gate).
+CONTROLLER_DAEMON_MEMORY_MB = 512
+# And with burst: the burst programs run beside slurmctld (a boto3 Python for resume, suspend
+# and the reconciler every minute, each some 60-100 MB, several at once).
+BURST_DAEMON_MEMORY_MB = 512
+# The ids of the login node's user namespace: container ids 0..LOGIN_ID_RANGE-1.
+LOGIN_ID_RANGE = 65536
 
 _TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]*)$", re.ASCII | re.DOTALL)
 
@@ -231,3 +239,25 @@ class LoginConfig(StrictModel):
     host_port: Port = Field(2222, description="host port forwarded to the login node's SSH (port 22)")
     allowed_sources: list[Network] = Field([], max_length=32, description=SOURCES_DESCRIPTION)
     host: Hostname | None = Field(None, description="hosts[].name of the host it runs on (needed with several hosts)")
+    cpus: StrictInt = Field(
+        2,
+        ge=1,
+        le=1024,
+        description="CPUs of the login node: its cpuset, that many of its host's online CPUs, dealt after the "
+        "nodes' (people's shells and builds there never take a node's CPUs while the host has enough)",
+    )
+    memory_mb: StrictInt = Field(
+        2048,
+        ge=256,
+        le=16777216,
+        description="memory of the login node in MB, its container's limit: a person past it is ended there, "
+        "alone; the preflight counts it with the nodes'",
+    )
+    host_id_base: StrictInt | None = Field(
+        None,
+        ge=LOGIN_ID_RANGE,
+        le=2**32 - 2 * LOGIN_ID_RANGE,
+        description="first host id of the login node's user namespace: its root and system users are host ids "
+        f"from here ({LOGIN_ID_RANGE} of them; the people keep their own). Default: one range per cluster name, "
+        "from 1000000 on",
+    )

@@ -13,6 +13,8 @@ from components.slurm.config import HealthCheckConfig, NodeConfig
 
 FILES = Path(__file__).parent / "files"
 HEALTH_CHECK_SOURCE = FILES / "gpu_health.sh"
+# Removes what ended jobs left in the node's /dev/shm and /tmp (a timer in every node).
+JOB_FILES_REAPER_SOURCE = FILES / "job_files_reaper.sh"
 
 
 class SlurmNode(pulumi.ComponentResource):
@@ -25,7 +27,9 @@ class SlurmNode(pulumi.ComponentResource):
 
     With a health check, the GPU health program (files/gpu_health.sh, slurm.conf's
     HealthCheckProgram) is installed with the node's GPU devices and the major:minor of the
-    host's device nodes behind them. slurmd restarts when the plugins it loads at start only
+    host's device nodes behind them. munged and slurmd are the last the node's OOM killer
+    picks (OOMScoreAdjust=-1000), and a timer removes what ended jobs left in /dev/shm and /tmp
+    (files/job_files_reaper.sh). slurmd restarts when the plugins it loads at start only
     change (`start_plugins`: process tracking, task containment, job accounting); running
     jobs keep their slurmstepd and go on.
     """
@@ -55,6 +59,7 @@ class SlurmNode(pulumi.ComponentResource):
             "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
             "MUNGE_SOCKET": cluster.munge_socket,
             "CONF_SERVER": str(controller_address),
+            "JOB_FILES_REAPER": JOB_FILES_REAPER_SOURCE.read_text(),
         }
         # Added only when used: a cluster without them keeps its inputs (and its slurmd).
         if health_check:

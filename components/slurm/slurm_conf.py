@@ -14,7 +14,9 @@ from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
 from components.common.rendering import HEADER, container_device_path
 from components.lxc.config import ImageConfig
-from components.slurm.config import (  # noqa: F401 (NODE_DAEMON_MEMORY_MB: for the container's limit)
+from components.slurm.config import (
+    BURST_DAEMON_MEMORY_MB,
+    CONTROLLER_DAEMON_MEMORY_MB,
     NODE_DAEMON_MEMORY_MB,
     AccountingConfig,
     NodeConfig,
@@ -158,6 +160,17 @@ def for_version(settings: dict[str, object], version: tuple[int, int]) -> dict[s
     options = str(kept["SlurmctldParameters"]).split(",")
     kept["SlurmctldParameters"] = ",".join(o for o in options if o not in CTLD_OPTIONS_NOT_IN_2411)
     return kept
+
+
+def node_daemon_memory_mb(config: SlurmCluster, node: NodeConfig) -> int:
+    """What the node's container holds besides its jobs (its limit is RealMemory plus this):
+    every node's daemons, and on the node that runs slurmctld also slurmctld and, with burst,
+    the burst programs, so that they never take their room from the jobs there."""
+    margin = NODE_DAEMON_MEMORY_MB
+    controller = config.controller_node
+    if controller is not None and controller.name == node.name:
+        margin += CONTROLLER_DAEMON_MEMORY_MB + (BURST_DAEMON_MEMORY_MB if config.burst else 0)
+    return margin
 
 
 def node_lines(config: SlurmCluster) -> str:

@@ -19,6 +19,9 @@ DEVICE_LINES = (
 
 
 CPUSET_LINES = "lxc.cgroup.cpuset.cpus = 0,1\nlxc.cgroup2.cpuset.cpus = 0,1\n"
+# c000's container limit: its 2048 MB for jobs, 256 MB for a node's daemons and 512 MB more for
+# slurmctld, which runs there (components/slurm/slurm_conf.py: node_daemon_memory_mb).
+C000_LIMIT_MB = 2048 + 256 + 512
 
 
 def lib(call: str, *args: str) -> str:
@@ -89,7 +92,7 @@ def test_a_new_address_a_new_gpu_or_a_new_mount_restarts():
 
 def test_a_new_memory_limit_is_live():
     new = current_config()
-    smaller = new.replace(f"= {2304 * 1024 * 1024}", f"= {1280 * 1024 * 1024}")
+    smaller = new.replace(f"= {C000_LIMIT_MB * 1024 * 1024}", f"= {1280 * 1024 * 1024}")
     assert smaller != new and not needs_restart(new, smaller)
     assert changed_keys(new, smaller, "LXC_LIVE_KEYS") == ["lxc.cgroup.memory.limit_in_bytes", "lxc.cgroup2.memory.max"]
 
@@ -107,12 +110,17 @@ def test_a_new_cpuset_is_live_and_other_devices_wait_for_the_next_start():
     ]
 
 
-# lxc-* and ip as shell functions that record their calls: the container "runs" and answers.
+# lxc-* and ip as shell functions that record their calls: the container "runs" and answers;
+# it holds $HELD bytes (lxc-cgroup's read of memory.usage_in_bytes).
 FAKES = """
 lxc_fake() { printf '%s\\n' "$*" >> "$CALLS"; }
-for c in lxc-info lxc-stop lxc-start lxc-cgroup lxc-copy lxc-destroy; do
+for c in lxc-info lxc-stop lxc-start lxc-copy lxc-destroy; do
   eval "$c() { lxc_fake $c \\"\\$@\\"; [ $c != lxc-info ] || echo RUNNING; }"
 done
+lxc-cgroup() {
+  lxc_fake lxc-cgroup "$@"
+  case "$#:$3" in 3:memory.usage_in_bytes) echo "$HELD" ;; esac
+}
 lxc-attach() {
   lxc_fake lxc-attach "$@"
   # One attach waits for the boot and prints the state, the addresses and the hostname.
@@ -122,7 +130,7 @@ ip() { :; }
 """
 
 
-def rerun_create(tmp_path: Path, on_disk: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def rerun_create(tmp_path: Path, on_disk: str, held_mb: int = 300) -> tuple[subprocess.CompletedProcess, list[str]]:
     """container_create.sh of the current program over a running c000 whose config is `on_disk`."""
     (lxc,) = [r for r in run_program(stack_config("e2e"), stack="e2e").resources if r.name == "e2e-c000-lxc"]
     container = tmp_path / "lxc" / "e2e-c000"
@@ -140,6 +148,7 @@ def rerun_create(tmp_path: Path, on_disk: str) -> tuple[subprocess.CompletedProc
         "CLUSTER_DIR": str(tmp_path / "state"),
         "SHARED_DIR": str(tmp_path / "shared"),
         "CALLS": str(calls),
+        "HELD": str(held_mb * 1024 * 1024),
         "PATH": os.environ["PATH"],
     }
     done = subprocess.run(["/bin/bash", "-c", text], env=environment, capture_output=True, text=True, check=False)
@@ -151,11 +160,30 @@ def test_the_create_over_a_container_of_the_last_release_keeps_it_running(tmp_pa
     assert done.returncode == 0, done.stderr
     assert [call for call in calls if call.startswith(("lxc-stop", "lxc-start"))] == []
     assert "lxc-cgroup -n e2e-c000 cpuset.cpus 0,1" in calls
-    # c000's 2048 MB for its jobs and 256 MB for its daemons, with this host's (v1) key.
-    assert f"lxc-cgroup -n e2e-c000 memory.limit_in_bytes {2304 * 1024 * 1024}" in calls
+    # c000's limit (C000_LIMIT_MB), with this host's (v1) key.
+    assert f"lxc-cgroup -n e2e-c000 memory.limit_in_bytes {C000_LIMIT_MB * 1024 * 1024}" in calls
     assert "lxc.cgroup.memory.limit_in_bytes lxc.cgroup2.cpuset.cpus" in done.stderr
     assert "applied to the running container" in done.stderr
     assert "lxc.cap.drop" in done.stderr and "until it next starts" in done.stderr
+
+
+def test_the_create_never_lowers_a_running_container_below_what_it_holds(tmp_path):
+    # c000 holds 100 MB more than its new limit: the limit waits for its next start.
+    done, calls = rerun_create(tmp_path, release_config(), held_mb=C000_LIMIT_MB + 100)
+    assert done.returncode == 0, done.stderr
+    assert [call for call in calls if call.startswith(("lxc-stop", "lxc-start"))] == []
+    assert [call for call in calls if "memory.limit_in_bytes" in call] == []
+    assert "lxc-cgroup -n e2e-c000 cpuset.cpus 0,1" in calls
+    assert (
+        f"e2e-c000: holds {C000_LIMIT_MB + 100} MB, more than its new memory limit of {C000_LIMIT_MB} MB: the running "
+        "container keeps its "
+        "current limit until it next starts (no restart, its jobs go on)" in done.stderr
+    )
+    assert "e2e-c000: lxc.cgroup.cpuset.cpus lxc.cgroup2.cpuset.cpus applied to the running container" in done.stderr
+    assert (
+        f"lxc.cgroup.memory.limit_in_bytes = {C000_LIMIT_MB * 1024 * 1024}"
+        in (tmp_path / "lxc" / "e2e-c000" / "gpucluster.conf").read_text()
+    )
 
 
 def test_the_create_restarts_a_container_whose_address_changed(tmp_path):

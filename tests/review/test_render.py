@@ -58,7 +58,7 @@ def test_render_writes_the_generated_files_by_name(tmp_path):
     assert lxc["inputs"]["environment"]["LXC_CONFIG"] == "<files/gpu-c000-lxc/config>"
     assert lxc["inputs"]["create"] == (
         "scripts/lib/core.sh + scripts/lib/gpu_driver.sh + scripts/lib/lxc.sh + scripts/lib/lxc_config.sh"
-        " + scripts/container_create.sh"
+        " + scripts/lib/people.sh + scripts/lib/userns.sh + scripts/container_create.sh"
     )
 
 
@@ -139,7 +139,12 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
             per_file[current].append(line)
     new_files = sorted(path for path in per_file if path.startswith("files/gpu-c004-"))
     # gpu.driver_files is empty (the driver is found on the host): no file of its own.
-    assert new_files == ["files/gpu-c004-lxc/DEVICES", "files/gpu-c004-lxc/config"]
+    # (Its slurmd installs the job files' reaper, a script long enough to be a file.)
+    assert new_files == [
+        "files/gpu-c004-lxc/DEVICES",
+        "files/gpu-c004-lxc/config",
+        "files/gpu-c004-slurm-slurmd/JOB_FILES_REAPER",
+    ]
     assert "+lxc.net.0.ipv4.address = 10.42.3.6/24" in per_file["files/gpu-c004-lxc/config"]
     partition = "PartitionName=tutorial Nodes=c[{}] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
     for conf in ("files/gpu-slurm-client/slurm.conf", "files/gpu-slurm-slurmctld/slurm.conf"):

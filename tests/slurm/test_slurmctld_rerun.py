@@ -63,6 +63,7 @@ in_ct() {
     "systemctl restart") echo "systemctl restart ${3-}" >> "$CALLS" ;;
     "systemctl "*) ;;
     "scontrol "*) echo "scontrol $2" >> "$CALLS" ;;
+    "/bin/sh -c") printf '%s\n' "$3" >> "$CALLS.sh" ;;
     *) echo "in_ct $*" >> "$CALLS" ;;
   esac
 }
@@ -75,7 +76,7 @@ ct_write_if_changed() {
   mv -f "$tmp" "$path"
 }
 """
-DROP_IN = "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nRestartSec=5\n"
+DROP_IN = "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nRestartSec=5\nOOMScoreAdjust=-1000\n"
 
 
 def rerun_create(tmp_path: Path, on_disk: str, conf: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -114,6 +115,16 @@ def test_the_same_slurm_conf_restarts_and_reconfigures_nothing(tmp_path):
     done, calls = rerun_create(tmp_path, conf, conf)
     assert calls == []
     assert "CPUs" not in done.stderr
+
+
+def test_slurmctld_and_munged_are_the_last_the_oom_killer_picks(tmp_path):
+    conf = current_conf(stack_config("e2e"))
+    rerun_create(tmp_path, conf, conf)
+    drop_in = tmp_path / "root/etc/systemd/system/slurmctld.service.d/gpucluster.conf"
+    assert "OOMScoreAdjust=-1000" in drop_in.read_text().splitlines()
+    # The running ones take it at once: a shell in the container writes each one's score.
+    shell = (tmp_path / "calls.sh").read_text()
+    assert "for unit in slurmctld munge" in shell and 'echo -1000 2>/dev/null > "/proc/$pid/oom_score_adj"' in shell
 
 
 def test_a_partition_change_reconfigures(tmp_path):

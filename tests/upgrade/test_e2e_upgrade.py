@@ -11,15 +11,24 @@ also when a step fails.
 
 The stack file stays the release's: a change of the stack file is a change of the cluster,
 with its own cost (docs/changes.md; a node's `cpus` ends the jobs on it, the e2e stack's
-nodes went from 1 to 2 CPUs since the release).
+nodes went from 1 to 2 CPUs since the release). Only `nodes[].memory_mb` is added, as the
+upgrade asks: the release's nodes have no memory limit and its jobs may hold any of the host's
+memory, so the current program refuses its default there (the preflight, before anything
+changes) until each node's memory is set. c001's job holds 1.4 GB, more than the 1024 MB (and
+1280 MB limit) c001 is then given: its container keeps its old limit until its next start and
+the job runs on. Afterwards the controller's node is filled to its RealMemory by a job at its
+`--mem`: slurmctld keeps answering beside it, the job is not killed, and slurmctld, slurmd and
+munged there are the last its OOM killer picks.
 """
 
+import copy
 import json
 import os
 from pathlib import Path
 
 import pytest
 
+from tests.harness.command_executor import CommandFailedError
 from tests.harness.e2e_teardown import STACK, STAND_IN_DIR, remove_stand_in_gpus, teardown
 from tests.harness.engine_cluster import State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
@@ -38,6 +47,16 @@ CONTROLLER = f"{STACK}-c000"  # the release's e2e stack runs slurmctld in node c
 # Where the release recorded the host's ip_forward before turning it on (the current program
 # takes it over and restores it when the last cluster goes).
 RELEASE_IP_FORWARD = Path(f"/var/lib/gpucluster/{STACK}/ip_forward.orig")
+# The memory each node gets with the current program (nodes[].memory_mb, MB). c001's job holds
+# more than c001 is given; c000 runs slurmctld and is filled to it after the upgrade.
+MEMORY_MB = {"c000": 2048, "c001": 1024, "c002": 1024, "c003": 1024}
+HELD_NODE, HELD_MB = "c001", 1400
+# A job that holds HELD_MB MB (each page touched) until the test lets it finish.
+HOLD = (
+    "import os, time; b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+    "open('/tmp/held-{job}', 'w').close(); "
+    "[time.sleep(1) for _ in iter(lambda: os.path.exists('{finish}'), True)]"
+)
 
 
 def make_stand_in_gpus(count: int) -> None:
@@ -83,13 +102,85 @@ def controller_log(jobs: dict[str, str]) -> str:
     return found.stdout[-8000:] or found.stderr
 
 
+def container_memory(node: str, key: str) -> int:
+    """A node container's memory cgroup value (v1 or v2 name), in bytes (max: -1)."""
+    value = sh("lxc-cgroup", "-n", f"{STACK}-{node}", key).stdout.strip()
+    return -1 if value == "max" or int(value) >= 2**62 else int(value)
+
+
+def memory_keys() -> tuple[str, str]:
+    """The host's cgroup version's usage and limit keys."""
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        return "memory.current", "memory.max"
+    return "memory.usage_in_bytes", "memory.limit_in_bytes"
+
+
+def held_in(node: str, job: str, seconds: int = 90) -> bool:
+    """Whether the HOLD job `job` in the node holds its memory (its marker file) within `seconds`."""
+    marker = f"/tmp/held-{job}"
+    script = f"for _ in $(seq {seconds}); do lxc-attach -n {STACK}-{node} -- test -e {marker} && exit 0; sleep 1; done"
+    return sh("bash", "-c", f"{script}; exit 1", check=False, timeout=seconds + 60).returncode == 0
+
+
+def host_may_lower_oom_scores() -> bool:
+    """Whether root here holds CAP_SYS_RESOURCE (bit 24 of its effective capabilities)."""
+    effective = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("CapEff:"))
+    return bool(int(effective.split()[1], 16) >> 24 & 1)
+
+
+def fill_the_controllers_node(capsys) -> None:
+    """c000 (slurmctld's node) filled to its RealMemory by a job at its --mem: slurmctld keeps
+    answering beside it and the job completes; its daemons are the last its OOM killer picks."""
+    scores = sh(
+        "lxc-attach",
+        "-n",
+        CONTROLLER,
+        "--",
+        "sh",
+        "-c",
+        "for unit in slurmctld slurmd munge; do "
+        'echo "$unit $(cat /proc/$(systemctl show -p MainPID --value $unit)/oom_score_adj)"; done',
+    ).stdout.split("\n")
+    # Where this host's root may lower an OOM score (CAP_SYS_RESOURCE; not where the host is
+    # itself a container that lacks it, and systemd then ignores the drop-ins): -1000.
+    score = -1000 if host_may_lower_oom_scores() else 0
+    assert [line for line in scores if line] == [f"slurmctld {score}", f"slurmd {score}", f"munge {score}"]
+    drop_ins = [f"/etc/systemd/system/{unit}.service.d/gpucluster-oom.conf" for unit in ("slurmd", "munge")]
+    shown = sh("lxc-attach", "-n", CONTROLLER, "--", "cat", *drop_ins).stdout
+    assert shown.count("OOMScoreAdjust=-1000") == 2
+    mem = MEMORY_MB["c000"]
+    # The job's own memory is its --mem; Python, the job's shell and their files take some of it.
+    fill = "python3 -c " + json.dumps(HOLD.format(mb=mem - 128, job="fill", finish=FINISH))
+    FINISH.unlink()
+    try:
+        submitted = sh(
+            *("sbatch", "--parsable", "--chdir=/tmp", "-w", "c000", f"--mem={mem}", "-t", "10", "--wrap", fill),
+            env=SLURM,
+        )
+        job = {"c000": submitted.stdout.strip().split(";")[0]}
+        wait_for_states(job, "RUNNING", 60)
+        assert held_in("c000", "fill"), "the job never held its memory"
+        for _ in range(10):  # slurmctld answers while its node is full
+            assert sh("squeue", "-h", "-j", job["c000"], "-o", "%T", env=SLURM, timeout=10).stdout.strip() == "RUNNING"
+        with capsys.disabled():
+            print(f"\nc000 full: {container_memory('c000', memory_keys()[0]) >> 20} MB held")
+    finally:
+        FINISH.touch()
+    wait_for_states(job, "COMPLETED", 60)
+
+
 def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
     require_host()
     commit = json.loads((SNAPSHOTS / f"{STACK}.json").read_text())["commit"]
     release = host_commands(release_run(commit, STACK), revision=commit)
     config = release_stack_config(commit, STACK)
-    current = host_commands(run_program(config, stack=STACK))
+    unsized = host_commands(run_program(config, stack=STACK))
+    sized = copy.deepcopy(config)
+    for node in sized["cluster"]["nodes"]:
+        node["memory_mb"] = MEMORY_MB[node["name"]]
+    current = host_commands(run_program(sized, stack=STACK))
     nodes = [node["name"] for node in config["cluster"]["nodes"]]
+    usage_key, limit_key = memory_keys()
     teardown()
     state = State()
     jobs: dict[str, str] = {}
@@ -99,13 +190,26 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
         FINISH.unlink(missing_ok=True)
         for node in nodes:
             wait = f"while [ ! -e {FINISH} ]; do sleep 1; done"
+            if node == HELD_NODE:  # the release schedules no memory: no --mem
+                wait = "python3 -c " + json.dumps(HOLD.format(mb=HELD_MB, job=node, finish=FINISH))
             submitted = sh(
                 *("sbatch", "--parsable", "--chdir=/tmp", "-N1", "-n1", "-w", node, "-t", "20", "--wrap", wait),
                 env=RELEASE_SLURM,
             )
             jobs[node] = submitted.stdout.strip().split(";")[0]
         wait_for_states(jobs, "RUNNING", 60, RELEASE_SLURM)
+        assert held_in(HELD_NODE, HELD_NODE), "the job never held its memory"
+        assert container_memory(HELD_NODE, usage_key) > HELD_MB * 2**20
+        assert container_memory(HELD_NODE, limit_key) == -1, "the release's nodes have no memory limit"
         before = init_pids(nodes)
+
+        # The release's stack file as it is: its nodes' jobs could hold any of the host's memory,
+        # and the default would limit them. Refused before anything changed, naming the setting.
+        with pytest.raises(CommandFailedError) as refused:
+            up(state, unsized)
+        assert "nodes[].memory_mb: c000: " in str(refused.value), str(refused.value)[-3000:]
+        assert init_pids(nodes) == before
+        assert job_states(jobs, RELEASE_SLURM) == {node: f"RUNNING on {node}, Restarts=0" for node in nodes}
 
         _, actions = up(state, current)
         ran = {name: action for name, action in actions.items() if action != "same"}
@@ -127,9 +231,17 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
         assert {f"{STACK}-{node}-lxc" for node in nodes} <= set(ran), "the node containers' inputs changed"
         assert init_pids(nodes) == before, "a node container was restarted"
         assert job_states(jobs) == {node: f"RUNNING on {node}, Restarts=0" for node in nodes}
+        # c001 holds more than its new limit: the limit waits for its next start, and says so.
+        lxc_log = logs[f"{STACK}-{HELD_NODE}-lxc"]
+        assert f"{STACK}-{HELD_NODE}: holds " in lxc_log and "more than its new memory limit of 1280 MB" in lxc_log
+        assert container_memory(HELD_NODE, limit_key) == -1
+        # The others took theirs live: their memory plus a node's 256 MB (c000: 512 more, slurmctld's).
+        assert container_memory("c002", limit_key) == (1024 + 256) * 2**20
+        assert container_memory("c000", limit_key) == (2048 + 256 + 512) * 2**20
 
         FINISH.touch()
         wait_for_states(jobs, "COMPLETED", 60)
+        fill_the_controllers_node(capsys)
         destroy_state(state)
         assert not RELEASE_IP_FORWARD.exists(), "the release's record of ip_forward outlived the cluster"
     except BaseException:

@@ -44,8 +44,9 @@ if ! on_controller cmp -s "$BASE/lib/requirements.lock" "$BASE/venv/requirements
     cp "$1/lib/requirements.lock" "$1/venv/requirements.lock"' sh "$BASE"
 fi
 
-# The wrappers slurm.conf names (ResumeProgram...): the config's path, the venv's Python.
-wrapper() { printf '#!/bin/sh\nGPUCLUSTER_BURST_CONFIG=%s/burst.json exec %s/venv/bin/python %s/lib/%s "$@"\n' \
+# The wrappers slurm.conf names (ResumeProgram...): the config's path, the venv's Python. They
+# take the usual OOM score back from slurmctld, which starts them with its own (never picked).
+wrapper() { printf '#!/bin/sh\necho 0 2>/dev/null >/proc/self/oom_score_adj\nGPUCLUSTER_BURST_CONFIG=%s/burst.json exec %s/venv/bin/python %s/lib/%s "$@"\n' \
   "$BASE" "$BASE" "$BASE" "$1"; }
 wrapper resume.py | put "$BASE/bin/resume" 0755 root:root || true
 wrapper suspend.py | put "$BASE/bin/suspend" 0755 root:root || true

@@ -113,18 +113,57 @@ lxc_needs_restart() { [ -n "$(lxc_restart_keys "$1" "$2")" ]; }
 # lxc_apply_limits CONTAINER CONFIG: the running container's cpuset and memory limit as CONFIG
 # sets them (the host's online CPUs and no memory limit where CONFIG sets none), with the
 # keys of the host's cgroup version (v2 only where /sys/fs/cgroup is the unified hierarchy).
+# A memory limit below what the container holds now is never written to the running container:
+# cgroup v2 would OOM-kill its jobs until they fit, v1 refuses (EBUSY). The container keeps its
+# current limit until it next starts (CONFIG is its config by then), the line says so, and
+# LXC_MEMORY_DEFERRED is set; a refused write (usage grew meanwhile) is the same. Fails (the
+# create then restarts the container) only where the cpuset or the swap limit cannot be set.
+LXC_MEMORY_DEFERRED=""
 lxc_apply_limits() {
-  local cpus memory
+  local cpus memory swap usage_key limit_key unlimited
+  LXC_MEMORY_DEFERRED=""
   cpus=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2?\.cpuset\.cpus = //p' | head -n1)
   [ -n "$cpus" ] || cpus=$(cat /sys/devices/system/cpu/online)
   lxc-cgroup -n "$1" cpuset.cpus "$cpus" || return 1
-  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  if [ -f "${CGROUP_FS:-/sys/fs/cgroup}/cgroup.controllers" ]; then
     memory=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2\.memory\.max = //p' | head -n1)
-    lxc-cgroup -n "$1" memory.max "${memory:-max}" || return 1
-    memory=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2\.memory\.swap\.max = //p' | head -n1)
-    lxc-cgroup -n "$1" memory.swap.max "${memory:-max}"
+    swap=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup2\.memory\.swap\.max = //p' | head -n1)
+    usage_key=memory.current limit_key=memory.max unlimited=max
   else
     memory=$(lxc_conf_settings <<< "$2" | sed -nE 's/^lxc\.cgroup\.memory\.limit_in_bytes = //p' | head -n1)
-    lxc-cgroup -n "$1" memory.limit_in_bytes "${memory:--1}"
+    usage_key=memory.usage_in_bytes limit_key=memory.limit_in_bytes unlimited=-1
   fi
+  memory=${memory:-$unlimited}
+  if lxc_memory_below_usage "$1" "$usage_key" "$memory" || ! lxc-cgroup -n "$1" "$limit_key" "$memory"; then
+    LXC_MEMORY_DEFERRED=1
+    log "$1: holds $(lxc_memory_mb "$(lxc_memory_held "$1" "$usage_key")") MB, more than its new memory limit of $(lxc_memory_mb "$memory") MB: the running container keeps its current limit until it next starts (no restart, its jobs go on); its config has the new one"
+    return 0
+  fi
+  [ "$limit_key" != memory.max ] || lxc-cgroup -n "$1" memory.swap.max "${swap:-max}"
 }
+
+# lxc_memory_held CONTAINER USAGE_KEY: the bytes the running container holds (USAGE_KEY:
+# memory.current on cgroup v2, memory.usage_in_bytes on v1) less its inactive file cache, which
+# the kernel drops first; empty when unreadable.
+lxc_memory_held() {
+  local usage cache
+  usage=$(lxc-cgroup -n "$1" "$2" 2>/dev/null) && [[ $usage =~ ^[0-9]+$ ]] || return 0
+  # v1's memory.stat counts the container's own cgroups under it in total_*; v2's always does.
+  cache=$(lxc-cgroup -n "$1" memory.stat 2>/dev/null | awk '$1 == "total_inactive_file" || $1 == "inactive_file" { n[$1] = $2 }
+    END { v = ("total_inactive_file" in n) ? n["total_inactive_file"] : n["inactive_file"]; print v + 0 }') || cache=0
+  [[ $cache =~ ^[0-9]+$ ]] && [ "$cache" -le "$usage" ] || cache=0
+  echo $((usage - cache))
+}
+
+# lxc_memory_below_usage CONTAINER USAGE_KEY LIMIT: whether the byte LIMIT (a number; max or -1
+# is none) is below what the running container holds now (lxc_memory_held). A usage that cannot
+# be read counts as above: nothing is lowered blind.
+lxc_memory_below_usage() {
+  local held
+  [[ $3 =~ ^[0-9]+$ ]] || return 1
+  held=$(lxc_memory_held "$1" "$2")
+  [ -z "$held" ] || [ "$held" -gt "$3" ]
+}
+
+# lxc_memory_mb BYTES: BYTES in MB (rounded up); anything else as it is (max), or "an unknown number of".
+lxc_memory_mb() { if [[ $1 =~ ^[0-9]+$ ]]; then echo $((($1 + 1048575) / 1048576)); else echo "${1:-an unknown number of}"; fi; }

@@ -29,7 +29,7 @@ if [ -n "$CPUSET" ]; then
     for ((cpu = ${range%-*}; cpu <= ${range#*-}; cpu++)); do online+=("$cpu"); done
   done
   [ "$count" -le "${#online[@]}" ] ||
-    die "$NODE_HOSTNAME asks for $count CPUs (nodes[].cpus) but this host has ${#online[@]} online"
+    die "$NODE_HOSTNAME asks for $count CPUs (its cpus in the stack: nodes[].cpus, login.cpus) but this host has ${#online[@]} online"
   cpus=$(for ((i = 0; i < count; i++)); do echo "${online[(slot + i) % ${#online[@]}]}"; done | sort -n | paste -sd,)
   cpuset_lines="lxc.cgroup.cpuset.cpus = $cpus"$'\n'"lxc.cgroup2.cpuset.cpus = $cpus"$'\n'
 fi
@@ -72,7 +72,13 @@ if ! lxc_exists "$CONTAINER"; then
   # the next run still recognizes as this cluster's (and makes again).
   lxc_pending_begin "$CLUSTER_DIR" "$CONTAINER"
   made=1
-  lxc-copy -n "$IMAGE" -N "$CONTAINER" -s -B overlay >&2
+  copy_started=$SECONDS
+  if grep -q '^lxc\.idmap' <<< "$LXC_CONFIG"; then
+    lxc_copy_unprivileged "$IMAGE" "$CONTAINER" "$LXC_CONFIG"
+    log "$CONTAINER: an unprivileged copy of the image in $((SECONDS - copy_started)) s"
+  else
+    lxc-copy -n "$IMAGE" -N "$CONTAINER" -s -B overlay >&2
+  fi
   clone_id "$CONTAINER" >/dev/null # the clone's identity, before anything is made inside it
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$CONTAINER"
 fi
@@ -93,9 +99,11 @@ config=$(container_config)
 container_config | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || changed=0
 grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
   printf 'lxc.include = %s\n' "$dir/gpucluster.conf" >> "$dir/config"
+# An unprivileged container's host ids, reserved for root before it (re)starts with them.
+if grep -q '^lxc\.idmap' <<< "$LXC_CONFIG"; then subids_claim "$CONTAINER" "$LXC_CONFIG"; fi
 
 # A running container restarts (and its jobs die) only for a setting that needs it; the
-# cpuset and the memory limit are applied live; the settings it keeps until its next start are named.
+# cpuset and the memory limit are applied live (a lower limit than it holds: at its next start); the settings it keeps until its next start are named.
 if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
   if lxc_needs_restart "$old_config" "$config"; then
     log "$CONTAINER: $(lxc_restart_keys "$old_config" "$config" | paste -sd ' ' -) changed, which only a restart applies: restarting (its jobs end)"
@@ -103,10 +111,13 @@ if lxc_running "$CONTAINER" && [ "$changed" = 1 ]; then
     lxc-stop -n "$CONTAINER" -t 30 >&2
   else
     if [ -n "$(lxc_conf_changed_keys "$old_config" "$config" "$LXC_LIVE_KEYS")" ]; then
+      # A memory limit below what the container holds waits for its next start (lxc_apply_limits says so).
       if lxc_apply_limits "$CONTAINER" "$config"; then
-        log "$CONTAINER: $(lxc_conf_changed_keys "$old_config" "$config" "$LXC_LIVE_KEYS" | paste -sd ' ' -) applied to the running container"
+        applied=$(lxc_conf_changed_keys "$old_config" "$config" "$LXC_LIVE_KEYS")
+        [ -z "$LXC_MEMORY_DEFERRED" ] || applied=$(grep -v '\.memory\.' <<< "$applied" || true)
+        [ -z "$applied" ] || log "$CONTAINER: $(paste -sd ' ' - <<< "$applied") applied to the running container"
       else
-        log "$CONTAINER: the cpuset or memory limit could not be applied live: restarting (its jobs end)"
+        log "$CONTAINER: the cpuset or swap limit could not be applied live: restarting (its jobs end)"
         lxc-stop -n "$CONTAINER" -t 30 >&2
       fi
     fi

@@ -15,11 +15,18 @@ slurm_conf_text | ct_write_if_changed "$CONTAINER" /etc/slurm/slurm.conf 0644 ro
 printf '%s' "$GRES_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/gres.conf 0644 root:root && changed=0
 printf '%s' "$CGROUP_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/cgroup.conf 0644 root:root && changed=0
 # Restarted until it runs: with job accounting, a slurmctld that starts before slurmdbd
-# answers (a reboot starts every container at once) exits, and must try again.
-if printf '[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nRestartSec=5\n' |
+# answers (a reboot starts every container at once) exits, and must try again. The last its
+# container's OOM killer picks (in a node, after every job there); the burst programs it starts
+# give their own processes the usual score back (components/burst/files/programs_create.sh).
+if printf '[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=on-failure\nRestartSec=5\nOOMScoreAdjust=-1000\n' |
   ct_write_if_changed "$CONTAINER" /etc/systemd/system/slurmctld.service.d/gpucluster.conf 0644 root:root; then
   in_ct "$CONTAINER" systemctl daemon-reload
 fi
+# A running slurmctld (and munged) takes the score now; the drop-in acts at its next start.
+in_ct "$CONTAINER" /bin/sh -c 'for unit in slurmctld munge; do
+    pid=$(systemctl show -p MainPID --value "$unit")
+    [ "${pid:-0}" = 0 ] || echo -1000 2>/dev/null > "/proc/$pid/oom_score_adj" || true
+  done' || true
 in_ct "$CONTAINER" systemctl enable --quiet --no-reload slurmctld
 if ! in_ct "$CONTAINER" systemctl is-active --quiet slurmctld; then
   in_ct "$CONTAINER" systemctl restart slurmctld
