@@ -50,6 +50,20 @@ class ServedDirectory:
     adopt: bool
 
 
+def _release_environment(image_debian: str, accounting_data: str, accounting: bool) -> dict[str, str]:
+    """The node image's Debian release (its Slurm): a change from the running one is checked
+    against the queue and the accounting database (`accounting_data` on its host; on every host
+    of a cluster with `accounting`, the running controller's use of it, so every host's
+    preflight refuses alike). Nothing without an image release to check."""
+    if not image_debian:
+        return {}
+    return {
+        "IMAGE_DEBIAN": image_debian,
+        **({"ACCOUNTING_DATA": accounting_data} if accounting_data else {}),
+        **({"ACCOUNTING": "yes"} if accounting else {}),
+    }
+
+
 class GpuHost(pulumi.ComponentResource):
     """The GPU host: a read-only preflight, then the packages.
 
@@ -119,16 +133,7 @@ class GpuHost(pulumi.ComponentResource):
         super().__init__("gpu-cluster:host:GpuHost", name, None, opts)
         self._prefix, self._cluster, self._opts, self._transport = name, cluster, opts, transport
         environment = _checked_environment(cluster, network, gpu_devices, host_ports, containers)
-        if image_debian:
-            # The node image's Debian release (its Slurm): a change from the running one is
-            # checked against the queue and the accounting database (`accounting_data` on its
-            # host; on every host of a cluster with `accounting`, the running controller's use
-            # of it, so every host's preflight refuses alike).
-            environment["IMAGE_DEBIAN"] = image_debian
-            if accounting_data:
-                environment["ACCOUNTING_DATA"] = accounting_data
-            if accounting:
-                environment["ACCOUNTING"] = "yes"
+        environment |= _release_environment(image_debian, accounting_data, accounting)
         if users:
             # Only with people to check: a cluster without any keeps its preflight inputs.
             environment["USERS"] = env_list(user.spec for user in users)
