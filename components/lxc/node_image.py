@@ -12,6 +12,11 @@ from components.common.transport import Transport, env_list, host_command
 from components.lxc.config import RELEASES, ImageConfig
 
 FILES = Path(__file__).parent / "files"
+# The files every node runs with beyond its packages, written into the image when it is built
+# (and by slurmd's create into nodes of an older image): the helper that writes them, and the
+# program of their timer, which removes what ended jobs left in /dev/shm and /tmp.
+NODE_FILES_LIB = Path(__file__).parents[1] / "files" / "lib" / "node_files.sh"
+JOB_FILES_REAPER_SOURCE = Path(__file__).parents[1] / "slurm" / "files" / "job_files_reaper.sh"
 
 # What every node, the controller and the web app need, so no container downloads packages
 # (each release's names: RELEASES; bookworm's, for the tests that build a Debian 12 instance).
@@ -101,6 +106,8 @@ class NodeImage(pulumi.ComponentResource):
                 "KEPT_MAX_AGE_DAYS": str(image.kept_max_age_days),
                 "MASKED_UNITS": env_list(MASKED_UNITS),
                 "PACKAGE_CACHE": PACKAGE_CACHE,
+                # Written into the image with the rest of the node's own files (lib/node_files.sh).
+                "JOB_FILES_REAPER": JOB_FILES_REAPER_SOURCE.read_text(),
             },
             triggers=image_fingerprint(image),
             # Same container name: the old image must go before the new one is built.
@@ -124,5 +131,6 @@ def image_digest(image: ImageConfig) -> str:
     """Names a built image by everything that shaped it: the release, the packages and the
     build script. A kept image is restored only under the same digest."""
     shaped_by = [image.release, *image_packages(image), (FILES / "image_create.sh").read_text()]
+    shaped_by += [NODE_FILES_LIB.read_text(), JOB_FILES_REAPER_SOURCE.read_text()]
     shaped_by.append(MASKED_UNITS)
     return hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:16]

@@ -9,12 +9,11 @@ from components.common.config_types import ClusterIdentity
 from components.common.options import child_options
 from components.common.rendering import container_device_path
 from components.common.transport import Transport, env_list, host_command
+from components.lxc.node_image import JOB_FILES_REAPER_SOURCE
 from components.slurm.config import HealthCheckConfig, NodeConfig
 
 FILES = Path(__file__).parent / "files"
 HEALTH_CHECK_SOURCE = FILES / "gpu_health.sh"
-# Removes what ended jobs left in the node's /dev/shm and /tmp (a timer in every node).
-JOB_FILES_REAPER_SOURCE = FILES / "job_files_reaper.sh"
 
 
 class SlurmNode(pulumi.ComponentResource):

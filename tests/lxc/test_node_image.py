@@ -190,7 +190,36 @@ def test_the_image_masks_the_units_a_node_never_uses(tmp_path):
     for unit in node_image.MASKED_UNITS:
         assert os.readlink(units / unit) == "/dev/null", f"{unit} is not masked"
     wanted = sorted(str(p.relative_to(units)) for p in units.glob("*.wants/*"))
-    assert wanted == ["multi-user.target.wants/networking.service"], "a masked unit is still enabled"
+    # Enabled: networking, and the program's own timer (a node starts with it, lib/node_files.sh).
+    assert wanted == [
+        "multi-user.target.wants/networking.service",
+        "timers.target.wants/gpucluster-job-files.timer",
+    ], "a masked unit is still enabled"
+
+
+def test_the_image_holds_the_nodes_own_files(tmp_path):
+    """Written once into the image, so a node's slurmd create changes none of them (no systemd
+    reload per node): the daemons' OOM drop-ins, the job files' program, its service and timer."""
+    rootfs, _ = build_image(tmp_path)
+    units = rootfs / "etc" / "systemd" / "system"
+    for unit in ("slurmd", "munge"):
+        assert (units / f"{unit}.service.d" / "gpucluster-oom.conf").read_text() == "[Service]\nOOMScoreAdjust=-1000\n"
+    reaper = rootfs / "usr" / "local" / "sbin" / "gpucluster-job-files"
+    assert reaper.read_text() == node_image.JOB_FILES_REAPER_SOURCE.read_text()
+    assert os.stat(reaper).st_mode & 0o777 == 0o755
+    assert "OnUnitActiveSec=30" in (units / "gpucluster-job-files.timer").read_text()
+    assert os.readlink(units / "timers.target.wants" / "gpucluster-job-files.timer") == str(
+        Path("/etc/systemd/system/gpucluster-job-files.timer")
+    )
+
+
+def test_the_image_digest_follows_the_nodes_own_files(monkeypatch, tmp_path):
+    image = ImageConfig()
+    before = node_image.image_digest(image)
+    changed = tmp_path / "reaper.sh"
+    changed.write_text(node_image.JOB_FILES_REAPER_SOURCE.read_text() + "# changed\n")
+    monkeypatch.setattr(node_image, "JOB_FILES_REAPER_SOURCE", changed)
+    assert node_image.image_digest(image) != before
 
 
 def test_a_rebuilt_image_installs_its_packages_from_the_hosts_cache(tmp_path):

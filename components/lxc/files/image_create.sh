@@ -131,6 +131,15 @@ rm -f "$rootfs/etc/munge/munge.key" \
 rm -f "$rootfs"/etc/systemd/system/multi-user.target.wants/prometheus-node-exporter.service
 mkdir -p "$rootfs/etc/systemd/system/slurmd.service.d"
 printf '[Unit]\nConditionPathExists=\n' > "$rootfs/etc/systemd/system/slurmd.service.d/gpucluster.conf"
+# The files every node runs with (lib/node_files.sh), its timer enabled.
+into_rootfs() {
+  mkdir -p "$rootfs$(dirname "$1")"
+  cat > "$rootfs$1"
+  chmod "$2" "$rootfs$1"
+}
+node_files into_rootfs
+mkdir -p "$rootfs$(dirname "$NODE_FILES_TIMER_LINK")"
+ln -sfn /etc/systemd/system/gpucluster-job-files.timer "$rootfs$NODE_FILES_TIMER_LINK"
 # Units a node never uses (MASKED_UNITS) are masked, and their enable links removed.
 while read -r unit; do
   [[ $unit =~ ^[A-Za-z0-9:_.@-]+$ ]] || die "MASKED_UNITS: '$unit' is not a unit name"

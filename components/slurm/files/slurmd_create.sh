@@ -30,18 +30,10 @@ else
   ct_stage_absent "$stage" /usr/local/sbin/gpucluster-gpu-health
   ct_stage_absent "$stage" /etc/gpucluster/gpu-health.conf
 fi
-# The node's own daemons are the last its OOM killer picks (a node past its limit loses a job,
-# never munged or slurmd; slurmstepd sets its own score and gives the job's tasks 0).
-for unit in slurmd munge; do
-  printf '[Service]\nOOMScoreAdjust=-1000\n' | ct_stage "$stage" "/etc/systemd/system/$unit.service.d/gpucluster-oom.conf" 0644 root:root
-done
-# What ended jobs leave in /dev/shm and /tmp goes (files/job_files_reaper.sh): checked every 30 s.
-require JOB_FILES_REAPER
-printf '%s' "$JOB_FILES_REAPER" | ct_stage "$stage" /usr/local/sbin/gpucluster-job-files 0755 root:root
-printf '[Unit]\nDescription=gpu-cluster: remove what ended jobs left in /dev/shm and /tmp\n[Service]\nType=oneshot\nExecStart=/usr/local/sbin/gpucluster-job-files\n' |
-  ct_stage "$stage" /etc/systemd/system/gpucluster-job-files.service 0644 root:root
-printf '[Unit]\nDescription=gpu-cluster: files of ended jobs in /dev/shm and /tmp\n[Timer]\nOnBootSec=60\nOnUnitActiveSec=30\nAccuracySec=5\n[Install]\nWantedBy=timers.target\n' |
-  ct_stage "$stage" /etc/systemd/system/gpucluster-job-files.timer 0644 root:root
+# The node's own daemons are the last its OOM killer picks, and what ended jobs leave in
+# /dev/shm and /tmp goes (lib/node_files.sh): in the image already, unless it is older.
+stage_node_file() { ct_stage "$stage" "$1" "$2" root:root; }
+node_files stage_node_file
 changed=$(ct_install_staged "$CONTAINER" "$stage")
 slurmd_changed=0
 ! grep -qx -e /etc/default/slurmd -e "$TOPOLOGY" <<< "$changed" || slurmd_changed=1
@@ -52,15 +44,18 @@ units_changed=0
 # Slurm; the config its slurmd fetched, or slurmctld's own where it runs too).
 in_ct "$CONTAINER" /bin/sh -c "set -e; node=\$4; [ \"\$5\" = 0 ] || systemctl daemon-reload; $CT_MUNGE_UP"'
   systemctl enable --quiet --no-reload slurmd
-  systemctl enable --quiet --no-reload gpucluster-job-files.timer
-  systemctl start gpucluster-job-files.timer
-  # Running daemons take the score now (their drop-ins act at their next start). Where the
-  # host denies it (its root without CAP_SYS_RESOURCE: a host that is a container), systemd
-  # ignores the drop-in too and the scores stay as they were.
-  for unit in munge slurmd; do
-    pid=$(systemctl show -p MainPID --value "$unit")
-    [ "${pid:-0}" = 0 ] || echo -1000 2>/dev/null > "/proc/$pid/oom_score_adj" || true
-  done
+  if [ "$5" != 0 ]; then
+    # Units new to this node (an image older than them): the timer on, and the running daemons
+    # take the score now (their drop-ins act at their next start). Where the host denies it
+    # (its root without CAP_SYS_RESOURCE: a host that is a container), systemd ignores the
+    # drop-in too and the scores stay as they were.
+    systemctl enable --quiet --no-reload gpucluster-job-files.timer
+    systemctl start gpucluster-job-files.timer
+    for unit in munge slurmd; do
+      pid=$(systemctl show -p MainPID --value "$unit")
+      [ "${pid:-0}" = 0 ] || echo -1000 2>/dev/null > "/proc/$pid/oom_score_adj" || true
+    done
+  fi
   if [ "$3" = 1 ] || ! systemctl is-active --quiet slurmd; then
     rm -f /var/lib/slurm/slurmd/hwloc_topo_whole.xml  # slurmd keeps the topology it read here
     systemctl restart slurmd
