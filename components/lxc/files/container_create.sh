@@ -35,6 +35,9 @@ if [ -n "$CPUSET" ]; then
 fi
 
 dir=$(lxc_dir "$CONTAINER")
+# An id map in its config: an unprivileged container (the login node), a copy of its own.
+unprivileged=""
+! grep -q '^lxc\.idmap' <<< "$LXC_CONFIG" || unprivileged=1
 # Renamed (the web app's name changed): the previous run printed the old name, which the
 # engine hands back on update. Same address, so the old container goes before the new one.
 previous=${PULUMI_COMMAND_STDOUT:-}
@@ -72,8 +75,8 @@ if ! lxc_exists "$CONTAINER"; then
   # the next run still recognizes as this cluster's (and makes again).
   lxc_pending_begin "$CLUSTER_DIR" "$CONTAINER"
   made=1
-  copy_started=$SECONDS
-  if grep -q '^lxc\.idmap' <<< "$LXC_CONFIG"; then
+  if [ -n "$unprivileged" ]; then
+    copy_started=$SECONDS
     lxc_copy_unprivileged "$IMAGE" "$CONTAINER" "$LXC_CONFIG"
     log "$CONTAINER: an unprivileged copy of the image in $((SECONDS - copy_started)) s"
   else
@@ -100,7 +103,7 @@ container_config | write_if_changed "$dir/gpucluster.conf" 0644 && changed=1 || 
 grep -qxF "lxc.include = $dir/gpucluster.conf" "$dir/config" ||
   printf 'lxc.include = %s\n' "$dir/gpucluster.conf" >> "$dir/config"
 # An unprivileged container's host ids, reserved for root before it (re)starts with them.
-if grep -q '^lxc\.idmap' <<< "$LXC_CONFIG"; then subids_claim "$CONTAINER" "$LXC_CONFIG"; fi
+[ -z "$unprivileged" ] || subids_claim "$CONTAINER" "$LXC_CONFIG"
 
 # A running container restarts (and its jobs die) only for a setting that needs it; the
 # cpuset and the memory limit are applied live (a lower limit than it holds: at its next start); the settings it keeps until its next start are named.
