@@ -6,11 +6,13 @@ import base64
 import functools
 import json
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
 import hostlist
+from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.responses import ActionResult
 from moto.ec2.responses.fleets import Fleets
 
@@ -66,6 +68,26 @@ def _template_data(inputs: dict, security_group: str, profile_arn: str) -> dict:
         ],
     }
     return data
+
+
+@contextmanager
+def one_request_at_a_time():
+    """moto's in-process EC2 answers one request at a time, as EC2 itself answers concurrent
+    calls: the resume program launches its fleets from several threads, and moto's backends are
+    not thread-safe (two CreateFleet calls at once advance one subnet's address generator
+    together: `ValueError: generator already executing`)."""
+    lock = threading.Lock()
+    original = BotocoreStubber.__call__
+
+    def serialised(self, *args, **kwargs):
+        with lock:
+            return original(self, *args, **kwargs)
+
+    BotocoreStubber.__call__ = serialised
+    try:
+        yield
+    finally:
+        BotocoreStubber.__call__ = original
 
 
 class AwsWorld:

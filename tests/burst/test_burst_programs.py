@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from tests.burst.moto_ec2 import AwsWorld, FakeSlurm, no_capacity_for
+from tests.burst.moto_ec2 import AwsWorld, FakeSlurm, no_capacity_for, one_request_at_a_time
 
 resume = importlib.import_module("resume")
 suspend = importlib.import_module("suspend")
@@ -24,7 +24,7 @@ def world(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
-    with mock_aws():
+    with mock_aws(), one_request_at_a_time():
         made = AwsWorld(tmp_path)
         monkeypatch.setenv(burst_common.CONFIG_ENV, str(made.config_file))
         yield made
