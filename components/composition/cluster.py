@@ -25,6 +25,7 @@ from components.composition.cluster_parts import (
 from components.composition.config import ClusterConfig
 from components.composition.host_part import HostPart, SharedParts
 from components.composition.host_state import render_host_state
+from components.containers.node_files import credentials, mounts_fstab, node_environment, plugstack_conf
 from components.host.boot_unit import BootUnit
 from components.lxc.lxc_conf import cpu_slots
 from components.network.port_forward import PortForward
@@ -33,7 +34,7 @@ from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.config import NodeConfig
 from components.slurm.controller import ClientContainer, ControllerPlacement, SlurmController
 from components.slurm.login import LoginNode, LoginSetup
-from components.slurm.node import SlurmNode
+from components.slurm.node import NodeContainers, SlurmNode
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf, render_slurmdbd_conf, slurmd_start_plugins
 
 # The cluster-wide health check is a Slurm script (routes, clients and metrics:
@@ -71,6 +72,7 @@ class GpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
+        self._registry_accounts: tuple[pulumi.Output[str] | None] | None = None
         self._cluster_wide(name, config)
         self._host_parts(name, config)
         self._slurm(name, config)
@@ -181,6 +183,7 @@ class GpuCluster(pulumi.ComponentResource):
             munge_key=self.munge_keys.get(host.name),
             client=clients.get(host.name),
             client_container=self.client_container(config, host),
+            plugstack_conf=plugstack_conf() if config.containers_enabled else None,
         )
 
     def client_container(self, config: ClusterConfig, host: ClusterHostConfig) -> ClientContainer:
@@ -252,9 +255,20 @@ class GpuCluster(pulumi.ComponentResource):
             health_check=config.slurm.health_check,
             start_plugins=slurmd_start_plugins(slurm_conf),
             cpuset=f"{cpu_slots(config.for_host(host).nodes)[node.name]},{node.cpus}",
+            containers=self._node_containers(config, host),
             opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
             transport=self.transports[host.name],
         )
+
+    def _node_containers(self, config: ClusterConfig, host: ClusterHostConfig) -> NodeContainers | None:
+        """A node's part of jobs in container images: Enroot's files (shared_dir as its host
+        has it) and the site's registry accounts (read once for every node)."""
+        if not config.containers_enabled:
+            return None
+        if self._registry_accounts is None:
+            self._registry_accounts = (credentials(config.containers),)
+        environment = {**node_environment(config.containers), "MOUNTS": mounts_fstab(host.shared_dir)}
+        return NodeContainers(environment, self._registry_accounts[0])
 
     def _services(self, name: str, config: ClusterConfig) -> None:
         """The web app, the metrics, the login node, and the port forwards to what answers behind them."""
@@ -306,6 +320,7 @@ class GpuCluster(pulumi.ComponentResource):
                 # After its host's nodes' CPUs: a person's build takes none of a node's while the host has enough.
                 cpu_slot=sum(node.cpus for node in config.for_host(config.host_named(host)).nodes),
                 after=(self.controller, *munge_key),
+                plugstack_conf=plugstack_conf() if config.containers_enabled else None,
             ),
             image=self.images[host].rootfs,
             opts=pulumi.ResourceOptions(

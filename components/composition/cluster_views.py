@@ -102,6 +102,10 @@ class ClusterViews:
         return self.metrics is not None and self.metrics.enabled
 
     @property
+    def containers_enabled(self) -> bool:
+        return self.containers is not None and self.containers.enabled
+
+    @property
     def identity(self) -> ClusterIdentity:
         return ClusterIdentity(name=self.name, cluster_dir=self.cluster_dir, munge_socket=self.munge_socket)
 
@@ -151,10 +155,12 @@ class ClusterViews:
     @property
     def node_image(self) -> ImageConfig:
         """The node image as built: with burst partitions also python3-venv, for the burst
-        programs' own venv in slurmctld's container (a cluster without burst keeps its image)."""
-        if self.burst is None or "python3-venv" in self.image.extra_packages:
-            return self.image
-        return self.image.model_copy(update={"extra_packages": [*self.image.extra_packages, "python3-venv"]})
+        programs' own venv in slurmctld's container; with containers, Enroot and Pyxis (a
+        cluster without either keeps its image)."""
+        image = self.image
+        if self.burst is not None and "python3-venv" not in image.extra_packages:
+            image = image.model_copy(update={"extra_packages": [*image.extra_packages, "python3-venv"]})
+        return image.with_containers() if self.containers_enabled else image
 
     @property
     def controller_address(self) -> IPv4Address:

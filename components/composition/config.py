@@ -26,6 +26,7 @@ from components.common.config_types import StrictModel, duplicates
 from components.composition.cluster_host import ClusterHostConfig
 from components.composition.cluster_views import ClusterViews
 from components.composition.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
+from components.containers.config import ContainersConfig
 from components.host.config import HostConfig, UserConfig
 from components.host.rules import rule_driver_files, rule_host_paths, rule_hosts, rule_users
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
@@ -97,6 +98,11 @@ class ClusterConfig(ClusterViews, StrictModel):
     aws: AwsConfig | None = Field(None, description="where the EC2 hosts (hosts[].connection.kind: ec2) are made")
     burst: BurstConfig | None = Field(
         None, description="partitions of EC2 instances Slurm starts on demand and stops when idle; none: no burst"
+    )
+    containers: ContainersConfig | None = Field(
+        None,
+        description="jobs in container images (srun --container-image: Pyxis and Enroot, built into the node "
+        "image), the registries' CAs and accounts, each person's image cache on the node; none: no containers",
     )
     shared_fs: SharedFsConfig | None = Field(
         None,

@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, PrivateAttr
 
 from components.common.config_types import PackageName, SafeGlob, SafePath, StrictBool, StrictModel
 
@@ -135,6 +135,18 @@ class ImageConfig(StrictModel):
         description="a kept image older than this (days since it was built) is not restored but built "
         "again, with the mirror's current packages: nodes never start months-old packages",
     )
+
+    # Enroot and Pyxis built in (the cluster's `containers:`; ClusterViews.node_image).
+    _containers: bool = PrivateAttr(False)
+
+    @property
+    def containers(self) -> bool:
+        return self._containers
+
+    def with_containers(self) -> "ImageConfig":
+        image = self.model_copy()
+        image._containers = True
+        return image
 
     @property
     def slurm_version(self) -> tuple[int, int]:

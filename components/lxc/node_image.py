@@ -1,7 +1,13 @@
 """NodeImage: the Debian rootfs every container is cloned from, built once per cluster."""
 
+import base64
+import gzip
 import hashlib
+import io
 import json
+import os
+import tarfile
+from functools import cache
 from pathlib import Path
 
 import pulumi
@@ -17,6 +23,7 @@ FILES = Path(__file__).parent / "files"
 # program of their timer, which removes what ended jobs left in /dev/shm and /tmp.
 NODE_FILES_LIB = Path(__file__).parents[1] / "files" / "lib" / "node_files.sh"
 JOB_FILES_REAPER_SOURCE = Path(__file__).parents[1] / "slurm" / "files" / "job_files_reaper.sh"
+CONTAINERS_BUILD_LIB = Path(__file__).parents[1] / "files" / "lib" / "containers_build.sh"
 
 # What every node, the controller and the web app need, so no container downloads packages
 # (each release's names: RELEASES; bookworm's, for the tests that build a Debian 12 instance).
@@ -54,6 +61,32 @@ MASKED_UNITS = [
     # unswappable; on the node's disk it does not (job_files_reaper.sh still cleans it)
     "tmp.mount",
 ]
+
+# Jobs in container images (the cluster's `containers:`): what Enroot runs at a job's start
+# (import, unpack, start) and curl's trusted CAs, in both releases' archives; Enroot and Pyxis
+# themselves are built from their sources (containers_build.sh, CONTAINER_SOURCES).
+CONTAINER_RUNTIME_PACKAGES = [
+    *("squashfs-tools", "squashfuse", "fuse-overlayfs", "fuse3", "jq", "parallel", "curl"),
+    *("ca-certificates", "zstd", "pigz", "bsdextrautils", "procps"),
+]
+# Enroot's and Pyxis' unmodified release sources, where the engine's plugins' are
+# (tools/pulumi-cli.sh): $PULUMI_PLUGIN_SOURCES, else shared/third_party beside or in the
+# project. Debian packages neither.
+ROOT = Path(__file__).resolve().parents[2]
+CONTAINER_SOURCES = ("enroot-v4.1.2", "pyxis-v0.24.0")
+
+
+def third_party() -> Path:
+    candidates = [os.environ.get("PULUMI_PLUGIN_SOURCES", ""), ROOT.parent / "shared" / "third_party"]
+    candidates.append(ROOT / "shared" / "third_party")
+    for candidate in candidates:
+        if candidate and all((Path(candidate) / folder).is_dir() for folder in CONTAINER_SOURCES):
+            return Path(candidate)
+    raise FileNotFoundError(
+        f"containers: the sources of {' and '.join(CONTAINER_SOURCES)} are in none of "
+        f"{', '.join(str(c) for c in candidates if c)} (shared/third_party, or $PULUMI_PLUGIN_SOURCES)"
+    )
+
 
 # Added since: in every image built from now on (disabled there: the metrics enable the node
 # exporter per node), but no trigger, so an existing image and its clones are kept; a node of
@@ -108,6 +141,7 @@ class NodeImage(pulumi.ComponentResource):
                 "PACKAGE_CACHE": PACKAGE_CACHE,
                 # Written into the image with the rest of the node's own files (lib/node_files.sh).
                 "JOB_FILES_REAPER": JOB_FILES_REAPER_SOURCE.read_text(),
+                **container_build_environment(image),
             },
             triggers=image_fingerprint(image),
             # Same container name: the old image must go before the new one is built.
@@ -118,13 +152,46 @@ class NodeImage(pulumi.ComponentResource):
 
 
 def image_packages(image: ImageConfig) -> list[str]:
-    return [*image.packages, *LATER_PACKAGES, *image.extra_packages]
+    runtime = CONTAINER_RUNTIME_PACKAGES if image.containers else []
+    return [*image.packages, *LATER_PACKAGES, *runtime, *image.extra_packages]
 
 
 def image_fingerprint(image: ImageConfig) -> list[str]:
     """What the image is built from: a change replaces the image and every clone of it
     (LATER_PACKAGES apart: they came without replacing anything)."""
-    return [image.release, *image.packages, *image.extra_packages]
+    containers = ["containers", *CONTAINER_SOURCES] if image.containers else []
+    return [image.release, *image.packages, *image.extra_packages, *containers]
+
+
+def container_build_environment(image: ImageConfig) -> dict[str, str]:
+    """Enroot's and Pyxis' sources and build script, for an image with containers (nothing
+    otherwise: an image without them keeps its inputs)."""
+    if not image.containers:
+        return {}
+    return {"CONTAINER_SOURCES_TGZ": container_sources_archive()}
+
+
+@cache
+def container_sources_archive() -> str:
+    """The sources as one gzipped tar in base64, the same bytes on every checkout (names
+    sorted, no times, owners or modes but the executable bit), so a preview shows no change."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        sources = third_party()
+        for folder in CONTAINER_SOURCES:
+            for path in sorted((sources / folder).rglob("*")):
+                if path.is_symlink() or not (path.is_file() or path.is_dir()):
+                    continue
+                info = tarfile.TarInfo(str(path.relative_to(sources)))
+                info.mode = 0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644
+                if path.is_dir():
+                    info.type = tarfile.DIRTYPE
+                    archive.addfile(info)
+                else:
+                    data = path.read_bytes()
+                    info.size = len(data)
+                    archive.addfile(info, io.BytesIO(data))
+    return base64.b64encode(gzip.compress(buffer.getvalue(), compresslevel=9, mtime=0)).decode()
 
 
 def image_digest(image: ImageConfig) -> str:
@@ -132,5 +199,7 @@ def image_digest(image: ImageConfig) -> str:
     build script. A kept image is restored only under the same digest."""
     shaped_by = [image.release, *image_packages(image), (FILES / "image_create.sh").read_text()]
     shaped_by += [NODE_FILES_LIB.read_text(), JOB_FILES_REAPER_SOURCE.read_text()]
+    if image.containers:
+        shaped_by += [container_sources_archive(), CONTAINERS_BUILD_LIB.read_text()]
     shaped_by.append(MASKED_UNITS)
     return hashlib.sha256(json.dumps(shaped_by).encode()).hexdigest()[:16]

@@ -116,6 +116,7 @@ class SlurmController(pulumi.ComponentResource):
         munge_key: pulumi.Resource | None = None,
         client: pulumi.Resource | None = None,
         client_container: ClientContainer | None = None,
+        plugstack_conf: str | None = None,
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         self._prefix, self._opts, self._transport = name, opts, transport
@@ -144,6 +145,8 @@ class SlurmController(pulumi.ComponentResource):
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
                 "CGROUP_CONF_TEXT": render_cgroup_conf(),
+                # Added only when used: a cluster without it keeps its inputs.
+                **({"PLUGSTACK_CONF_TEXT": plugstack_conf} if plugstack_conf else {}),
             },
             # Moved to another host: the old slurmctld is stopped there before the new one starts
             # (never two). In a container, slurmctld lives there: a new container needs it set up again.

@@ -87,6 +87,8 @@ class LoginSetup:
     """Where its CPUs start in its host's online CPU list: after the nodes' (lxc_conf.cpu_slots)."""
     after: tuple[pulumi.Resource, ...]
     """What its setup waits for: slurmctld (munge key, a controller to submit to)."""
+    plugstack_conf: str | None = None
+    """Pyxis' plugstack.conf, with jobs in container images (components/containers)."""
 
 
 class LoginNode(pulumi.ComponentResource):
@@ -154,6 +156,8 @@ class LoginNode(pulumi.ComponentResource):
                 "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
                 "MUNGE_SOCKET": cluster.munge_socket,
                 "SLURM_CONF_TEXT": setup.slurm_conf,
+                # Added only when used: a cluster without it keeps its inputs.
+                **({"PLUGSTACK_CONF_TEXT": setup.plugstack_conf} if setup.plugstack_conf else {}),
                 "SHARED_DIR": platform.shared_dir,
                 # On the host: the record outlives a replaced login container.
                 "SHARED_DIRS_MADE": f"{cluster.cluster_dir}/login/shared-dirs-made",

@@ -1,5 +1,6 @@
 """SlurmNode: munge and slurmd in one node container, registered with the controller."""
 
+from dataclasses import dataclass
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from components.common.config_types import ClusterIdentity
 from components.common.options import child_options
 from components.common.rendering import container_device_path
 from components.common.transport import Transport, env_list, host_command
+from components.containers.node_files import FILES as CONTAINER_FILES
 from components.lxc.node_image import JOB_FILES_REAPER_SOURCE
 from components.slurm.config import HealthCheckConfig, NodeConfig
 
@@ -46,6 +48,7 @@ class SlurmNode(pulumi.ComponentResource):
         health_check: HealthCheckConfig | None = None,
         start_plugins: str | None = None,
         cpuset: str | None = None,
+        containers: "NodeContainers | None" = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -80,5 +83,26 @@ class SlurmNode(pulumi.ComponentResource):
             # Lives in the container: a new container needs munge and slurmd set up again.
             opts=child_options(self, opts, replace_with=[container]),
         )
+        # Jobs in container images (components/containers): Enroot's site files and the prolog.
+        self.containers = None
+        if containers is not None:
+            self.containers = host_command(
+                f"{name}-containers",
+                transport=transport,
+                create=CONTAINER_FILES / "containers_create.sh",
+                delete=CONTAINER_FILES / "containers_delete.sh",
+                environment={"CLUSTER": cluster.name, "CONTAINER": environment["CONTAINER"], **containers.environment},
+                stdin=containers.credentials,
+                opts=child_options(self, opts, self.slurmd, replace_with=[container]),
+            )
         self.node_name = pulumi.Output.from_input(node.name)
         self.register_outputs({"node_name": self.node_name})
+
+
+@dataclass(frozen=True)
+class NodeContainers:
+    """A node's part of jobs in container images: its setup's parameters and the site's
+    registry accounts (secret; components/containers/node_files.py)."""
+
+    environment: dict[str, str]
+    credentials: pulumi.Output[str] | None = None

@@ -13,6 +13,7 @@ from typing import Protocol
 from components.burst.config import BurstConfig
 from components.burst.layout import BurstLayout
 from components.common.rendering import HEADER, container_device_path
+from components.containers.node_files import PROLOG_PROGRAM
 from components.lxc.config import ImageConfig
 from components.slurm.config import (
     BURST_DAEMON_MEMORY_MB,
@@ -43,6 +44,8 @@ class SlurmCluster(Protocol):
     burst: BurstConfig | None
     image: ImageConfig
 
+    @property
+    def containers_enabled(self) -> bool: ...
     @property
     def node_names(self) -> list[str]: ...
     @property
@@ -129,6 +132,7 @@ def render_slurm_conf(config: SlurmCluster, controller_hostname: str, munge_sock
         **accounting_settings(config, munge_socket),
         **health_check_settings(config),
         **burst_settings(config),
+        **container_settings(config),
     }
     general = for_version(general, config.image.slurm_version)
     text = HEADER + "".join(f"{key}={value}\n" for key, value in general.items())
@@ -260,6 +264,14 @@ def render_cgroup_conf() -> str:
         "AllowedSwapSpace": 0,
     }
     return HEADER + "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def container_settings(config: SlurmCluster) -> dict[str, object]:
+    """Jobs in container images: the prolog that makes each person's Enroot directories
+    (components/containers/files/prolog.sh) on every node of a job as it is allocated (Alloc),
+    not at its first step there: Pyxis' epilog lists the person's containers on every node of
+    the job, and where their directories are missing it fails, which drains the node."""
+    return {"Prolog": PROLOG_PROGRAM, "PrologFlags": "Alloc"} if config.containers_enabled else {}
 
 
 def burst_settings(config: SlurmCluster) -> dict[str, object]:

@@ -42,12 +42,15 @@ the engine does with them follows its real semantics, so a test fails where `pul
 
 import math
 import os
+import shlex
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from components.common.script_store import MAX_ARG_STRLEN
 from tests.harness.program_harness import ROOT, ProgramRun
 from tests.harness.ssh_executor import run_over_ssh
 
@@ -235,16 +238,22 @@ def _execute(command: HostCommand, script: str, previous: StateEntry | None, tim
     if remote:
         done = run_over_ssh(command.connection, script, environment, command.stdin, timeout)
     else:
-        done = subprocess.run(
-            [*command.interpreter, script],
-            cwd=ROOT,  # the engine runs local commands in the program's folder
-            env=environment,
-            input=command.stdin or "",
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        with tempfile.NamedTemporaryFile("w", prefix="gpucluster-params-", suffix=".sh") as over_cap:
+            # A parameter over Linux's cap on one variable stays the script's own, as the
+            # engine's script store leaves it (script_store.env_part): exported, no program starts.
+            for key in [key for key, value in environment.items() if len(f"{key}={value}".encode()) >= MAX_ARG_STRLEN]:
+                over_cap.write(f"{key}={shlex.quote(environment.pop(key))}\n")
+            over_cap.flush()
+            done = subprocess.run(
+                [*command.interpreter, f". {over_cap.name}\n{script}" if over_cap.tell() else script],
+                cwd=ROOT,  # the engine runs local commands in the program's folder
+                env=environment,
+                input=command.stdin or "",
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
     if done.returncode != 0:
         raise CommandFailedError(
             f"{command.name} exited {done.returncode}\n--- stderr ---\n{done.stderr[-4000:]}"

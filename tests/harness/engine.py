@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from components.lxc.node_image import third_party
 from tests.harness.program_harness import ROOT
 from tools import parallelism
 
@@ -145,6 +146,8 @@ class Engine:
             # Offline: plugins the program's packages name but never use (aws, tls, kubernetes)
             # are not fetched; one the program does use and that is missing still fails.
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            # The program's copy is not beside shared/third_party: Enroot's and Pyxis' sources.
+            "PULUMI_PLUGIN_SOURCES": str(third_party()),
         }
         self.runs = 0
 

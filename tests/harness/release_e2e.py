@@ -16,10 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.harness.containers_e2e import jobs_in_container_images
 from tests.harness.e2e_teardown import ACCOUNTING_USERS, LOGIN, STACK, e2e_config
 from tests.harness.engine_cluster import apply, destroy, host_commands, update
 from tests.harness.login_node import login_keys, login_node_serves_people, public_keys
 from tests.harness.program_harness import run_program
+from tests.harness.registry import Registry, running_registry
 from tests.harness.slurm_client import cluster_slurm
 
 SLURM_PROGRAMS = ("sinfo", "srun", "scontrol", "sacctmgr", "squeue", "slurmctld", "slurmd", "munged", "munge")
@@ -27,13 +29,33 @@ SLURM_PROGRAMS = ("sinfo", "srun", "scontrol", "sacctmgr", "squeue", "slurmctld"
 CONTROLLER = "c000"
 
 
-def release_config(release: str, keys: dict[str, str], placement: str = "container") -> dict:
+# The tests' registry, on the host's address on the e2e NAT bridge (the nodes reach it there).
+REGISTRY_ADDRESS = "10.43.3.1:5443"
+REGISTRY_SECRET = "registryPassword"
+
+
+def release_config(
+    release: str, keys: dict[str, str], placement: str = "container", registry: Registry | None = None
+) -> dict:
     """The e2e stack on `release`, with job accounting (slurmdbd of that release) and a login
     node where the people of `keys` (name: public key) log in, without the web app (its own
-    test's); slurmctld in c000, or in its own container (placement 'host')."""
+    test's); slurmctld in c000, or in its own container (placement 'host'); c003 with two GPUs;
+    with a registry, jobs in container images from it (its CA and account)."""
     config = e2e_config(placement)
     cluster = config["cluster"]
     cluster["image"] = {"release": release}
+    cluster["nodes"][3]["gpus"] = 2  # nvidia3 and nvidia4 (the web app's, which is not here)
+    if registry is not None:
+        cluster["containers"] = {
+            "registries": [
+                {
+                    "host": registry.address,
+                    "ca_cert": registry.ca_cert,
+                    "username": registry.username,
+                    "password_secret": REGISTRY_SECRET,
+                }
+            ]
+        }
     # Associations are enforced: the people submit in an account of theirs.
     cluster["accounting"] = {
         "nat_address": "10.43.3.20",
@@ -87,15 +109,16 @@ def host_client(cluster: str, *argv: str) -> str:
 
 
 def main(release: str, hidden: list[str]) -> dict:
-    with tempfile.TemporaryDirectory() as keys_dir:
-        return run(release, hidden, login_keys(Path(keys_dir)))
+    with tempfile.TemporaryDirectory() as keys_dir, running_registry(REGISTRY_ADDRESS) as registry:
+        return run(release, hidden, login_keys(Path(keys_dir)), registry)
 
 
-def run(release: str, hidden: list[str], keys: dict[str, Path]) -> dict:
+def run(release: str, hidden: list[str], keys: dict[str, Path], registry: Registry) -> dict:
     people = public_keys(keys)
-    config = release_config(release, people)
+    config = release_config(release, people, registry=registry)
     cluster = config["cluster"]["name"]
-    commands = host_commands(run_program(config, stack=STACK))
+    secrets = {REGISTRY_SECRET: registry.password}
+    commands = host_commands(run_program(config, stack=STACK, secrets=secrets))
     report: dict = {"release": release, "hidden": hidden}
     known = subprocess.run(["dpkg-query", "-W", *hidden], capture_output=True, text=True, check=False)
     report["host_packages_known"] = [line.split()[0] for line in known.stdout.splitlines() if line.split()[1:]]
@@ -134,11 +157,15 @@ def run(release: str, hidden: list[str], keys: dict[str, Path]) -> dict:
         login: list[str] = []
         login_node_serves_people(keys, config["cluster"]["host"]["shared_dir"], login)
         report["login"] = login
+        # Jobs in container images (Pyxis and Enroot), from the login node.
+        report["containers"] = jobs_in_container_images(
+            cluster, keys, registry, config["cluster"]["host"]["shared_dir"]
+        )
         # The change table's controller row on this release: slurmctld moves into its own
         # container; the queue (a held job) moves with it.
         held = host_client(cluster, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "--wrap", "true")
-        moved_config = release_config(release, people, "host")
-        moved = host_commands(run_program(moved_config, stack=STACK))
+        moved_config = release_config(release, people, "host", registry)
+        moved = host_commands(run_program(moved_config, stack=STACK, secrets=secrets))
         _, actions = update(commands, moved, timeout=900)
         commands = moved
         report["controller_moved"] = sorted(f"{name} {action}" for name, action in actions.items() if action != "same")
@@ -151,7 +178,7 @@ def run(release: str, hidden: list[str], keys: dict[str, Path]) -> dict:
         # replaced; the queue and the accounting records are kept.
         rebuilt_config = copy.deepcopy(moved_config)
         rebuilt_config["cluster"]["image"]["extra_packages"] = ["less"]
-        rebuilt = host_commands(run_program(rebuilt_config, stack=STACK))
+        rebuilt = host_commands(run_program(rebuilt_config, stack=STACK, secrets=secrets))
         _, actions = update(commands, rebuilt, timeout=1200)
         commands = rebuilt
         report["image_rebuilt"] = sorted(f"{name} {action}" for name, action in actions.items() if action == "replace")

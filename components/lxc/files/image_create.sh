@@ -11,6 +11,10 @@ if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
 fi
 # The pending marker first: an interruption before the owner marker is not a foreign image.
 lxc_pending_begin "$CLUSTER_DIR" "$IMAGE"
+# A build that fails takes its half-built image away: the failed create is not in the stack's
+# state, so a destroy after it would never find it (the next create would, and remove it).
+built=false
+trap '[ "$built" = true ] || { lxc-destroy -n "$IMAGE" -f >/dev/null 2>&1 || rm -rf "$dir"; }' EXIT
 kept="$KEPT_DIR/node-image-$IMAGE_DIGEST"
 # A kept image past its age is built again: its packages would miss months of updates.
 max_age=${KEPT_MAX_AGE_DAYS:-30}
@@ -24,6 +28,7 @@ if [ "$KEEP_IMAGE" = true ] && [ -f "$kept/gpucluster-image-ready" ]; then
   mkdir -p "$(dirname "$dir")"
   mv "$kept" "$dir"
   lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
+  built=true
   exit 0
 fi
 # Another cluster of this host holds the image of the same definition (kept, or in use: its
@@ -51,6 +56,7 @@ if [ "$KEEP_IMAGE" = true ]; then
       lxc_mark "$CLUSTER" "$CLUSTER_DIR" "$IMAGE"
       touch -r "$source/gpucluster-image-ready" "$dir/gpucluster-image-ready"
       log "node image copied from $source (the same definition) in $((SECONDS - started)) s"
+      built=true
       exit 0
     fi
     log "copying the node image from $source failed: building it instead"
@@ -116,6 +122,14 @@ fi
 # The .debs live in the cache, not in every node's image.
 chroot "$rootfs" apt-get clean
 log "node image: packages in $((SECONDS - started)) s"
+# Jobs in container images (the cluster's `containers:`): Enroot and Pyxis built from their
+# sources (lib/containers_build.sh), kept built beside the host's package cache.
+if [ -n "${CONTAINER_SOURCES_TGZ:-}" ]; then
+  CONTAINER_SOURCES=$(mktemp -d)
+  base64 -d <<< "$CONTAINER_SOURCES_TGZ" | tar -C "$CONTAINER_SOURCES" -xzf -
+  BUILD_CACHE=$PACKAGE_CACHE containers_build || { rm -rf "$CONTAINER_SOURCES"; die "building Enroot and Pyxis failed: $build_log"; }
+  rm -rf "$CONTAINER_SOURCES"
+fi
 # LXC sets the addresses: ifupdown must not run DHCP on them (it stalls every boot ~60 s).
 printf 'auto lo\niface lo inet loopback\n\niface eth0 inet manual\niface eth1 inet manual\n' \
   > "$rootfs/etc/network/interfaces"
@@ -148,3 +162,4 @@ while read -r unit; do
 done < <(lines "$MASKED_UNITS")
 printf '%s\n' "$IMAGE_DIGEST" > "$dir/gpucluster-image-digest"
 touch "$dir/gpucluster-image-ready"
+built=true

@@ -11,6 +11,12 @@ ct_setup_munge "$CONTAINER" || true
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 printf '%s' "$SLURM_CONF_TEXT" | ct_stage "$stage" /etc/slurm/slurm.conf 0644 root:root
+# Pyxis in srun and sbatch (jobs in container images); without containers, ours goes.
+if [ -n "${PLUGSTACK_CONF_TEXT:-}" ]; then
+  printf '%s' "$PLUGSTACK_CONF_TEXT" | ct_stage "$stage" /etc/slurm/plugstack.conf 0644 root:root
+elif in_ct "$CONTAINER" grep -qs '^# gpu-cluster: ' /etc/slurm/plugstack.conf; then
+  ct_stage_absent "$stage" /etc/slurm/plugstack.conf
+fi
 printf '%s\n' "$SSHD_CONFIG" | ct_stage "$stage" /etc/ssh/sshd_config.d/gpucluster.conf 0644 root:root
 # PEOPLE: one line per person, NAME:UID:GID:GROUP followed by their keys, one per following
 # line starting with a space ("" keys: no authorized_keys, so no login).

@@ -14,6 +14,13 @@ changed=1
 slurm_conf_text | ct_write_if_changed "$CONTAINER" /etc/slurm/slurm.conf 0644 root:root && changed=0
 printf '%s' "$GRES_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/gres.conf 0644 root:root && changed=0
 printf '%s' "$CGROUP_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/cgroup.conf 0644 root:root && changed=0
+# plugstack.conf (jobs in container images: Pyxis), served to the configless nodes with the rest;
+# without containers, ours goes (a release's own is left as it is).
+if [ -n "${PLUGSTACK_CONF_TEXT:-}" ]; then
+  printf '%s' "$PLUGSTACK_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/plugstack.conf 0644 root:root && changed=0
+elif in_ct "$CONTAINER" grep -qs '^# gpu-cluster: ' /etc/slurm/plugstack.conf; then
+  in_ct "$CONTAINER" rm -f /etc/slurm/plugstack.conf && changed=0
+fi
 # Restarted until it runs: with job accounting, a slurmctld that starts before slurmdbd
 # answers (a reboot starts every container at once) exits, and must try again. The last its
 # container's OOM killer picks (in a node, after every job there); the burst programs it starts

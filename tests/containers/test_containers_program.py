@@ -1,0 +1,118 @@
+"""The `containers:` section as the program reads and renders it (under mocks): what it
+accepts and refuses, what a cluster with it builds (Enroot and Pyxis in the image, the prolog,
+Pyxis in plugstack.conf, each node's Enroot files, the registries' CAs and the site's account
+as a secret), and that a cluster without it keeps every input it had."""
+
+import base64
+import copy
+import gzip
+import io
+import tarfile
+
+import pytest
+
+from components.composition.stack_config import ConfigError, parse_stack_config
+from components.lxc.node_image import CONTAINER_SOURCES, container_sources_archive, third_party
+from tests.harness.program_harness import run_program, stack_config
+
+CA = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2Vy\ndGlmaWNhdGU=\n-----END CERTIFICATE-----\n"
+PASSWORD = "not-in-the-clear-7Qx"
+SECRET = "registryPassword"
+
+
+def with_containers(section: dict | None = None) -> dict:
+    config = copy.deepcopy(stack_config("e2e"))
+    config["cluster"]["containers"] = (
+        section
+        if section is not None
+        else {
+            "registries": [
+                {"host": "registry.example:5443", "ca_cert": CA, "username": "puller", "password_secret": SECRET},
+                {"host": "nvcr.io"},
+            ]
+        }
+    )
+    return config
+
+
+def error_of(config: dict) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(config)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("registry", "field", "says"),
+    [
+        ({"host": "Registry.Example"}, "host", "should match pattern"),
+        ({"host": "reg;rm -rf /"}, "host", "should match pattern"),
+        ({"host": "r.example", "ca_cert": "not a certificate"}, "ca_cert", "should match pattern"),
+        ({"host": "r.example", "password_secret": "no spaces"}, "password_secret", "should match pattern"),
+        ({"host": "r.example", "username": "a b"}, "username", "should match pattern"),
+    ],
+)
+def test_a_bad_registry_is_refused_naming_its_field(registry, field, says):
+    message = error_of(with_containers({"registries": [registry]}))
+    assert f"cluster.containers.registries[0].{field}" in message and says in message, message
+
+
+@pytest.mark.parametrize("data_dir", ["/tmp/enroot", "/dev/shm", "/home/enroot", "/var/lib"])
+def test_a_data_dir_people_could_write_or_a_system_directory_is_refused(data_dir):
+    message = error_of(with_containers({"data_dir": data_dir}))
+    assert "cluster.containers.data_dir" in message and repr(data_dir) in message, message
+
+
+def test_limits_and_paths_are_checked():
+    message = error_of(with_containers({"cache_limit_mb": 10, "data_dir": "relative/dir"}))
+    assert "cluster.containers.cache_limit_mb" in message and "cluster.containers.data_dir" in message, message
+
+
+def test_a_cluster_with_containers_builds_them_in_its_image_and_sets_up_every_node():
+    run = run_program(with_containers(), stack="e2e", secrets={SECRET: PASSWORD})
+    image = run.by_name("e2e-image-rootfs").inputs
+    assert "CONTAINER_SOURCES_TGZ" in image["environment"]
+    assert "squashfs-tools" in image["environment"]["PACKAGES"] and "containers" in image["triggers"]
+    controller = run.by_name("e2e-slurm-slurmctld").inputs["environment"]
+    assert "required spank_pyxis.so" in controller["PLUGSTACK_CONF_TEXT"]
+    assert "Prolog=/usr/local/sbin/gpucluster-prolog" in controller["SLURM_CONF_TEXT"]
+    for node in ("c000", "c001", "c002", "c003"):
+        setup = run.by_name(f"e2e-{node}-slurm-containers")
+        assert setup.inputs["environment"]["CONTAINER"] == f"e2e-{node}"
+        assert setup.inputs["environment"]["REGISTRY_CA_0"] == CA
+        assert "REGISTRY_CA_1" not in setup.inputs["environment"]
+        assert "/srv/gpucluster/e2e/shared /srv/gpucluster/e2e/shared" in setup.inputs["environment"]["MOUNTS"]
+        assert run.depends_on(f"e2e-{node}-slurm-containers", f"e2e-{node}-slurm-slurmd")
+        assert run.depends_on("e2e-health", f"e2e-{node}-slurm-containers")
+    # The site's account: on stdin only, and secret there.
+    stdin = run.by_name("e2e-c000-slurm-containers").inputs["stdin"]
+    assert stdin["value"] == f"machine registry.example login puller password {PASSWORD}"
+    assert stdin.get("4dabf18193072939515e22adb298388d") == "1b47061264138c4ac30d75fd1eb44270", "not a secret"
+    for resource in run.resources:
+        if resource.name.endswith("-containers"):
+            continue
+        assert PASSWORD not in repr(resource.inputs), resource.name
+
+
+def test_a_cluster_without_containers_keeps_every_input():
+    plain = run_program(stack_config("e2e"), stack="e2e")
+    disabled = run_program(with_containers({"enabled": False}), stack="e2e")
+    assert not [r.name for r in plain.resources if r.name.endswith("-containers")]
+    assert {r.urn: r.inputs for r in plain.resources} == {r.urn: r.inputs for r in disabled.resources}
+    controller = plain.by_name("e2e-slurm-slurmctld").inputs["environment"]
+    assert "PLUGSTACK_CONF_TEXT" not in controller and "Prolog" not in controller["SLURM_CONF_TEXT"]
+    assert "CONTAINER_SOURCES_TGZ" not in plain.by_name("e2e-image-rootfs").inputs["environment"]
+
+
+def test_the_sources_travel_whole_and_the_same_every_time():
+    archive = container_sources_archive()
+    container_sources_archive.cache_clear()
+    assert container_sources_archive() == archive
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(archive)))) as sources:
+        files = {m.name: sources.extractfile(m).read() for m in sources.getmembers() if m.isfile()}
+    expected = {
+        str(path.relative_to(third_party())): path.read_bytes()
+        for folder in CONTAINER_SOURCES
+        for path in (third_party() / folder).rglob("*")
+        if path.is_file() and not path.is_symlink()
+    }
+    assert files == expected
