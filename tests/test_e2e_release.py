@@ -97,6 +97,7 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
     assert report["srun_N4_hostname"] == ["c000", "c001", "c002", "c003"]
     assert "CUDA_VISIBLE_DEVICES=0" in report["gpu_job"]
     assert [line for line in report["gpu_job"] if line.startswith("nvidia")] == ["nvidia2"]
+    check_jobs_in_container_images(report["containers"])
     # Job accounting by the release's slurmdbd; the controller's row of the change table.
     assert report["slurmdbd"].startswith("slurm-wlm 24.11") and report["accounted_gpu_jobs"], report
     assert any(line.startswith("e2e-slurm-slurmctld ") for line in report["controller_moved"]), report
@@ -113,3 +114,44 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
     assert report["held_after_rebuild"] == "PENDING", "the queue was lost rebuilding the image"
     assert set(report["accounted_gpu_jobs"]) <= set(report["accounted_after_rebuild"]), report
     assert report["srun_after_rebuild"] == ["c000", "c001", "c002", "c003"]
+
+
+def check_jobs_in_container_images(report: dict) -> None:
+    """tests/harness/containers_e2e.py's report: Pyxis and Enroot as alice and bob use them."""
+    # The image's system, not the node's, the second time from the node's cache.
+    assert report["os_release"] == report["os_release_again"] == ['PRETTY_NAME="gpucluster test image (busybox)"']
+    assert report["node_os"].startswith("Debian GNU/Linux 13"), report
+    assert int(report["cached_layers"]) >= 1, report
+    # sbatch from shared_dir/alice: the script ran in the container, its output and its file hers.
+    # (Pyxis's own lines, "pyxis: importing docker image: ...", are the job's output too.)
+    said = [line for line in report["sbatch"] if not line.startswith(("Submitted batch job", "pyxis: "))]
+    assert said == [
+        'PRETTY_NAME="gpucluster test image (busybox)"',
+        "alice",
+        "/srv/gpucluster/e2e/shared/alice",
+        "alice container.out",
+        "alice from-container",
+    ], report["sbatch"]
+    # The job's GPU only, inside as outside: its own opens (no driver: ENXIO), the other refused.
+    assert report["gpus_inside"] == report["gpus_outside"], report
+    assert sorted(report["gpus_inside"].values()) == ["No such device or address", "Operation not permitted"], report
+    # The container runs on the job's one CPU, within its memory (--mem=64M).
+    assert report["confined"] == ["1", str(64 * 1024 * 1024)], report["confined"]
+    # Each person's directories are theirs alone.
+    assert sorted(line.split()[:2] for line in report["enroot_dirs"]) == [
+        ["alice", "700"],
+        ["alice", "700"],
+        ["bob", "700"],
+        ["bob", "700"],
+    ], report["enroot_dirs"]
+    assert report["bob_reads_alices_cache"].startswith(("1 ", "2 ")), report
+    assert "Permission denied" in report["bob_reads_alices_cache"], report
+    # A missing image, a missing registry: the job fails saying why, and leaves nothing.
+    missing = report["missing_image"]
+    assert missing["rc"] != 0 and any("404" in line for line in missing["stderr"]), report
+    assert report["missing_registry"]["rc"] != 0, report
+    assert any("5999" in line or "onnect" in line for line in report["missing_registry"]["stderr"]), report
+    assert report["left_after_failures"] == "", report
+    # scancel ends the container's processes.
+    assert "sleep 600" in report["running_before_scancel"], report
+    assert report["left_after_scancel"] == "", report

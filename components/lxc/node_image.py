@@ -67,7 +67,7 @@ MASKED_UNITS = [
 # themselves are built from their sources (containers_build.sh, CONTAINER_SOURCES).
 CONTAINER_RUNTIME_PACKAGES = [
     *("squashfs-tools", "squashfuse", "fuse-overlayfs", "fuse3", "jq", "parallel", "curl"),
-    *("ca-certificates", "zstd", "pigz", "bsdextrautils", "procps"),
+    *("ca-certificates", "zstd", "pigz", "bsdextrautils", "procps", "libcap2-bin"),
 ]
 # Enroot's and Pyxis' unmodified release sources, where the engine's plugins' are
 # (tools/pulumi-cli.sh): $PULUMI_PLUGIN_SOURCES, else shared/third_party beside or in the

@@ -51,6 +51,15 @@ def nothing_left(cluster: str, node: str, person_uid: int) -> str:
     return "\n".join(part for part in (data, processes) if part)
 
 
+def gone(cluster: str, node: str, person_uid: int, seconds: int = 60) -> str:
+    """What is left of the person on the node once their jobs' epilogs have ended (Pyxis's
+    runs `enroot list` as them for a moment after the job)."""
+    deadline = time.monotonic() + seconds
+    while (left := nothing_left(cluster, node, person_uid)) and time.monotonic() < deadline:
+        time.sleep(1)
+    return left
+
+
 def jobs_in_container_images(cluster: str, keys: dict[str, Path], registry: Registry, shared: str) -> dict:
     report: dict = {}
     alice, bob = keys["alice"], keys["bob"]
@@ -76,9 +85,10 @@ def jobs_in_container_images(cluster: str, keys: dict[str, Path], registry: Regi
     outside = ssh_as(alice, "alice", f"{gpus} sh -c '{PROBE}'").stdout
     inside = ssh_as(alice, "alice", f"{gpus} --container-image={image} sh -c '{PROBE}'").stdout
     report["gpus_outside"], report["gpus_inside"] = opened(outside), opened(inside)
-    # Its cgroups (memory, devices, cpuset) and CPUs are the job's.
-    cgroups = "grep -E ':(memory|devices|cpuset):' /proc/self/cgroup"
-    confined = f'{gpus} --mem=64M --container-image={image} sh -c "nproc; {cgroups}"'
+    # Its CPUs and memory limit are the job's (the container's cgroup namespace starts at the
+    # job step's cgroup: its limit is the job's --mem).
+    limit = "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max"
+    confined = f'{gpus} --mem=64M --container-image={image} sh -c "nproc; {limit}"'
     report["confined"] = ssh_as(alice, "alice", confined).stdout.strip().splitlines()
     # Each person's state is their own.
     ssh_as(bob, "bob", f"srun -w {OTHER} --container-image={image} true")
@@ -89,7 +99,8 @@ def jobs_in_container_images(cluster: str, keys: dict[str, Path], registry: Regi
         f"{DATA_DIR}/data/user-2101 {DATA_DIR}/data/user-2102",
     ).splitlines()
     peek = ssh_as(bob, "bob", f"srun -w {OTHER} ls {DATA_DIR}/cache/user-2101", check=False)
-    report["bob_reads_alices_cache"] = f"{peek.returncode} {peek.stderr.strip().splitlines()[-1:]}"
+    said = [line for line in peek.stderr.splitlines() if line.startswith("ls:")]
+    report["bob_reads_alices_cache"] = f"{peek.returncode} {said}"
     # A missing image, a registry that does not answer: the job fails saying so, leaving nothing.
     host = registry.address.rsplit(":", 1)[0]
     for case, missing in (
@@ -99,8 +110,8 @@ def jobs_in_container_images(cluster: str, keys: dict[str, Path], registry: Regi
         done = ssh_as(
             alice, "alice", f"srun -w {OTHER} --container-image={registry.username}@{missing} true", check=False
         )
-        report[case] = {"rc": done.returncode, "stderr": done.stderr.strip().splitlines()[-6:]}
-    report["left_after_failures"] = nothing_left(cluster, OTHER, 2101)
+        report[case] = {"rc": done.returncode, "stderr": done.stderr.strip().splitlines()[-12:]}
+    report["left_after_failures"] = gone(cluster, OTHER, 2101)
     # scancel ends the container's processes.
     job = ssh_as(
         alice,
@@ -112,8 +123,5 @@ def jobs_in_container_images(cluster: str, keys: dict[str, Path], registry: Regi
         time.sleep(1)
     report["running_before_scancel"] = in_node(cluster, OTHER, "pgrep -u 2101 -a sleep || true")
     ssh_as(alice, "alice", f"scancel {job}")
-    deadline = time.monotonic() + 60
-    while nothing_left(cluster, OTHER, 2101) and time.monotonic() < deadline:
-        time.sleep(1)
-    report["left_after_scancel"] = nothing_left(cluster, OTHER, 2101)
+    report["left_after_scancel"] = gone(cluster, OTHER, 2101)
     return report

@@ -21,6 +21,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[2])]  # the repository root
 from tests.harness import ssh_hosts  # noqa: E402
 from tests.harness.command_executor import HostCommand, destroy, host_commands  # noqa: E402
 from tests.harness.program_harness import run_program, stack_config  # noqa: E402
+from tests.harness.registry import stop_left_registries  # noqa: E402
 from tests.harness.ssh_hosts import SshHost  # noqa: E402
 
 STACK = "e2e"
@@ -407,6 +408,7 @@ def teardown(images: bool = False) -> None:
         remove_stand_in_gpus()
         remove_kept_accounting()
         purge_kept(images)
+        stop_left_registries()
 
 
 if __name__ == "__main__":

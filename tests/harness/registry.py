@@ -56,7 +56,8 @@ def _image_rootfs(root: Path) -> None:
     for folder in ("bin", "etc", "root", "tmp", "proc", "sys", "dev", "run", "var"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     _run("cp", "/bin/busybox", str(root / "bin" / "busybox"))
-    for applet in ("sh", "cat", "ls", "id", "sleep", "echo", "stat", "head", "grep", "env", "touch", "pwd"):
+    applets = ("sh", "cat", "ls", "id", "sleep", "echo", "stat", "head", "grep", "env", "touch", "pwd", "true", "nproc")
+    for applet in applets:
         (root / "bin" / applet).symlink_to("busybox")
     (root / "var" / "lock").symlink_to("../run/lock")
     (root / "etc" / "os-release").write_text(IMAGE_OS_RELEASE)
@@ -79,7 +80,11 @@ def push_image(registry: Registry, work: Path, name: str) -> None:
     certs = work / "skopeo-certs"
     certs.mkdir(exist_ok=True)
     (certs / "ca.crt").write_text(registry.ca_cert)
-    _run("skopeo", "copy", "--dest-cert-dir", str(certs), "--dest-creds", f"{registry.username}:{registry.password}",
+    # Docker's manifest format, as most registries' images are: docker-registry answers a request
+    # for an OCI manifest without an OCI Accept header with 404, and Enroot's first request for
+    # a registry with Basic accounts (the one that proves the password) has no Accept header.
+    _run("skopeo", "copy", "--format", "v2s2", "--dest-cert-dir", str(certs),
+         "--dest-creds", f"{registry.username}:{registry.password}",
          f"oci:{layout}:latest", f"docker://127.0.0.1:{registry.address.rsplit(':', 1)[1]}/{name}")  # fmt: skip
 
 
@@ -144,3 +149,10 @@ def running_registry(address: str) -> Iterator[Registry]:
 
 def _which(program: str) -> bool:
     return any(Path(folder, program).exists() for folder in [*os.environ.get("PATH", "").split(":"), "/usr/sbin"])
+
+
+def stop_left_registries() -> None:
+    """What a killed test left: its registry process and files (tests/harness/e2e_teardown.py)."""
+    subprocess.run(["pkill", "-f", f"docker-registry serve {tempfile.gettempdir()}/gpucluster-registry-"], check=False)
+    for left in Path(tempfile.gettempdir()).glob("gpucluster-registry-*"):
+        subprocess.run(["rm", "-rf", "--one-file-system", str(left)], check=False)

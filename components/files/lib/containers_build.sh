@@ -15,7 +15,7 @@
 ENROOT_VERSION=4.1.2
 PYXIS_VERSION=0.24.0
 # Bump when the build below changes what it produces: the cache key includes it.
-CONTAINERS_RECIPE=1
+CONTAINERS_RECIPE=3
 
 # containers_build: in a subshell, so that its traps and variables stay out of the caller.
 containers_build() { (
@@ -59,6 +59,12 @@ containers_build() { (
   # Existing directories of the image keep their owners, modes and times.
   tar -C "$cache/root" -cf - . |
     tar -C "$rootfs" -xf - --no-overwrite-dir --keep-directory-symlink
+  # The two helpers that turn image layers into a squashfs get the capabilities they use for
+  # overlay whiteouts and xattrs, as NVIDIA's enroot+caps package gives them: without them no
+  # person can import an image (`enroot-aufs2ovlfs: failed to set capabilities`). Each drops
+  # every other capability at start.
+  chroot "$rootfs" setcap cap_sys_admin+pe /usr/local/bin/enroot-mksquashovlfs
+  chroot "$rootfs" setcap cap_sys_admin,cap_mknod+pe /usr/local/bin/enroot-aufs2ovlfs
   log "node image: Enroot $ENROOT_VERSION and Pyxis $PYXIS_VERSION installed in $((SECONDS - started)) s:" \
     "enroot in /usr/local/bin, its config and hooks in /etc/enroot, Pyxis as $plugin_dir/spank_pyxis.so"
   sed 's/^/  /' "$cache/files" >> "$build_log"
@@ -96,6 +102,20 @@ containers_compile() {
   cp -R "$enroot_src" "$buildroot/build/enroot"
   cp -R "$pyxis_src" "$buildroot/build/pyxis"
   chmod -R u+w "$buildroot/build"
+  # The one change to Enroot's sources, in the request that proves a registry's Basic account:
+  # it finds the credentials curl sent in curl's verbose output by a case-sensitive
+  # "Authorization: Basic", which curl 7.88 (bookworm) prints in lower case over HTTP/2
+  # (docker-registry with TLS) and curl 8 also in its HTTP/2 trace, so a registry with Basic
+  # accounts (htpasswd) never let anyone pull; and the same pipe swallowed the error of that
+  # request (a missing image's 404, a wrong password's 401): the job failed without a reason.
+  # The request's own header line is matched whatever the case; errors go on to stderr.
+  local docker_sh="$buildroot/build/enroot/src/docker.sh" text
+  local old_awk='/Authorization: Basic/ { sub(/\r/, "", $4); print $4 }'
+  local new_awk='tolower($0) ~ /^> authorization: basic / { sub(/\r/, "", $4); print $4 } /\[ERROR\]|^curl: / { print > "/dev/stderr" }'
+  text=$(cat "$docker_sh")
+  [[ $text == *"$old_awk"* ]] ||
+    die "Enroot's src/docker.sh has no Basic credentials match to fix (other sources than $ENROOT_VERSION?)"
+  printf '%s\n' "${text/"$old_awk"/"$new_awk"}" > "$docker_sh"
 
   # Enroot: its helpers against glibc (FORCE_GLIBC, not the musl submodule) and Debian's
   # headers; `-o deps` skips the submodule build (musl, makeself, linux-headers are empty),
