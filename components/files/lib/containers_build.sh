@@ -104,7 +104,7 @@ containers_compile() {
   chmod -R u+w "$buildroot/build"
   # The one change to Enroot's sources, in the request that proves a registry's Basic account:
   # it finds the credentials curl sent in curl's verbose output by a case-sensitive
-  # "Authorization: Basic", which curl 7.88 (bookworm) prints in lower case over HTTP/2
+  # "Authorization: Basic", which curl 7.88 (Debian 12) prints in lower case over HTTP/2
   # (docker-registry with TLS) and curl 8 also in its HTTP/2 trace, so a registry with Basic
   # accounts (htpasswd) never let anyone pull; and the same pipe swallowed the error of that
   # request (a missing image's 404, a wrong password's 401): the job failed without a reason.
@@ -121,7 +121,7 @@ containers_compile() {
   # headers; `-o deps` skips the submodule build (musl, makeself, linux-headers are empty),
   # -l:libbsd.a then comes from libbsd-dev. Built without DESTDIR first: `enroot` and
   # enroot.conf embed their paths at build time, and DESTDIR's would end up in them.
-  # glibc < 2.38 (bookworm) declares no strlcpy/strlcat: libbsd's header does, else they are
+  # glibc < 2.38 (Debian 12) declares no strlcpy/strlcat: libbsd's header does, else they are
   # implicit (int, not size_t) and gcc warns. Through the environment: the Makefile appends it.
   local cppflags=
   grep -qw strlcpy "$buildroot/usr/include/string.h" ||
