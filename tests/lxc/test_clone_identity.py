@@ -14,6 +14,8 @@ from components.common.transport import INTERPRETER, script
 from components.slurm.node import FILES as SLURM_FILES
 
 DELETES = ["slurmd_delete.sh", "slurmctld_container_delete.sh", "slurmdbd_delete.sh", "database_delete.sh"]
+# Jobs in container images: each node's Enroot files and prolog (components/containers).
+DELETES += ["../../containers/files/containers_delete.sh"]
 
 
 def slurmd_delete(tmp_path: Path, previous_stdout: str | None) -> subprocess.CompletedProcess:
