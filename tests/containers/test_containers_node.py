@@ -106,7 +106,7 @@ def test_the_driver_hook_binds_the_nodes_driver_files_from_its_host_and_nothing_
         tool.chmod(0o755)
     script = (
         f'mount --bind "{library}" "{library}" && mount --bind /etc/hostname /etc/hostname && '
-        f'PATH={tools}:$PATH ENROOT_ROOTFS={tmp_path}/rootfs bash {FILES / "driver_hook.sh"}'
+        f"PATH={tools}:$PATH ENROOT_ROOTFS={tmp_path}/rootfs bash {FILES / 'driver_hook.sh'}"
     )
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
