@@ -28,7 +28,7 @@ import pytest
 from tests.harness.program_harness import ROOT
 
 COMPONENTS = ROOT / "components"
-AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes")
+AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes", "containers")
 SHARED = ("config_types", "transport", "script_store", "options", "rendering")
 COMPOSITION = ("config", "cluster_host", "cluster_views", "config_rules_beside_errors")
 TOP = ("cluster", "host_part", "cluster_parts", "host_state", "stack_config")
@@ -50,6 +50,7 @@ ALLOWED = {
     ("metrics", "lxc"): "Prometheus runs in a CudaContainer",
     ("metrics", "network"): "rule_metrics_ports: the metrics ports are checked against Slurm's (SLURM_PORTS)",
     ("sharedfs", "host"): "shared_fs.directory is refused inside the host paths' system trees",
+    ("slurm", "containers"): "slurm.conf names the containers' prolog; a node sets up its Enroot files and Pyxis",
     ("slurm", "burst"): "slurm.conf renders the burst partitions' cloud nodes and their programs' paths",
     ("slurm", "host"): "the accounting database's container gets the people (UserConfig)",
     ("slurm", "lxc"): "the accounting database runs in a container; Slurm names avoid the program's containers",

@@ -18,7 +18,7 @@ printf '%s' "$CGROUP_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/cg
 # without containers, ours goes (a release's own is left as it is).
 if [ -n "${PLUGSTACK_CONF_TEXT:-}" ]; then
   printf '%s' "$PLUGSTACK_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/plugstack.conf 0644 root:root && changed=0
-elif in_ct "$CONTAINER" grep -qs '^# gpu-cluster: ' /etc/slurm/plugstack.conf; then
+elif [[ $(in_ct "$CONTAINER" cat /etc/slurm/plugstack.conf 2>/dev/null) == "# gpu-cluster: "* ]]; then
   in_ct "$CONTAINER" rm -f /etc/slurm/plugstack.conf && changed=0
 fi
 # Restarted until it runs: with job accounting, a slurmctld that starts before slurmdbd
