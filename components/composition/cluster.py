@@ -72,7 +72,6 @@ class GpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-cluster:cluster:GpuCluster", name, None, opts)
-        self._registry_accounts: tuple[pulumi.Output[str] | None] | None = None
         self._cluster_wide(name, config)
         self._host_parts(name, config)
         self._slurm(name, config)
@@ -146,6 +145,8 @@ class GpuCluster(pulumi.ComponentResource):
         self.accounts = self._accounts(name, config) if config.accounting else None
         self.clients = clients or {controller_host.name: self.controller.client}
         self.burst_programs = self._burst_programs(name, config) if self.burst is not None else None
+        # The site's registry accounts, read once for every node (jobs in container images).
+        self.registry_accounts = credentials(config.containers) if config.containers_enabled else None
         self.slurm_nodes = [self._slurm_node(name, config, node, slurm_conf) for node in config.nodes]
         # Fails the apply, loudly, when a node (of any host) does not serve or a test job
         # cannot run; never waits on users' jobs (components/slurm/files/health_check.sh).
@@ -262,13 +263,11 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _node_containers(self, config: ClusterConfig, host: ClusterHostConfig) -> NodeContainers | None:
         """A node's part of jobs in container images: Enroot's files (shared_dir as its host
-        has it) and the site's registry accounts (read once for every node)."""
+        has it) and the site's registry accounts."""
         if not config.containers_enabled:
             return None
-        if self._registry_accounts is None:
-            self._registry_accounts = (credentials(config.containers),)
         environment = {**node_environment(config.containers), "MOUNTS": mounts_fstab(host.shared_dir)}
-        return NodeContainers(environment, self._registry_accounts[0])
+        return NodeContainers(environment, self.registry_accounts)
 
     def _services(self, name: str, config: ClusterConfig) -> None:
         """The web app, the metrics, the login node, and the port forwards to what answers behind them."""

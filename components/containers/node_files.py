@@ -12,7 +12,6 @@ FILES = Path(__file__).parent / "files"
 # Where the node image's build puts them (components/lxc/files/containers_build.sh): Pyxis in
 # Slurm's plugin directory, where plugstack.conf's relative names are looked up.
 PYXIS_PLUGIN = "spank_pyxis.so"
-ENROOT_PROGRAM = "/usr/local/bin/enroot"
 # slurm.conf's Prolog: each person's Enroot directories, made by root (files/prolog.sh).
 PROLOG_PROGRAM = "/usr/local/sbin/gpucluster-prolog"
 # The site's registry accounts, read by Enroot as the person (ENROOT_CONFIG_PATH).
@@ -55,7 +54,7 @@ def enroot_conf(containers: ContainersConfig) -> str:
 
 def mounts_fstab(shared_dir: str) -> str:
     """What every container gets from its node: shared_dir at its path, where people submit
-    from and their jobs write (Pyxis starts the job in its working directory there)."""
+    from and their jobs write (`--container-workdir` starts the job there)."""
     return f"{shared_dir} {shared_dir} none x-create=dir,rbind,rw,nosuid,nodev\n"
 
 

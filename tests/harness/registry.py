@@ -6,6 +6,7 @@ with skopeo. Stopped, and its files removed, on every way out."""
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -99,7 +100,7 @@ def _serving(address: str) -> bool:
 def running_registry(address: str) -> Iterator[Registry]:
     """A registry listening on every address at `address`'s port, its certificate for
     `address`; one image pushed: gpucluster/busybox:1."""
-    missing = [program for program in PROGRAMS if not _which(program)]
+    missing = [program for program in PROGRAMS if not shutil.which(program, path=f"{os.environ['PATH']}:/usr/sbin")]
     assert not missing, f"{missing} missing: install tests/debian-packages.txt"
     port = address.rsplit(":", 1)[1]
     with tempfile.TemporaryDirectory(prefix="gpucluster-registry-") as tmp:
@@ -145,10 +146,6 @@ def running_registry(address: str) -> Iterator[Registry]:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
             log.close()
-
-
-def _which(program: str) -> bool:
-    return any(Path(folder, program).exists() for folder in [*os.environ.get("PATH", "").split(":"), "/usr/sbin"])
 
 
 def stop_left_registries() -> None:
