@@ -103,6 +103,11 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
     assert any(line.startswith("e2e-slurm-slurmctld ") for line in report["controller_moved"]), report
     assert "e2e-slurmctld-container-lxc create" in report["controller_moved"], report["controller_moved"]
     assert report["held_after_move"] == "PENDING", "the queue was lost moving the controller"
+    # A job that ran across the move: c000's address answered for the moved slurmctld (DNAT,
+    # OUTPUT and SNAT, FORWARD accept), so its end was recorded when it ended.
+    assert report["across_before_move"] == report["across_after_move"] == "RUNNING", report
+    assert report["forwards_in_c000"] == 4, report
+    assert report["across_ended"] == "COMPLETED", report
     assert report["slurmctld_in"].startswith("slurm-wlm 24.11") and report["slurmctld_in"].endswith("running")
     assert report["srun_after_move"] == ["c000", "c001", "c002", "c003"]
     # The image's row: rebuilt, every container replaced, the queue and the records kept.

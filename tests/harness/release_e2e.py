@@ -86,7 +86,7 @@ def in_node(cluster: str, node: str, *argv: str, timeout: int = 120) -> str:
     return done.stdout.strip()
 
 
-# What a query (squeue, sinfo) prints when slurmctld is slower than MessageTimeout to answer:
+# What a query (squeue, sinfo, scontrol show) prints when slurmctld is slower than MessageTimeout to answer:
 # on 2 cores shared with the other tests it is, just after every container was replaced. The
 # query is asked again; a command that changes something is never repeated.
 SLOW_CONTROLLER = "Socket timed out on send/recv operation"
@@ -99,13 +99,32 @@ def host_client(cluster: str, *argv: str) -> str:
     deadline = time.monotonic() + 90
     while True:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False, env={**os.environ, **env})
-        slow = argv[0] in QUERIES and SLOW_CONTROLLER in done.stderr
+        query = argv[0] in QUERIES or (argv[0] == "scontrol" and "show" in argv)
+        slow = query and SLOW_CONTROLLER in done.stderr
         if done.returncode == 0 or not slow or time.monotonic() > deadline:
             break
         print(f"{' '.join(argv)}: {done.stderr.strip()}; asking again", file=sys.stderr)
         time.sleep(3)
     assert done.returncode == 0, f"{' '.join(argv)} by the host's client failed: {done.stdout}{done.stderr}"
     return done.stdout.strip()
+
+
+def job_state_within(cluster: str, job: str, state: str, seconds: int) -> str:
+    """The job's state once it is `state`, or after `seconds` (slurmctld's view)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        shown = host_client(cluster, "scontrol", "-o", "show", "job", job)
+        now = next(word.split("=", 1)[1] for word in shown.split() if word.startswith("JobState="))
+        if now == state or time.monotonic() >= deadline:
+            return now
+        time.sleep(1)
+
+
+def controller_forwards(cluster: str, node: str) -> list[str]:
+    """The rules in a node's network namespace that have its address answer for a moved slurmctld."""
+    pid = subprocess.run(["lxc-info", "-n", f"{cluster}-{node}", "-p", "-H"], capture_output=True, text=True).stdout
+    rules = subprocess.run(["nsenter", "-t", pid.strip(), "-n", "iptables-save"], capture_output=True, text=True)
+    return [line for line in rules.stdout.splitlines() if f"gpucluster:{cluster}:ctld-move:" in line]
 
 
 def main(release: str, hidden: list[str]) -> dict:
@@ -162,14 +181,29 @@ def run(release: str, hidden: list[str], keys: dict[str, Path], registry: Regist
             cluster, keys, registry, config["cluster"]["host"]["shared_dir"]
         )
         # The change table's controller row on this release: slurmctld moves into its own
-        # container; the queue (a held job) moves with it.
+        # container; the queue (a held job) moves with it, and a job running across the move
+        # ends in the new controller's records (c000's address forwards to it meanwhile).
         held = host_client(cluster, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "--wrap", "true")
+        finish = Path(config["cluster"]["host"]["shared_dir"]) / "across-the-move"
+        finish.unlink(missing_ok=True)
+        across = host_client(
+            *(cluster, "sbatch", "--parsable", "-w", "c001", "--chdir=/tmp", "--wrap"),
+            f"while [ ! -e {finish} ]; do sleep 1; done",
+        )
+        report["across_before_move"] = job_state_within(cluster, across, "RUNNING", 60)
         moved_config = release_config(release, people, "host", registry)
         moved = host_commands(run_program(moved_config, stack=STACK, secrets=secrets))
         _, actions = update(commands, moved, timeout=900)
         commands = moved
         report["controller_moved"] = sorted(f"{name} {action}" for name, action in actions.items() if action != "same")
         report["held_after_move"] = host_client(cluster, "squeue", "-h", "-j", held, "-o", "%T")
+        report["across_after_move"] = job_state_within(cluster, across, "RUNNING", 0)
+        report["forwards_in_c000"] = len(controller_forwards(cluster, "c000"))
+        finish.touch()
+        started_end = time.monotonic()
+        report["across_ended"] = job_state_within(cluster, across, "COMPLETED", 90)
+        report["across_end_recorded_s"] = round(time.monotonic() - started_end, 1)
+        finish.unlink()
         report["slurmctld_in"] = in_node(
             cluster, "slurmctld", "sh", "-c", "slurmctld -V; pidof slurmctld >/dev/null && echo running"
         )

@@ -81,12 +81,16 @@ def _in_tree(tree: Path, mode: str, stack: str) -> list[dict]:
     return json.loads(done.stdout)
 
 
-def release_run(commit: str, stack: str):
-    """The ProgramRun of `commit`'s program for `stack` (its own stack file)."""
+def release_run(commit: str, stack: str, edit=None):
+    """The ProgramRun of `commit`'s program for `stack` (its own stack file, or that file's
+    text as `edit` returns it)."""
     from review.program import ProgramRun, Registration
 
     fields = {f.name: f.type for f in dataclasses.fields(Registration)}
     with extracted(commit) as (_, tree):
+        if edit:
+            stack_file = tree / "stacks" / f"Pulumi.{stack}.yaml"
+            stack_file.write_text(edit(stack_file.read_text()))
         found = _in_tree(tree, "--registrations", stack)
     resources = []
     for entry in found:
@@ -96,18 +100,18 @@ def release_run(commit: str, stack: str):
             elif "tuple" in str(fields[key]):
                 entry[key] = tuple(value)
         resources.append(Registration(**entry))
-    return ProgramRun(resources=resources, stack=stack, config=release_stack_config(commit, stack))
+    return ProgramRun(resources=resources, stack=stack, config=release_stack_config(commit, stack, edit))
 
 
-def release_stack_config(commit: str, stack: str) -> dict:
-    """The `gpu-cluster:*` config of `commit`'s stacks/Pulumi.<stack>.yaml."""
+def release_stack_config(commit: str, stack: str, edit=None) -> dict:
+    """The `gpu-cluster:*` config of `commit`'s stacks/Pulumi.<stack>.yaml (edited by `edit`)."""
     from review.program import stack_config
 
     shown = subprocess.run(
         ["git", "show", f"{commit}:stacks/Pulumi.{stack}.yaml"], cwd=ROOT, capture_output=True, text=True, check=True
     )
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / f"Pulumi.{stack}.yaml").write_text(shown.stdout)
+        (Path(tmp) / f"Pulumi.{stack}.yaml").write_text(edit(shown.stdout) if edit else shown.stdout)
         return stack_config(stack, Path(tmp))
 
 

@@ -19,6 +19,11 @@ changes) until each node's memory is set. c001's job holds 1.4 GB, more than the
 the job runs on. Afterwards the controller's node is filled to its RealMemory by a job at its
 `--mem`: slurmctld keeps answering beside it, the job is not killed, and slurmctld, slurmd and
 munged there are the last its OOM killer picks.
+
+With `placement: host` the release ran slurmctld on the host itself; the current program moves
+it into a container of its own, with its queue. The jobs that ran across the move end in
+slurmctld's records when they end (their slurmstepd reports to the host's address, which
+forwards to the new controller while they run), and the forward goes with the cluster.
 """
 
 import copy
@@ -43,7 +48,10 @@ SLURM = slurm_env(STACK)  # the current program's host client (the node image's 
 RELEASE_SLURM = {"SLURM_CONF": f"/var/lib/gpucluster/{STACK}/slurm.conf"}
 SHARED = Path("/srv/gpucluster/e2e/shared")  # the stack's shared_dir, bound into every node
 FINISH = SHARED / "upgrade-test-finish"
-CONTROLLER = f"{STACK}-c000"  # the release's e2e stack runs slurmctld in node c000
+# Where slurmctld runs by placement: the release's e2e stack runs it in node c000; with
+# `placement: host` the release ran it on the host and the current program in its own container.
+CONTROLLERS = {"container": f"{STACK}-c000", "host": f"{STACK}-slurmctld"}
+CONTROLLER = CONTROLLERS["container"]
 # Where the release recorded the host's ip_forward before turning it on (the current program
 # takes it over and restores it when the last cluster goes).
 RELEASE_IP_FORWARD = Path(f"/var/lib/gpucluster/{STACK}/ip_forward.orig")
@@ -92,13 +100,13 @@ def wait_for_states(jobs: dict[str, str], state: str, seconds: int, env: dict = 
     assert job_states(jobs, env) == {node: f"{state} on {node}, Restarts=0" for node in jobs}
 
 
-def controller_log(jobs: dict[str, str]) -> str:
+def controller_log(jobs: dict[str, str], controller: str = CONTROLLER) -> str:
     """slurmctld's log lines about the jobs and the nodes (what requeued or ended a job)."""
     ids = "|".join(jobs.values())
     pattern = (
         f"JobId=({ids})\\b|requeue|Aborting|unexpectedly rebooted|node_did_resp|state_save|Recovered|slurmctld version"
     )
-    found = sh("lxc-attach", "-n", CONTROLLER, "--", "grep", "-E", pattern, "/var/log/slurm/slurmctld.log", check=False)
+    found = sh("lxc-attach", "-n", controller, "--", "grep", "-E", pattern, "/var/log/slurm/slurmctld.log", check=False)
     return found.stdout[-8000:] or found.stderr
 
 
@@ -169,11 +177,25 @@ def fill_the_controllers_node(capsys) -> None:
     wait_for_states(job, "COMPLETED", 60)
 
 
-def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
+def placed(placement: str):
+    """The release's stack file with slurmctld where `placement` says (its own: in c000)."""
+    if placement == "container":
+        return None
+    return lambda text: text.replace("controller: {placement: container, node: c000}", "controller: {placement: host}")
+
+
+def controller_forwards() -> list[str]:
+    """The host's rules that have an old controller address answer for the moved one."""
+    return [line for line in sh("iptables-save").stdout.splitlines() if f"gpucluster:{STACK}:ctld-move:" in line]
+
+
+@pytest.mark.parametrize("placement", ["container", "host"])
+def test_an_upgrade_from_the_last_release_keeps_every_job_running(placement, capsys):
     require_host()
     commit = json.loads((SNAPSHOTS / f"{STACK}.json").read_text())["commit"]
-    release = host_commands(release_run(commit, STACK), revision=commit)
-    config = release_stack_config(commit, STACK)
+    release = host_commands(release_run(commit, STACK, placed(placement)), revision=commit)
+    config = release_stack_config(commit, STACK, placed(placement))
+    assert config["cluster"]["slurm"]["controller"]["placement"] == placement
     unsized = host_commands(run_program(config, stack=STACK))
     sized = copy.deepcopy(config)
     for node in sized["cluster"]["nodes"]:
@@ -237,17 +259,27 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(capsys):
         assert container_memory(HELD_NODE, limit_key) == -1
         # The others took theirs live: their memory plus a node's 256 MB (c000: 512 more, slurmctld's).
         assert container_memory("c002", limit_key) == (1024 + 256) * 2**20
-        assert container_memory("c000", limit_key) == (2048 + 256 + 512) * 2**20
+        controller_margin = 512 if placement == "container" else 0
+        assert container_memory("c000", limit_key) == (2048 + 256 + controller_margin) * 2**20
+        if placement == "host":
+            # slurmctld left the host: its address answers for the new one while these jobs run.
+            forwards = controller_forwards()
+            with capsys.disabled():
+                print("\n".join(["", "forwards while the jobs run:", *forwards]))
+            assert len(forwards) == 4, forwards  # DNAT (from the nodes, from the host), SNAT, accept
 
         FINISH.touch()
+        # Their ends are recorded: each job's slurmstepd reports to the controller it started with.
         wait_for_states(jobs, "COMPLETED", 60)
-        fill_the_controllers_node(capsys)
+        if placement == "container":
+            fill_the_controllers_node(capsys)
         destroy_state(state)
         assert not RELEASE_IP_FORWARD.exists(), "the release's record of ip_forward outlived the cluster"
+        assert controller_forwards() == []
     except BaseException:
         if jobs:
             with capsys.disabled():
-                print(f"--- slurmctld's log about jobs {jobs}\n{controller_log(jobs)}")
+                print(f"--- slurmctld's log about jobs {jobs}\n{controller_log(jobs, CONTROLLERS[placement])}")
         raise
     finally:
         FINISH.unlink(missing_ok=True)

@@ -19,8 +19,16 @@ forward_rules() {
 }
 
 # forward_up TAG HOST_PORT ADDRESS PORT [SOURCES]: exactly the forward's rules, on top of
-# their chains; a changed target or source list replaces them (found by their tag).
-forward_up() { forward_rules "$@" | rules_up "$1" top; }
+# their chains; a changed target or source list replaces them (found by their tag). Rules in
+# place below one that takes their traffic go on top again: an earlier release appended its
+# accept after the bridges' rules, and a bridge's refusal (placed before the first cluster's
+# NAT rules, which another cluster on the host may have put first) then comes before it.
+forward_up() {
+  forward_rules "$@" | rules_up "$1" top
+  [ -n "$(forward_shadows "$@")" ] || return 0
+  delete_tagged_rules "$1"
+  forward_rules "$@" | rules_up "$1" top
+}
 
 # forward_shadows TAG HOST_PORT ADDRESS PORT [SOURCES]: one line per rule that comes before
 # the forward's own in nat PREROUTING, nat OUTPUT or filter FORWARD and would take its

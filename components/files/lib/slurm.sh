@@ -57,6 +57,9 @@ stop_ct_slurmctld() {
     chown -R slurm:slurm "$saved.new" 2>/dev/null || true
     # Which Slurm wrote it: another release's slurmctld may not read it (restore_ct_slurmctld).
     slurm_release "$name" > "$saved.new/.gpucluster-slurm-release" || true
+    # Where it answered: a slurmctld that starts elsewhere from this queue has that address
+    # answer for it while the jobs that started before run (forward_moved_controller).
+    in_ct "$name" cat /etc/slurm/slurm.conf 2>/dev/null | controller_address | sed "s/\$/ $name/" > "$saved.new/.gpucluster-moved-from" || true
     rm -rf "$saved" && mv "$saved.new" "$saved"
   fi
   in_ct "$name" rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/cgroup.conf /etc/systemd/system/slurmctld.service.d/gpucluster.conf
@@ -116,6 +119,7 @@ restore_ct_slurmctld() {
     return 0
   fi
   log "starting slurmctld in $name from the saved queue"
+  MOVED_FROM=$(cat "$saved/.gpucluster-moved-from" 2>/dev/null) || MOVED_FROM=
   tar -C "$saved" -cf - . |
     in_ct "$name" /bin/sh -c 'set -e; mkdir -p "$1"; tar -C "$1" -xf -; chown -R slurm:slurm "$1"' sh "$CT_SLURMCTLD_STATE"
   rm -rf "$saved"
@@ -127,7 +131,12 @@ stop_host_slurmctld() {
   require CLUSTER_DIR
   local pid
   pid=$(host_slurmctld_pid "$CLUSTER_DIR" "$CLUSTER_DIR/controller/slurm.conf")
-  [ -z "$pid" ] || stop_daemon "$pid" slurmctld
+  if [ -n "$pid" ]; then
+    stop_daemon "$pid" slurmctld
+    # Its state is the next controller's queue: where it answered goes with it (restore_ct_slurmctld).
+    [ ! -d "$CLUSTER_DIR/slurmctld" ] ||
+      controller_address < "$CLUSTER_DIR/controller/slurm.conf" | sed 's/$/ host/' > "$CLUSTER_DIR/slurmctld/.gpucluster-moved-from" || true
+  fi
   rm -rf "$CLUSTER_DIR/slurmctld.pid" "$CLUSTER_DIR/slurmctld.log" "$CLUSTER_DIR/controller"
 }
 
@@ -144,4 +153,117 @@ stop_other_slurmctld() {
     log "the controller moved: stopping slurmctld in $name"
     stop_ct_slurmctld "$name"
   done
+}
+
+# controller_address: the address of SlurmctldHost in a slurm.conf on stdin (NAME(ADDRESS)).
+controller_address() { sed -n 's/^SlurmctldHost=[^(]*(\([^)]*\)).*/\1/p' | head -n1; }
+
+# A moved controller and the jobs that started before the move: each job's slurmstepd read
+# slurm.conf when its job started and sends the job's end to that SlurmctldHost; slurmd does
+# not send it for it. So the old address, where it is still there (the host's own, for an
+# earlier release's slurmctld on the host; a node that ran slurmctld), forwards slurmctld's port
+# to the new controller (DNAT, and SNAT so the answers come back the same way) until those jobs
+# have ended. CONTROLLER_FORWARDS holds one line per old address: "OLD PLACE IP_FORWARD JOB...",
+# PLACE `host` or the container that holds OLD, IP_FORWARD the value its namespace had before
+# (`-` for the host's, which the clusters share), the jobs as squeue names them at the move.
+CTLD_RUNNING_STATES=RUNNING,COMPLETING,SUSPENDED,CONFIGURING
+
+controller_forward_tag() { printf 'gpucluster:%s:ctld-move:%s' "$CLUSTER" "$1"; }
+
+# at_place PLACE COMMAND...: COMMAND in PLACE's network namespace (the host's, or a running
+# container's of this cluster); fails where that place is gone.
+at_place() {
+  local place=$1 pid
+  shift
+  if [ "$place" = host ]; then command "$@"; return; fi
+  [ "$(lxc_owner "$place")" = "$CLUSTER" ] && pid=$(lxc-info -n "$place" -p -H 2>/dev/null) && [ -n "$pid" ] || return 1
+  nsenter -t "$pid" -n "$@"
+}
+
+# place_has_address PLACE ADDRESS: whether ADDRESS is PLACE's own.
+place_has_address() { [ -n "$(at_place "$1" ip -o addr show to "$2" 2>/dev/null)" ]; }
+
+# controller_forward_rules OLD NEW: the rules that have OLD answer for NEW's slurmctld (from
+# the other containers, PREROUTING; from the place itself, OUTPUT).
+controller_forward_rules() {
+  local tag old=$1 new=$2 port=6817 match
+  tag=$(controller_forward_tag "$old")
+  match="-d $old/32 -p tcp -m tcp --dport $port -m comment --comment $tag -j DNAT --to-destination $new:$port"
+  printf '%s\n' "nat PREROUTING $match" "nat OUTPUT $match" \
+    "nat POSTROUTING -d $new/32 -p tcp -m tcp --dport $port -m conntrack --ctstate DNAT --ctorigdst $old -m comment --comment $tag -j SNAT --to-source $old" \
+    "filter FORWARD -d $new/32 -p tcp -m tcp --dport $port -m conntrack --ctstate DNAT --ctorigdst $old -m comment --comment $tag -j ACCEPT"
+}
+
+# controller_forward_up PLACE OLD NEW / controller_forward_down PLACE OLD IP_FORWARD: that
+# place's forward set, or removed and its namespace's ip_forward put back. A container forwards
+# only while it does (the host does already: its NAT bridge).
+controller_forward_up() {
+  local place=$1 old=$2 new=$3
+  [ "$place" = host ] || at_place "$place" sysctl -qw net.ipv4.ip_forward=1
+  # shellcheck disable=SC2317  # called by rules_up
+  controller_forward_rules "$old" "$new" | (iptables() { at_place "$place" iptables "$@"; } && rules_up "$(controller_forward_tag "$old")" top)
+}
+controller_forward_down() {
+  local place=$1 old=$2 ip_forward=$3
+  # shellcheck disable=SC2317  # called by delete_tagged_rules
+  (iptables() { at_place "$place" iptables "$@"; } && delete_tagged_rules "$(controller_forward_tag "$old")") || true
+  [ "$ip_forward" = - ] || at_place "$place" sysctl -qw "net.ipv4.ip_forward=$ip_forward" || true
+}
+
+# forwards_to_self NEW: before slurmctld starts at NEW, a forward away from NEW goes (the
+# controller came back to a node that forwarded for it).
+forwards_to_self() {
+  require CLUSTER_DIR
+  local new=$1 records="$CLUSTER_DIR/controller-forwards" old place ip_forward jobs kept=""
+  [ -f "$records" ] || return 0
+  while read -r old place ip_forward jobs; do
+    if [ "$old" = "$new" ]; then
+      controller_forward_down "$place" "$old" "$ip_forward"
+    else
+      kept+="$old $place $ip_forward $jobs"$'\n'
+    fi
+  done < "$records"
+  if [ -n "$kept" ]; then printf '%s' "$kept" > "$records"; else rm -f "$records"; fi
+}
+
+# forward_moved_controller CONTAINER: after slurmctld answers in CONTAINER (MOVED_FROM: "OLD
+# PLACE", where it answered before, if it just moved), every old address whose jobs still run
+# forwards to it; the others' rules go.
+forward_moved_controller() {
+  require CLUSTER_DIR
+  local name=$1 new records="$CLUSTER_DIR/controller-forwards" moved_from="" moved_place="" running old place ip_forward jobs job live kept=""
+  new=$(slurm_conf_text | controller_address)
+  read -r moved_from moved_place <<< "${MOVED_FROM:-}" || true
+  if [ -z "$moved_from" ] || [ "$moved_from" = "$new" ] || ! place_has_address "$moved_place" "$moved_from"; then moved_from=""; fi
+  [ -n "$moved_from" ] || [ -f "$records" ] || return 0
+  running=$(in_ct "$name" squeue -h -r -t "$CTLD_RUNNING_STATES" -o %i) || return 0
+  if [ -n "$moved_from" ] && [ -n "$running" ]; then
+    ip_forward=-
+    [ "$moved_place" = host ] || ip_forward=$(at_place "$moved_place" cat /proc/sys/net/ipv4/ip_forward)
+    printf '%s %s %s %s\n' "$moved_from" "$moved_place" "$ip_forward" "$(printf '%s' "$running" | paste -sd' ')" >> "$records"
+  fi
+  [ -f "$records" ] || return 0
+  while read -r old place ip_forward jobs; do
+    live=""
+    for job in $jobs; do grep -qxF -- "$job" <<< "$running" && live+=" $job"; done
+    if [ -z "$live" ] || ! place_has_address "$place" "$old"; then
+      controller_forward_down "$place" "$old" "$ip_forward"
+      log "the controller's old address $old no longer answers for it (its jobs from before the move ended)"
+      continue
+    fi
+    controller_forward_up "$place" "$old" "$new"
+    log "the controller's old address $old ($place) answers for it while jobs from before the move run:$live"
+    kept+="$old $place $ip_forward$live"$'\n'
+  done < "$records"
+  if [ -n "$kept" ]; then printf '%s' "$kept" > "$records"; else rm -f "$records"; fi
+}
+
+# drop_controller_forwards: no old address answers for the controller while it is gone (its
+# delete). The records stay: a controller that comes back (a replaced container) takes them up
+# again, and the cluster's directory goes with the cluster.
+drop_controller_forwards() {
+  require CLUSTER_DIR
+  local records="$CLUSTER_DIR/controller-forwards" old place ip_forward _
+  [ -f "$records" ] || return 0
+  while read -r old place ip_forward _; do controller_forward_down "$place" "$old" "$ip_forward"; done < "$records"
 }

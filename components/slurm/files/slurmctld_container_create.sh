@@ -6,6 +6,7 @@ require CONTAINER SLURM_CONF_TEXT GRES_CONF_TEXT CGROUP_CONF_TEXT
 report_clone "$CONTAINER"
 stop_other_slurmctld "$CONTAINER"
 restore_ct_slurmctld "$CONTAINER"
+forwards_to_self "$(slurm_conf_text | controller_address)"
 ct_setup_munge "$CONTAINER" || true
 old_conf=$(in_ct "$CONTAINER" cat /etc/slurm/slurm.conf 2>/dev/null) || true
 old_restart_lines=$(printf '%s\n' "$old_conf" | restart_lines)
@@ -46,3 +47,6 @@ elif [ "$changed" = 0 ]; then
 fi
 ctld_up() { in_ct "$CONTAINER" scontrol ping 2>/dev/null | grep -q "is UP"; }
 wait_until 60 "slurmctld in $CONTAINER" ctld_up
+# Moved (from the host, or from a node): the old address answers for it while the jobs that
+# started before the move run, so their end is recorded.
+forward_moved_controller "$CONTAINER"
