@@ -6,13 +6,9 @@ burst nodes to Slurm's ports, the bridge's own containers to each other (bridged
 iptables: br_netfilter is on in a fresh namespace) and out via NAT. A second cluster's bridge
 on the same host is refused both ways, whichever cluster's rules came first."""
 
-import os
-import shutil
-import subprocess
-
 import pytest
 
-from components.common.transport import INTERPRETER, helpers
+from tests.network.netns_scene import run_scene
 
 # The host's namespace: cluster t's NAT bridge br0 (10.43.3.0/24) with the web app (ct1,
 # 10.43.3.5: its port 8080 and a Prometheus stand-in on 9090) and a node that is the controller
@@ -22,20 +18,8 @@ from components.common.transport import INTERPRETER, helpers
 # its container 10.47.3.5), a burst node (burst, 10.90.1.5). Cluster u's NAT bridge br2
 # (10.44.3.0/24) holds ct3 (10.44.3.5).
 SCENE = r"""
-ip link set lo up
-sysctl -qw net.ipv4.ip_forward=1
-netns() { unshare -n sleep 120 </dev/null >/dev/null 2>&1 & local pid=$!
-  until [ "$(readlink /proc/$pid/ns/net)" != "$(readlink /proc/self/ns/net)" ]; do sleep 0.05; done
-  echo $pid; }
 ct1=$(netns) ct2=$(netns) ct3=$(netns) ct4=$(netns) out=$(netns) peer=$(netns) burst=$(netns)
 trap 'kill $ct1 $ct2 $ct3 $ct4 $out $peer $burst $(jobs -p) 2>/dev/null' EXIT
-in_ns() { nsenter -t "$1" -n "${@:2}"; }
-attach() { # attach PID HOST_LINK BRIDGE|-HOST_ADDRESS ADDRESS/LEN GATEWAY
-  ip link add "$2" type veth peer name eth0 netns "$1"
-  case "$3" in -*) ip addr add "${3#-}" dev "$2" ;; *) ip link set "$2" master "$3" ;; esac
-  ip link set "$2" up
-  in_ns "$1" sh -c "ip link set lo up; ip addr add $4 dev eth0; ip link set eth0 up; ip route add default via $5"
-}
 bridge_up t br0 10.43.3.1/24; bridge_up t br1 ""; bridge_up u br2 10.44.3.1/24
 attach "$ct1" v1 br0 10.43.3.5/24 10.43.3.1
 attach "$ct2" v2 br0 10.43.3.6/24 10.43.3.1
@@ -133,16 +117,7 @@ def expected(refused: set[str]) -> list[str]:
 
 @pytest.mark.privileged  # network namespaces of its own (unshare -n), iptables in them
 def test_routed_traffic_into_a_bridge_is_refused_but_what_must_get_in():
-    for tool in ("unshare", "nsenter", "iptables"):
-        assert shutil.which(tool), f"{tool} is missing"
-    done = subprocess.run(
-        ["unshare", "-n", *INTERPRETER, f"{helpers()}\n{SCENE}", "test"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PATH": os.environ["PATH"]},
-        timeout=180,
-    )
+    done = run_scene(SCENE)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     # Before: every port of every container is open to whoever routes the subnet via the host

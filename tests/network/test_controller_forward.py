@@ -10,29 +10,13 @@ A job's slurmstepd reports to the address its job started with: from c001 to the
 address (an earlier release's slurmctld on the host) or to c000's, from c000 itself to its own.
 """
 
-import os
-import shutil
-import subprocess
-
 import pytest
 
-from components.common.transport import INTERPRETER, helpers
+from tests.network.netns_scene import run_scene
 
 SCENE = r"""
-ip link set lo up
-sysctl -qw net.ipv4.ip_forward=1
-netns() { unshare -n sleep 120 </dev/null >/dev/null 2>&1 & local pid=$!
-  until [ "$(readlink /proc/$pid/ns/net)" != "$(readlink /proc/self/ns/net)" ]; do sleep 0.05; done
-  echo $pid; }
 c001=$(netns) ctld=$(netns) c000=$(netns) out=$(netns)
 trap 'kill $c001 $ctld $c000 $out $(jobs -p) 2>/dev/null' EXIT
-in_ns() { nsenter -t "$1" -n "${@:2}"; }
-attach() { # attach PID HOST_LINK BRIDGE|-HOST_ADDRESS ADDRESS/LEN GATEWAY
-  ip link add "$2" type veth peer name eth0 netns "$1"
-  case "$3" in -*) ip addr add "${3#-}" dev "$2" ;; *) ip link set "$2" master "$3" ;; esac
-  ip link set "$2" up
-  in_ns "$1" sh -c "ip link set lo up; ip addr add $4 dev eth0; ip link set eth0 up; ip route add default via $5"
-}
 bridge_up t br0 10.43.3.1/24
 attach "$c001" v1 br0 10.43.3.5/24 10.43.3.1
 attach "$ctld" v2 br0 10.43.3.6/24 10.43.3.1
@@ -116,16 +100,7 @@ def section(out: str, name: str) -> list[str]:
 
 @pytest.mark.privileged  # network namespaces of its own (unshare -n), iptables in them
 def test_the_old_controller_address_answers_for_the_moved_one_while_its_jobs_run():
-    for tool in ("unshare", "nsenter", "iptables", "python3"):
-        assert shutil.which(tool), f"{tool} is missing"
-    done = subprocess.run(
-        ["unshare", "-n", *INTERPRETER, f"{helpers()}\n{SCENE}", "test"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PATH": os.environ["PATH"]},
-        timeout=180,
-    )
+    done = run_scene(SCENE)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert section(out, "before") == [

@@ -29,6 +29,7 @@ forwards to the new controller while they run), and the forward goes with the cl
 import copy
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -270,7 +271,10 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(placement, cap
 
         FINISH.touch()
         # Their ends are recorded: each job's slurmstepd reports to the controller it started with.
+        let_finish = time.monotonic()
         wait_for_states(jobs, "COMPLETED", 60)
+        with capsys.disabled():
+            print(f"\nthe jobs' ends recorded {time.monotonic() - let_finish:.1f} s after they were let finish")
         if placement == "container":
             fill_the_controllers_node(capsys)
         destroy_state(state)
