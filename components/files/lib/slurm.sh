@@ -163,9 +163,10 @@ controller_address() { sed -n 's/^SlurmctldHost=[^(]*(\([^)]*\)).*/\1/p' | head 
 # not send it for it. So the old address, where it is still there (the host's own, for an
 # earlier release's slurmctld on the host; a node that ran slurmctld), forwards slurmctld's port
 # to the new controller (DNAT, and SNAT so the answers come back the same way) until those jobs
-# have ended. CONTROLLER_FORWARDS holds one line per old address: "OLD PLACE IP_FORWARD JOB...",
-# PLACE `host` or the container that holds OLD, IP_FORWARD the value its namespace had before
-# (`-` for the host's, which the clusters share), the jobs as squeue names them at the move.
+# have ended. $CLUSTER_DIR/controller-forwards has one line per old address: "OLD PLACE
+# IP_FORWARD JOB...", PLACE `host` or the container that holds OLD, IP_FORWARD the value its
+# namespace had before (`-` for the host's, which the clusters share), the jobs as squeue names
+# them at the move.
 CTLD_RUNNING_STATES=RUNNING,COMPLETING,SUSPENDED,CONFIGURING
 
 controller_forward_tag() { printf 'gpucluster:%s:ctld-move:%s' "$CLUSTER" "$1"; }
