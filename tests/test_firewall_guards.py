@@ -3,12 +3,12 @@ namespaces of their own, real connections refused from a node container while Pr
 container, the host and other ports still get through."""
 
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from components.common.transport import INTERPRETER, helpers
+from tests.network.netns_scene import run_scene
 
 EXPORTER = "gpucluster:t:guard:exporter,exporter,10.43.3.1,9481,10.43.3.30"
 SITE_NFS = "gpucluster:t:guard:nfs,nfs,192.168.10.11,2049,10.43.3.0/24+10.45.0.0/24"
@@ -18,10 +18,9 @@ SERVED_NFS = "gpucluster:t:guard:nfs,nfs,192.168.10.1,2049,10.43.3.0/24+10.45.0.
 BRIDGE_NFS = "gpucluster:t:guard:nfsbr,nfs,10.43.3.1,2049,10.43.3.0/24,input"
 
 
-def bash(text: str, *argv: str, namespace: bool = False) -> subprocess.CompletedProcess:
-    command = [*INTERPRETER, f"{helpers()}\n{text}", "test", *argv]
+def bash(text: str, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["unshare", "-n", *command] if namespace else command,
+        [*INTERPRETER, f"{helpers()}\n{text}", "test", *argv],
         capture_output=True,
         text=True,
         check=False,
@@ -55,12 +54,8 @@ def test_the_rule_lines_of_each_guard():
 # The host's namespace: a bridge with a node container (10.43.3.5) and Prometheus's container
 # (10.43.3.30), the exporter's stand-in on the bridge address, a site NFS server's stand-in
 # beyond the host (192.168.10.11, ports 2049 and 80) and one on the host (192.168.10.1:2049).
+# The namespaces' prelude (netns, ip_forward on) is tests/network/netns_scene.py's.
 SCENE = r"""
-ip link set lo up
-sysctl -qw net.ipv4.ip_forward=1
-netns() { unshare -n sleep 120 </dev/null >/dev/null 2>&1 & local pid=$!
-  until [ "$(readlink /proc/$pid/ns/net)" != "$(readlink /proc/self/ns/net)" ]; do sleep 0.05; done
-  echo $pid; }
 ct=$(netns) prom=$(netns) srv=$(netns)
 trap 'kill $ct $prom $srv $(jobs -p) 2>/dev/null' EXIT
 inside() { # inside PID ADDRESS/LEN GATEWAY: the namespace's eth0 with the address, routed via GATEWAY
@@ -125,10 +120,8 @@ def section(out: str, name: str) -> list[str]:
 
 @pytest.mark.privileged  # network namespaces of its own (unshare -n), iptables in them
 def test_a_node_container_is_refused_where_prometheus_and_the_host_get_through():
-    for tool in ("unshare", "nsenter", "iptables"):
-        assert shutil.which(tool), f"{tool} is missing"
     guards = f"EXPORTER={EXPORTER} SITE_NFS={SITE_NFS} SERVED_NFS={SERVED_NFS} BRIDGE_NFS={BRIDGE_NFS}"
-    done = bash(f"{guards}\n{SCENE}", namespace=True)
+    done = run_scene(f"{guards}\n{SCENE}")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     every_probe = [
