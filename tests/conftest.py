@@ -24,6 +24,7 @@ HOST_NEUTRAL = (
     "tests/burst/test_burst_programs.py",
     "tests/burst/test_burst_programs_standalone.py",
     "tests/burst/test_burst_slurm_conf.py",
+    "tests/harness/test_engine_diagnostics.py",
     "tests/harness/test_plan.py",
     "tests/kubernetes/",
     "tests/metrics/test_render.py",

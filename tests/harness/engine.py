@@ -36,6 +36,16 @@ OPS = {
 }
 
 
+def diagnostics(output: str) -> str:
+    """The CLI's `Diagnostics:` section (what failed, per resource), which a failure's message
+    puts first: the progress before it can be long enough that a report keeps only its ends."""
+    start = output.find("\nDiagnostics:\n")
+    if start < 0:
+        return ""
+    ends = [i for i in (output.find(f"\n{word}:\n", start + 1) for word in ("Outputs", "Resources")) if i > 0]
+    return output[start + 1 : min(ends, default=len(output))].rstrip() + "\n"
+
+
 def cli_dir() -> Path | None:
     """The folder of the pinned CLI, found without downloading or building anything."""
     done = subprocess.run(
@@ -212,7 +222,10 @@ class Engine:
             check=False,
         )
         if check and done.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+            raise AssertionError(
+                f"pulumi {' '.join(args)} failed ({done.returncode}):\n{diagnostics(done.stdout)}"
+                f"--- its whole output:\n{done.stdout}\n{done.stderr}"
+            )
         return done
 
     def init(self) -> None:

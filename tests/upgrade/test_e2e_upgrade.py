@@ -53,9 +53,10 @@ FINISH = SHARED / "upgrade-test-finish"
 # `placement: host` the release ran it on the host and the current program in its own container.
 CONTROLLERS = {"container": f"{STACK}-c000", "host": f"{STACK}-slurmctld"}
 CONTROLLER = CONTROLLERS["container"]
+CLUSTER_DIR = Path(f"/var/lib/gpucluster/{STACK}")
 # Where the release recorded the host's ip_forward before turning it on (the current program
 # takes it over and restores it when the last cluster goes).
-RELEASE_IP_FORWARD = Path(f"/var/lib/gpucluster/{STACK}/ip_forward.orig")
+RELEASE_IP_FORWARD = CLUSTER_DIR / "ip_forward.orig"
 # The memory each node gets with the current program (nodes[].memory_mb, MB). c001's job holds
 # more than c001 is given; c000 runs slurmctld and is filled to it after the upgrade.
 MEMORY_MB = {"c000": 2048, "c001": 1024, "c002": 1024, "c003": 1024}
@@ -280,6 +281,9 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(placement, cap
         destroy_state(state)
         assert not RELEASE_IP_FORWARD.exists(), "the release's record of ip_forward outlived the cluster"
         assert controller_forwards() == []
+        # The forwards' records go with the cluster's directory (the stand-in GPUs are the
+        # test's, the shared folder holds its finish mark: both go in the finally below).
+        assert not CLUSTER_DIR.exists(), sorted(p.name for p in CLUSTER_DIR.iterdir())
     except BaseException:
         if jobs:
             with capsys.disabled():

@@ -261,7 +261,7 @@ forward_moved_controller() {
 
 # drop_controller_forwards: no old address answers for the controller while it is gone (its
 # delete). The records stay: a controller that comes back (a replaced container) takes them up
-# again, and the cluster's directory goes with the cluster.
+# again; the munge key's delete (it goes with the cluster) removes them.
 drop_controller_forwards() {
   require CLUSTER_DIR
   local records="$CLUSTER_DIR/controller-forwards" old place ip_forward _
