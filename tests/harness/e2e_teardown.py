@@ -4,7 +4,7 @@ database dumps destroy would keep), of its SSH variants (one host over SSH, two 
 their stand-in SSH hosts, of its rename variant (cluster e2r) and its metrics variant, the
 outside namespace and the stand-in GPUs.
 
-Used by tests/test_e2e.py before and after its run, and by .ci/run when a run is cut short:
+Used by tests/test_e2e.py before and after its run, and by .ci/run before the tests and at its end:
 `python tests/harness/e2e_teardown.py`, which also removes what the two-host cluster of
 tests/test_e2e_shared_fs.py left and purges the node image destroy kept.
 """
