@@ -130,6 +130,10 @@ def _fixed_check_int(private: str, seed: bytes) -> str:
     return "\n".join([lines[0], *wrapped, lines[-1]]) + "\n"
 
 
+# The host size (components/host/host_size.py) a program run here measures, on every host: a
+# small one, so that the tests that carry out a mocked run's commands on a real machine
+# (tests/harness/command_executor.py) give nodes limits that machine has.
+MEASURED_HOST = "memory_mb=16384 cpus=16\n"
 GENERATED_SECRET = re.compile(r"head -c (\d+) /dev/urandom \| base64 -w0")
 
 
@@ -141,6 +145,9 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.typ in ("command:local:Command", "command:remote:Command"):
             state.setdefault("stdout", "")
             state.setdefault("stderr", "")
+            if "host_size_create.sh" in str(args.inputs.get("create", "")):
+                # No host to measure: nodes without memory_mb get their share of this one.
+                state["stdout"] = MEASURED_HOST
         seed = hashlib.shake_256(f"{pulumi.get_stack()}:{args.name}".encode())
         generated = GENERATED_SECRET.fullmatch(str(args.inputs.get("create", "")))
         if args.typ == "command:local:Command" and generated:

@@ -31,7 +31,8 @@ from components.lxc.lxc_conf import ContainerSpec, render_lxc_config
 from components.lxc.rules import INTERNAL_CONTAINER_NAMES
 from components.network.rules import SLURM_PORTS
 from components.slurm.config import SLURM_RESERVED_NODE_NAMES
-from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
+from components.slurm.slurm_conf import render_gres_conf
+from tests.harness.program_harness import slurm_conf_of
 from tests.lxc.test_lxc_conf import lxc_loads
 
 # Network and UTS namespaces (unshare) for every generated config.
@@ -284,7 +285,7 @@ def test_every_accepted_config_works_in_slurm_and_lxc(slurm_sandbox, capsys):
             assert problems and all(line.startswith("  - cluster") for line in problems), str(error)
             return
         hostname = config.controller_node.name if config.controller_node else "gpuhost"
-        slurm_conf = render_slurm_conf(config, hostname)
+        slurm_conf = slurm_conf_of(config, hostname)
         complaint = slurmctld_verdict(slurm_sandbox, config, hostname, slurm_conf, render_gres_conf(config))
         assert complaint == "", f"slurmctld refused an accepted config:\n{complaint}\n{slurm_conf}"
         judged["slurmctld"] += 1
@@ -423,7 +424,7 @@ def test_the_slurmctld_judge_can_fail(slurm_sandbox, change, complaint):
     raw = good_cluster()
     raw["nodes"][0]["name"], raw["nodes"][1]["name"] = "c1a", "c2a"
     config = parse_stack_config({"cluster": raw}).cluster
-    slurm_conf = render_slurm_conf(config, "c1a")
+    slurm_conf = slurm_conf_of(config, "c1a")
     assert change[0] in slurm_conf
     good = slurmctld_verdict(slurm_sandbox, config, "c1a", slurm_conf, render_gres_conf(config))
     assert good == ""

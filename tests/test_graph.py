@@ -114,7 +114,7 @@ def test_commands_run_scripts_with_parameters_in_the_environment(run):
 
 
 def test_every_command_that_changes_the_host_can_be_undone(run):
-    read_only = {"e2e-host-preflight", "e2e-health"}
+    read_only = {"e2e-host-preflight", "e2e-host-size", "e2e-health"}
     for command in run.of_type(COMMAND):
         if command.name not in read_only:
             assert command.inputs.get("delete"), f"{command.name} has no delete"
@@ -259,7 +259,10 @@ def test_stand_in_gpus_come_first_so_a_refusal_changes_nothing(run):
     assert not run.by_name("e2e-host-stand-in-gpus").dependencies
     assert run.depends_on("e2e-host-preflight", "e2e-host-stand-in-gpus")
     assert run.depends_on("e2e-scripts", "e2e-host-preflight")
-    checks = {"e2e-host-stand-in-gpus", "e2e-host-preflight", "e2e-scripts"}
+    # The host's size (read only) first too: the preflight checks the nodes' shares of it.
+    assert not run.by_name("e2e-host-size").dependencies
+    assert run.depends_on("e2e-host-preflight", "e2e-host-size")
+    checks = {"e2e-host-stand-in-gpus", "e2e-host-size", "e2e-host-preflight", "e2e-scripts"}
     commands = [c.name for c in run.of_type(COMMAND) if c.name not in checks]
     assert len(commands) > 20
     for name in commands:

@@ -4,8 +4,8 @@
                   cluster_parts.py, host_state.py,
                   stack_config.py
     composition/  config.py, cluster_host.py,       the composition: ClusterConfig, its hosts,
-                  cluster_views.py,                 its derived views, its rule registry
-                  config_rules_beside_errors.py
+                  cluster_views.py, node_memory.py, its derived views (nodes' memory shares),
+                  config_rules_beside_errors.py     its rule registry
     host/ network/ lxc/ slurm/ app/ metrics/        the areas: each imports its own config, the
     sharedfs/ burst/ aws/ kubernetes/               shared building blocks, and another area only
                                                     where ALLOWED lists the pair with its reason
@@ -30,7 +30,7 @@ from tests.harness.program_harness import ROOT
 COMPONENTS = ROOT / "components"
 AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes", "containers")
 SHARED = ("config_types", "transport", "script_store", "options", "rendering")
-COMPOSITION = ("config", "cluster_host", "cluster_views", "config_rules_beside_errors")
+COMPOSITION = ("config", "cluster_host", "cluster_views", "node_memory", "config_rules_beside_errors")
 TOP = ("cluster", "host_part", "cluster_parts", "host_state", "stack_config")
 LEVELS = {"shared": 0, "area": 1, "composition": 2, "top": 3}
 

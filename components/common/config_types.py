@@ -29,7 +29,7 @@ class StrictModel(BaseModel):
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]
 
-# A Slurm node's memory (its RealMemory, in MB) where the stack sets none: per CPU it schedules.
+# A burst partition's node memory (its RealMemory, in MB) where the stack sets none: per CPU.
 DEFAULT_MEMORY_MB_PER_CPU = 1024
 
 

@@ -25,6 +25,7 @@ from components.composition.cluster_parts import (
 from components.composition.config import ClusterConfig
 from components.composition.host_part import HostPart, SharedParts
 from components.composition.host_state import render_host_state
+from components.composition.node_memory import rendered, resolved
 from components.containers.node_files import credentials, mounts_fstab, node_environment, plugstack_conf
 from components.host.boot_unit import BootUnit
 from components.lxc.lxc_conf import cpu_slots
@@ -118,6 +119,8 @@ class GpuCluster(pulumi.ComponentResource):
         self.bridges_of = {host: part.bridges for host, part in self.parts.items()}
         self.images = {host: part.image for host, part in self.parts.items()}
         self.late_mounts = {host: part.late_mounts for host, part in self.parts.items()}
+        # Every node's RealMemory: its memory_mb, or its share of its host once that is measured.
+        self.node_memory = {node: mb for part in parts for node, mb in part.node_memory.items()}
         self.munge_keys = {host: part.munge_key for host, part in self.parts.items() if part.munge_key}
         self.platforms = {host: part.platform for host, part in self.parts.items()}
         self.containers = {node: c for part in parts for node, c in part.containers.items()}
@@ -133,7 +136,9 @@ class GpuCluster(pulumi.ComponentResource):
         self.controller_hostname = controller_hostname(config)
         # placement 'host': slurmctld in a container of its own (the node image's Slurm).
         self.controller_ct = None if config.controller_node else controller_container(name, config, self)
-        slurm_conf = self.slurm_conf = render_slurm_conf(config, self.controller_hostname)
+        slurm_conf = self.slurm_conf = rendered(
+            resolved(config, self.node_memory), lambda known: render_slurm_conf(known, self.controller_hostname)
+        )
         # Several hosts: every host has a Slurm client (sinfo, srun there, run in one of its
         # containers from the node image), the controller's host included, so a client never
         # moves with the controller.
@@ -160,7 +165,7 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
     def _controller(
-        self, name: str, config: ClusterConfig, slurm_conf: str, clients: dict[str, pulumi.Resource]
+        self, name: str, config: ClusterConfig, slurm_conf: pulumi.Input[str], clients: dict[str, pulumi.Resource]
     ) -> SlurmController:
         node, host = config.controller_node, config.controller_host
         # slurmctld maps the people of the accounts to uids where it runs.
@@ -241,7 +246,9 @@ class GpuCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.controller]),
         )
 
-    def _slurm_node(self, name: str, config: ClusterConfig, node: NodeConfig, slurm_conf: str) -> SlurmNode:
+    def _slurm_node(
+        self, name: str, config: ClusterConfig, node: NodeConfig, slurm_conf: pulumi.Input[str]
+    ) -> SlurmNode:
         host = config.node_host(node)
         deps = [self.containers[node.name], self.controller]
         if config.multi_host:
@@ -254,7 +261,7 @@ class GpuCluster(pulumi.ComponentResource):
             container=self.containers[node.name].lxc,
             gpu_devices=config.gpu_assignment()[node.name],
             health_check=config.slurm.health_check,
-            start_plugins=slurmd_start_plugins(slurm_conf),
+            start_plugins=rendered(slurm_conf, slurmd_start_plugins),
             cpuset=f"{cpu_slots(config.for_host(host).nodes)[node.name]},{node.cpus}",
             containers=self._node_containers(config, host),
             opts=pulumi.ResourceOptions(parent=self, depends_on=deps),

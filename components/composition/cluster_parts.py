@@ -26,7 +26,6 @@ from components.metrics.render import (
 )
 from components.sharedfs.shared_fs import burst_mount
 from components.slurm.controller import slurm_client as controller_slurm_client
-from components.slurm.slurm_conf import render_slurm_conf
 
 # The other hosts' Slurm clients are Slurm scripts; routes are the network's.
 SLURM_FILES = Path(__file__).parents[1] / "slurm" / "files"
@@ -114,7 +113,7 @@ def slurm_client(
         f"{name}-{host.name}-slurm-client",
         common,
         cluster.client_container(config, host),
-        render_slurm_conf(config, cluster.controller_hostname),
+        cluster.slurm_conf,
         cluster,
         None,
         cluster.transports[host.name],

@@ -6,7 +6,7 @@ A mixin of ClusterConfig (components/composition/config.py), kept apart from wha
 """
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from ipaddress import IPv4Address, IPv4Network
 from typing import Self
 
@@ -82,6 +82,15 @@ class ClusterViews:
                 "forwards": [f for f in self.forwards if f.target in on_host],
             }
         )
+
+    def with_node_memory(self, memory: Mapping[str, int]) -> Self:
+        """The cluster with the nodes that set no memory_mb given `memory` (MB by node name):
+        their host's share (components/composition/node_memory.py), once it is measured."""
+        nodes = [
+            node.model_copy(update={"memory_mb": memory[node.name]}) if node.memory_mb is None else node
+            for node in self.nodes
+        ]
+        return self.model_copy(update={"nodes": nodes})
 
     def each_host(self) -> Iterator[tuple[str, "ClusterHostConfig", list[tuple[int, NodeConfig]]]]:
         """Each host with the prefix of its fields ('' for a one-host stack) and its nodes (with

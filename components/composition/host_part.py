@@ -19,7 +19,9 @@ from components.aws.site import Ec2Site
 from components.common.transport import Machine, connect, host_command
 from components.composition.cluster_host import ClusterHostConfig
 from components.composition.config import ClusterConfig
+from components.composition.node_memory import shares
 from components.host.gpu_host import GpuHost
+from components.host.host_size import measure_host
 from components.lxc.config import RELEASES
 from components.lxc.cuda_container import ContainerPlatform, CudaContainer
 from components.lxc.lxc_conf import ContainerSpec, cpu_slots
@@ -67,6 +69,7 @@ class HostPart(pulumi.ComponentResource):
             self.machine.ssh_address, self.machine.host_public_key, self.machine.instance
         )
         self.transport = connect(prefix, config.name, host, self._moved(), machine=reached)
+        self.node_memory = self._node_memory(prefix, config, host)
         self.gpu_host = self._gpu_host(prefix, config, host)
         self.users = [self.gpu_host.users] if self.gpu_host.users else []
         # With a shared filesystem, the nodes bind its mount: mounted before bridges and image.
@@ -118,14 +121,9 @@ class HostPart(pulumi.ComponentResource):
             control_devices=view.gpu.control_devices,
             node_cpus=max((node.cpus for node in view.nodes), default=1),
             # The login node's limit counts too: people's shells take from the host like nodes.
-            node_memory_mb=sum(node.memory + node_daemon_memory_mb(config, node) for node in view.nodes)
-            + (view.login.memory_mb if view.login else 0),
-            default_memory_nodes=[
-                f"{node.name} {config.host_identity(host).container_name(node.name)} {node.cpus} {node.memory} "
-                f"{node_daemon_memory_mb(config, node)}"
-                for node in view.nodes
-                if node.memory_mb is None
-            ],
+            node_memory_mb=pulumi.Output.all(*self._container_memory(config, view.nodes).values()).apply(
+                lambda limits: sum(limits) + (view.login.memory_mb if view.login else 0)
+            ),
             host_ports=[forward.host_port for forward in view.all_forwards],
             containers=host_containers(config, host),
             stand_in_gpus=view.gpu.stand_in.count if view.gpu.stand_in else 0,
@@ -144,6 +142,25 @@ class HostPart(pulumi.ComponentResource):
             opts=self._moved(),
             transport=self.transport,
         )
+
+    def _node_memory(self, prefix: str, config: ClusterConfig, host: ClusterHostConfig) -> dict[str, pulumi.Input[int]]:
+        """Each of the host's nodes' RealMemory (MB): its memory_mb, or its share of the host,
+        measured once where a node sets none (components/composition/node_memory.py)."""
+        view = config.for_host(host)
+        memory: dict[str, pulumi.Input[int]] = {n.name: n.memory_mb for n in view.nodes if n.memory_mb is not None}
+        if len(memory) < len(view.nodes):
+            size = measure_host(f"{prefix}-host-size", view.network.nat_bridge.name, self.transport, self._moved())
+            host_shares = size.apply(lambda measured: shares(config, host, measured))
+            memory |= {n.name: host_shares[n.name] for n in view.nodes if n.memory_mb is None}
+        return memory
+
+    def _container_memory(self, config: ClusterConfig, nodes) -> dict[str, pulumi.Input[int]]:
+        """Each node container's memory limit (MB): its RealMemory and what its daemons keep."""
+        margins = {node.name: node_daemon_memory_mb(config, node) for node in nodes}
+        return {
+            name: pulumi.Output.from_input(self.node_memory[name]).apply(lambda mb, margin=margin: mb + margin)
+            for name, margin in margins.items()
+        }
 
     def _bridges_and_image(self, prefix: str, config: ClusterConfig, mounted: list[pulumi.Resource]) -> None:
         cluster, view = config.host_identity(self.host_config), config.for_host(self.host_config)
@@ -188,7 +205,7 @@ class HostPart(pulumi.ComponentResource):
     def _containers(self, name: str, config: ClusterConfig) -> dict[str, CudaContainer]:
         """The host's node containers, cloned from its image once its bridges are up."""
         view, gpus = config.for_host(self.host_config), config.gpu_assignment()
-        slots = cpu_slots(view.nodes)
+        slots, limits = cpu_slots(view.nodes), self._container_memory(config, view.nodes)
         return {
             node.name: CudaContainer(
                 f"{name}-{node.name}",
@@ -200,7 +217,7 @@ class HostPart(pulumi.ComponentResource):
                     gpu_devices=gpus[node.name],
                     cpus=node.cpus,
                     cpu_slot=slots[node.name],
-                    memory_mb=node.memory + node_daemon_memory_mb(config, node),
+                    memory_mb=limits[node.name],
                 ),
                 self.platform,
                 image=self.image.rootfs,

@@ -117,8 +117,7 @@ class GpuHost(pulumi.ComponentResource):
         host_ports: list[int],
         containers: list[str],
         stand_in_gpus: int = 0,
-        node_memory_mb: int = 0,
-        default_memory_nodes: list[str] | tuple[str, ...] = (),
+        node_memory_mb: pulumi.Input[int] = 0,
         device_dir: str | None = None,
         driver_files: list[str] | tuple[str, ...] = (),
         users: tuple[UserConfig, ...] = (),
@@ -149,10 +148,7 @@ class GpuHost(pulumi.ComponentResource):
             "CLUSTER_DIR": cluster.cluster_dir,
             "NODE_CPUS": str(node_cpus),
             # What this host's node containers may hold in all (their memory limits).
-            "NODE_MEMORY_MB": str(node_memory_mb),
-            # Its nodes that set no memory_mb (NODE CONTAINER CPUS DEFAULT_MB MARGIN_MB): the
-            # preflight refuses the default for one still without a limit (an earlier release's).
-            "DEFAULT_MEMORY_NODES": env_list(default_memory_nodes),
+            "NODE_MEMORY_MB": pulumi.Output.from_input(node_memory_mb).apply(str),
             # The driver check (real GPUs need libcuda.so.1): gpu.driver_files, else found on the host.
             "DRIVER_FILES": env_list(driver_files),
             "GPU_STAND_IN": "1" if stand_in_gpus else "",

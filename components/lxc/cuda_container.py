@@ -85,6 +85,8 @@ class CudaContainer(pulumi.ComponentResource):
                 "SHARED_DIR": platform.shared_dir,
                 # A node's cpuset (SLOT,COUNT in the host's online CPU list), known only on the host.
                 "CPUSET": f"{spec.cpu_slot},{spec.cpus}" if spec.cpus is not None else "",
+                # Its memory limit in MB (a node's share of its host is known once that is measured).
+                "MEMORY_MB": pulumi.Output.from_input(spec.memory_mb).apply(lambda mb: "" if mb is None else str(mb)),
             },
             # A new image means a new clone; the name and addresses are reused, so the old clone
             # goes first. The fingerprint is read through the image resource (the same value): a

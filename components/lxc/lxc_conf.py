@@ -30,6 +30,8 @@ unprivileged container (`ContainerSpec.id_map`, a user namespace; components/slu
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 
+from pulumi import Input
+
 from components.common.rendering import HEADER, container_device_path
 from components.lxc.config import GpuConfig
 from components.network.config import NetworkConfig
@@ -57,7 +59,7 @@ class ContainerSpec:
     gpu_devices: list[str]
     cpus: int | None = None  # a Slurm node's CPUs: its cpuset; None: no pinning (the web app)
     cpu_slot: int = 0  # where the node's CPUs start in its host's online CPU list (cpu_slots)
-    memory_mb: int | None = None  # the container's memory limit; None: none (the web app)
+    memory_mb: Input[int] | None = None  # the container's memory limit (MB); None: none (the web app)
     # (host directory, path in the container) pairs bound read-only (the web app's snapshot);
     # the host directory must exist before the container starts
     read_only_mounts: tuple[tuple[str, str], ...] = ()
@@ -163,18 +165,17 @@ def render_lxc_config(
             "# slurm.conf's CPUs= (the cpuset lines are appended by the container script, which reads the list).\n"
         )
     if spec.memory_mb is not None:
-        limit = spec.memory_mb * 1024 * 1024
         holds = (
             "what its people run, and no more: a login node past it"
             if spec.id_map
             else "the node's jobs (Slurm's RealMemory) and its own daemons, and no more: a node past it"
         )
+        # The figure travels apart (MEMORY_MB): a node's share of its host is known only once the
+        # host is measured, and the text stays the same whatever the figure.
         lines += [
             f"# Memory: {holds}\n",
-            "# meets its own OOM killer, never its neighbours'. Each version's key; LXC uses its host's.\n",
-            f"lxc.cgroup.memory.limit_in_bytes = {limit}\n",
-            f"lxc.cgroup2.memory.max = {limit}\n",
-            "lxc.cgroup2.memory.swap.max = 0\n",
+            "# meets its own OOM killer, never its neighbours'. Each version's key; LXC uses its host's\n",
+            "# (the limit lines are appended by the container script, from the container's MEMORY_MB).\n",
         ]
     lines.append(
         "# GPUs: the devices cgroup allows exactly the devices bound below, by their host numbers\n"

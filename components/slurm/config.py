@@ -9,7 +9,6 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, StringConstraints
 
 from components.common.config_types import (  # noqa: F401 (SLURM_RESERVED_PARTITION_NAMES: used through this module)
-    DEFAULT_MEMORY_MB_PER_CPU,
     SLURM_RESERVED_PARTITION_NAMES,
     Address,
     Hostname,
@@ -32,7 +31,7 @@ SLURM_RESERVED_NODE_NAMES = frozenset({"default", "all", "localhost"})
 
 
 # What a node container may hold besides its jobs (systemd, munged, slurmd and the job
-# steps' slurmstepd), in MB. DEFAULT_MEMORY_MB_PER_CPU: in components/common/config_types.py.
+# steps' slurmstepd), in MB.
 NODE_DAEMON_MEMORY_MB = 256
 # More for the node that runs slurmctld (placement: container): slurmctld with its queue and
 # state, and the Slurm commands the host runs there (status writer, exporter, health gate).
@@ -93,7 +92,8 @@ class NodeConfig(StrictModel):
         le=16777216,
         description="memory of the node in MB: Slurm's RealMemory, what its jobs may hold in all, and the "
         "container's memory limit (that plus NODE_DAEMON_MEMORY_MB for the node's own daemons); the "
-        "preflight checks the host has it for all its nodes. Default: 1024 per CPU",
+        "preflight checks the host has it for all its nodes. Default: the node's share of its host's memory by "
+        "CPUs, measured once (less 1 GB for the host and the limits of the login node and the other nodes)",
     )
     gpu_shards: StrictInt = Field(
         0,
@@ -106,8 +106,13 @@ class NodeConfig(StrictModel):
 
     @property
     def memory(self) -> int:
-        """The node's memory in MB (memory_mb, or 1024 per CPU)."""
-        return self.memory_mb if self.memory_mb is not None else DEFAULT_MEMORY_MB_PER_CPU * self.cpus
+        """The node's memory in MB: memory_mb, or its host's share once the host is measured
+        (ClusterConfig.with_node_memory, components/composition/node_memory.py)."""
+        if self.memory_mb is None:
+            raise ValueError(
+                f"{self.name}: its memory (no memory_mb) is its host's share, not known before it is measured"
+            )
+        return self.memory_mb
 
 
 class ControllerConfig(StrictModel):

@@ -31,7 +31,7 @@ def slurm_client(
     name: str,
     common: dict[str, str],
     via: ClientContainer,
-    slurm_conf: str,
+    slurm_conf: pulumi.Input[str],
     parent: pulumi.Resource,
     opts: pulumi.ResourceOptions | None,
     transport: Transport | None,
@@ -106,7 +106,7 @@ class SlurmController(pulumi.ComponentResource):
         name: str,
         cluster: ClusterIdentity,
         placement: ControllerPlacement,
-        slurm_conf: str,
+        slurm_conf: pulumi.Input[str],
         gres_conf: str,
         container: pulumi.Resource | None = None,
         lives_on: list[pulumi.Resource] | None = None,
@@ -169,7 +169,7 @@ class SlurmController(pulumi.ComponentResource):
         munge_key: pulumi.Resource | None,
         client: pulumi.Resource | None,
         client_container: ClientContainer | None,
-        slurm_conf: str,
+        slurm_conf: pulumi.Input[str],
     ) -> None:
         """The cluster's munge key and the host's Slurm client, unless the cluster gives them."""
         # With several hosts the cluster installs one key on each (`munge_key`, from a secret).
@@ -213,7 +213,7 @@ class SlurmController(pulumi.ComponentResource):
             transport=accounting.transport or self._transport,
         )
 
-    def _outputs(self, slurm_conf: str, gres_conf: str, placement: ControllerPlacement) -> None:
+    def _outputs(self, slurm_conf: pulumi.Input[str], gres_conf: str, placement: ControllerPlacement) -> None:
         self.slurm_conf = pulumi.Output.from_input(slurm_conf)
         self.gres_conf = pulumi.Output.from_input(gres_conf)
         self.address = pulumi.Output.from_input(str(placement.address))

@@ -81,7 +81,7 @@ def render_people(users: tuple[UserConfig, ...]) -> str:
 class LoginSetup:
     """What the login node takes of the rest of the cluster."""
 
-    slurm_conf: str
+    slurm_conf: pulumi.Input[str]
     """The cluster's rendered slurm.conf, written to /etc/slurm/slurm.conf."""
     cpu_slot: int
     """Where its CPUs start in its host's online CPU list: after the nodes' (lxc_conf.cpu_slots)."""

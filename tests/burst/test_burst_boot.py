@@ -13,9 +13,9 @@ from moto import mock_aws
 
 from components.burst.user_data import NODE_PLACEHOLDER, for_node, render_user_data
 from components.composition.stack_config import parse_stack_config
-from components.slurm.slurm_conf import render_slurm_conf
 from tests.burst.moto_ec2 import AwsWorld, FakeSlurm
 from tests.burst.stack import burst_stack
+from tests.harness.program_harness import slurm_conf_of
 
 burst_common = importlib.import_module("burst_common")
 store_munge_key = importlib.import_module("store_munge_key")
@@ -88,7 +88,7 @@ kill %1
 def test_slurmd_finds_munge_at_the_socket_slurm_conf_names():
     """Configless slurmd reads AuthInfo from the controller's slurm.conf: that path must answer."""
     config = parse_stack_config(burst_stack()).cluster
-    auth = next(line for line in render_slurm_conf(config, "c000").splitlines() if line.startswith("AuthInfo="))
+    auth = next(line for line in slurm_conf_of(config, "c000").splitlines() if line.startswith("AuthInfo="))
     socket = auth.removeprefix("AuthInfo=socket=")
     text = render_user_data("10.42.3.2", "us-east-1", SECRET, None, config.munge_socket)
     assert f"MUNGE_SOCKET={socket}\n" in text

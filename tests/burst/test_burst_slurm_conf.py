@@ -5,13 +5,14 @@ import shutil
 import subprocess
 
 from components.composition.stack_config import parse_stack_config
-from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf
+from components.slurm.slurm_conf import render_gres_conf
 from tests.burst.stack import burst_stack
+from tests.harness.program_harness import slurm_conf_of
 
 
 def rendered() -> tuple[str, str]:
     config = parse_stack_config(burst_stack()).cluster
-    return render_slurm_conf(config, "c000"), render_gres_conf(config)
+    return slurm_conf_of(config, "c000"), render_gres_conf(config)
 
 
 def settings(text: str) -> dict[str, str]:
@@ -44,7 +45,7 @@ def test_gres_conf_names_the_instances_own_gpus():
 
 def test_without_burst_no_cloud_line():
     config = parse_stack_config({"cluster": burst_stack()["cluster"] | {"burst": None}}).cluster
-    text = render_slurm_conf(config, "c000")
+    text = slurm_conf_of(config, "c000")
     assert "CLOUD" not in text and "ResumeProgram" not in text and "SlurmctldParameters=enable_configless\n" in text
 
 

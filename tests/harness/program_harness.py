@@ -9,6 +9,9 @@ stack, the tests' own, has no copy and is read from stacks/.
 from pathlib import Path
 from typing import Any
 
+from components.composition.node_memory import with_shares
+from components.host.host_size import parse_host_size
+from components.slurm.slurm_conf import render_slurm_conf
 from review import program
 from review.program import PROJECT, ROOT, ProgramRun, Registration, run_program
 
@@ -21,6 +24,18 @@ def fixture_file(stack: str) -> Path:
     """The test's copy of an example stack, else (the e2e stack) the shipped file."""
     copy = FIXTURES / f"Pulumi.{stack}.yaml"
     return copy if copy.exists() else ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def measured(config):
+    """`config` with the memory of nodes without memory_mb known: each host measured as the
+    program's runs here measure it (review.program.MEASURED_HOST)."""
+    size = parse_host_size(program.MEASURED_HOST)
+    return with_shares(config, {host.name: size for host in config.cluster_hosts})
+
+
+def slurm_conf_of(config, controller_hostname: str, munge_socket: str | None = None) -> str:
+    """The slurm.conf the program renders for `config` on hosts measured as its runs here are."""
+    return render_slurm_conf(measured(config), controller_hostname, munge_socket)
 
 
 def stack_config(stack: str) -> dict[str, Any]:

@@ -365,33 +365,6 @@ def test_more_memory_than_the_host_has_is_refused(preflight):
     assert preflight(NODE_MEMORY_MB=str(total_mb - 1024)).returncode == 0
 
 
-def test_nodes_an_earlier_release_left_without_a_memory_limit_need_their_memory_mb(preflight, tmp_path):
-    """A node container of a release before jobs were contained has no memory limit: with
-    no memory_mb, the default would limit its jobs, so the preflight asks for memory_mb, with
-    the host's share per CPU as the figure. A node the current program made (a limit) passes."""
-    meminfo = Path("/proc/meminfo").read_text().splitlines()
-    total_mb = int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal:"))) // 1024
-    lxc = tmp_path / "lxc"
-    for name, limit in (("pft-c008", ""), ("pft-c009", "lxc.cgroup2.memory.max = 1342177280\n")):
-        (lxc / name).mkdir(parents=True)
-        (lxc / name / "gpucluster.conf").write_text(f"lxc.uts.name = {name}\n{limit}")
-    # c008 (2 CPUs, no limit yet) and c009 (1 CPU, limited): 1024 MB per CPU and 256 for daemons
-    # each; 4000 MB more for the host's other containers (nodes with memory_mb, the login node).
-    nodes = "c008 pft-c008 2 2048 256\nc009 pft-c009 1 1024 256"
-    node_memory = 2048 + 256 + 1024 + 256 + 4000
-    done = preflight(LXC_PATH=str(lxc), DEFAULT_MEMORY_NODES=nodes, NODE_MEMORY_MB=str(node_memory))
-    assert done.returncode == 1
-    per_cpu = (total_mb - 1024 - 4000 - 512) // 3
-    assert f"nodes[].memory_mb: c008: {2 * per_cpu} (MB) would be this host's share" in done.stderr
-    assert "c009:" not in done.stderr
-    assert f"the host's {total_mb} MB less 1024 MB for itself, 4000 MB for its other containers" in done.stderr
-    assert "nothing was changed" in done.stderr
-    # Made by the current program (a limit), or not made yet: no question.
-    (lxc / "pft-c008" / "gpucluster.conf").write_text("lxc.cgroup.memory.limit_in_bytes = 2415919104\n")
-    assert preflight(LXC_PATH=str(lxc), DEFAULT_MEMORY_NODES=nodes, NODE_MEMORY_MB="0").returncode == 0
-    assert preflight(LXC_PATH=str(tmp_path / "none"), DEFAULT_MEMORY_NODES=nodes).returncode == 0
-
-
 def test_a_control_device_that_is_not_a_character_device_is_refused(preflight, tmp_path):
     fake = tmp_path / "nvidiactl"
     fake.touch()

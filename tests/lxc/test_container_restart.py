@@ -19,9 +19,14 @@ DEVICE_LINES = (
 
 
 CPUSET_LINES = "lxc.cgroup.cpuset.cpus = 0,1\nlxc.cgroup2.cpuset.cpus = 0,1\n"
-# c000's container limit: its 2048 MB for jobs, 256 MB for a node's daemons and 512 MB more for
-# slurmctld, which runs there (components/slurm/slurm_conf.py: node_daemon_memory_mb).
-C000_LIMIT_MB = 2048 + 256 + 512
+# c000's container limit: the e2e stack sets no memory_mb, so its share of the host as the
+# program's runs here measure it (16 GiB less 1 GB and slurmctld's 512 MB, by 2 of 16 CPUs), and
+# slurmctld's 512 MB (components/composition/node_memory.py).
+C000_LIMIT_MB = (16384 - 1024 - 512) * 2 // 16 + 512
+MEMORY_LINES = (
+    f"lxc.cgroup.memory.limit_in_bytes = {C000_LIMIT_MB * 2**20}\nlxc.cgroup2.memory.max = {C000_LIMIT_MB * 2**20}\n"
+    "lxc.cgroup2.memory.swap.max = 0\n"
+)
 
 
 def lib(call: str, *args: str) -> str:
@@ -51,9 +56,11 @@ def release_config() -> str:
 
 def current_config() -> str:
     """c000's gpucluster.conf as the program writes it now: the rendered config, the cpuset the
-    script deals from the host's online CPUs (c000 is first: CPUs 0,1 of two) and the device lines."""
+    script deals from the host's online CPUs (c000 is first: CPUs 0,1 of two), its memory limit
+    (MEMORY_MB) and the device lines."""
     (lxc,) = [r for r in run_program(stack_config("e2e"), stack="e2e").resources if r.name == "e2e-c000-lxc"]
-    return lxc.inputs["environment"]["LXC_CONFIG"] + "\n" + CPUSET_LINES + DEVICE_LINES
+    assert lxc.inputs["environment"]["MEMORY_MB"] == str(C000_LIMIT_MB)
+    return lxc.inputs["environment"]["LXC_CONFIG"] + "\n" + CPUSET_LINES + MEMORY_LINES + DEVICE_LINES
 
 
 def test_the_upgrade_from_the_last_release_restarts_no_node():

@@ -5,6 +5,7 @@ loads an LXC config and fails on an unknown key.
 """
 
 import copy
+import os
 import shutil
 import subprocess
 from ipaddress import IPv4Address
@@ -12,9 +13,10 @@ from pathlib import Path
 
 from components.common.transport import helpers
 from components.composition.config import ClusterConfig
+from components.lxc.cuda_container import FILES
 from components.lxc.lxc_conf import ContainerSpec, container_devices, cpu_slots, render_lxc_config
 from components.slurm.config import NODE_DAEMON_MEMORY_MB
-from tests.harness.program_harness import stack_config
+from tests.harness.program_harness import measured, stack_config
 
 
 def cluster(stack: str = "e2e", **changes) -> ClusterConfig:
@@ -35,7 +37,7 @@ def node_lxc_config(config: ClusterConfig, index: int = 0) -> str:
         node.cluster_address,
         config.gpu_assignment()[node.name],
         node.cpus,
-        memory_mb=node.memory + NODE_DAEMON_MEMORY_MB,
+        memory_mb=measured(config).nodes[index].memory + NODE_DAEMON_MEMORY_MB,
     )
     return render_lxc_config(spec, config.network, config.gpu, config.host.shared_dir, config.container_name(node.name))
 
@@ -127,16 +129,31 @@ def test_web_app_container_is_not_on_the_cluster_bridge():
     assert "memory" not in text  # nor memory
 
 
-def test_a_node_container_holds_its_jobs_memory_and_its_daemons():
+def test_a_node_container_holds_its_jobs_memory_and_its_daemons(tmp_path):
+    """The rendered text names the limit; the container script writes it from MEMORY_MB (a
+    node's share of its host is known only once the host is measured)."""
     raw = copy.deepcopy(stack_config("e2e")["cluster"])
     raw["nodes"][0]["memory_mb"] = 3000
-    body = lines(node_lxc_config(ClusterConfig.model_validate(raw)))
+    text = node_lxc_config(ClusterConfig.model_validate(raw))
+    assert [line for line in lines(text) if "memory" in line] == []
+    assert "appended by the container script, from the container's MEMORY_MB" in text
     limit = (3000 + NODE_DAEMON_MEMORY_MB) * 1024 * 1024
-    assert [line for line in body if "memory" in line] == [
+    # The script's memory part, after the shared helpers.
+    text = (FILES / "container_create.sh").read_text()
+    part = text[text.index("# Its memory limit (MEMORY_MB") : text.index("\ndir=$(lxc_dir")]
+    probe = f'{helpers()}\n{part}\nprintf "%s" "$memory_lines"'
+    environment = {"PATH": os.environ["PATH"], "MEMORY_MB": str(3000 + NODE_DAEMON_MEMORY_MB)}
+    done = subprocess.run(["/bin/bash", "-c", probe], env=environment, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
         f"lxc.cgroup.memory.limit_in_bytes = {limit}",
         f"lxc.cgroup2.memory.max = {limit}",
         "lxc.cgroup2.memory.swap.max = 0",
     ]
+    bad = subprocess.run(
+        ["/bin/bash", "-c", probe], env=environment | {"MEMORY_MB": "1e9"}, capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 1 and "MEMORY_MB must be a number of MB, got '1e9'" in bad.stderr
 
 
 def lxc_loads(text: str, tmp_path: Path) -> subprocess.CompletedProcess:

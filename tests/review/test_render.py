@@ -149,7 +149,7 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
     partition = "PartitionName=tutorial Nodes=c[{}] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
     for conf in ("files/gpu-slurm-client/slurm.conf", "files/gpu-slurm-slurmctld/slurm.conf"):
         assert per_file[conf] == [
-            "+NodeName=c004 NodeAddr=10.42.3.6 CPUs=1 RealMemory=1024 State=UNKNOWN",
+            "+NodeName=c004 NodeAddr=10.42.3.6 CPUs=1 RealMemory=672 State=UNKNOWN",
             "-" + partition.format("000-003"),
             "+" + partition.format("000-004"),
         ]

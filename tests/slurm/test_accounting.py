@@ -11,9 +11,9 @@ import pytest
 
 from components.composition.config import ClusterConfig
 from components.slurm.accounting import account_lines
-from components.slurm.slurm_conf import render_slurm_conf, render_slurmdbd_conf
+from components.slurm.slurm_conf import render_slurmdbd_conf
 from tests.harness.e2e_teardown import STACK, accounting_config
-from tests.harness.program_harness import run_program, stack_config
+from tests.harness.program_harness import run_program, slurm_conf_of, stack_config
 from tests.slurm.test_slurm_conf import lines, slurm_parses
 
 COMMAND = "command:local:Command"
@@ -107,7 +107,7 @@ def test_the_boot_unit_starts_the_database_container(run):
 
 
 def test_slurm_conf_records_gpus_enforces_limits_and_checks_health():
-    body = lines(render_slurm_conf(cluster_config(), "c000"))
+    body = lines(slurm_conf_of(cluster_config(), "c000"))
     for line in (
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=10.43.3.20",
@@ -125,7 +125,7 @@ def test_slurm_conf_records_gpus_enforces_limits_and_checks_health():
 
 
 def test_slurm_2205_accepts_the_accounting_settings(tmp_path):
-    done = slurm_parses(render_slurm_conf(cluster_config(), "c000"), tmp_path)
+    done = slurm_parses(slurm_conf_of(cluster_config(), "c000"), tmp_path)
     assert done.returncode == 0 and "error" not in done.stderr, done.stderr
 
 
@@ -133,9 +133,7 @@ def test_slurmdbd_conf_has_no_password():
     text = render_slurmdbd_conf(cluster_config())
     assert "StoragePass" not in text
     # In slurm.conf, AccountingStoragePass is munge's socket for slurmdbd, not a password.
-    assert "AccountingStoragePass=/run/gpucluster-e2e/munge.socket" in lines(
-        render_slurm_conf(cluster_config(), "c000")
-    )
+    assert "AccountingStoragePass=/run/gpucluster-e2e/munge.socket" in lines(slurm_conf_of(cluster_config(), "c000"))
     assert lines(text) == [
         "DbdHost=db",
         "DbdPort=6819",

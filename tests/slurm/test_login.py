@@ -183,11 +183,15 @@ def test_the_login_node_has_cpus_and_memory_of_its_own_counted_by_the_preflight(
     env = run.by_name("e2e-login-container-lxc").inputs["environment"]
     nodes_cpus = sum(node["cpus"] for node in login_config()["cluster"]["nodes"])
     assert env["CPUSET"] == f"{nodes_cpus},2"  # dealt after the nodes' CPUs
-    assert f"lxc.cgroup.memory.limit_in_bytes = {2048 * 2**20}" in env["LXC_CONFIG"]
-    assert f"lxc.cgroup2.memory.max = {2048 * 2**20}" in env["LXC_CONFIG"]
+    assert env["MEMORY_MB"] == "2048"
     preflight = run.by_name("e2e-host-preflight").inputs["environment"]
-    without = run_program(stack_config("e2e"), stack="e2e").by_name("e2e-host-preflight").inputs["environment"]
-    assert int(preflight["NODE_MEMORY_MB"]) - int(without["NODE_MEMORY_MB"]) == 2048
+    nodes = [run.by_name(f"e2e-{node['name']}-lxc") for node in login_config()["cluster"]["nodes"]]
+    assert int(preflight["NODE_MEMORY_MB"]) == sum(int(n.inputs["environment"]["MEMORY_MB"]) for n in nodes) + 2048
+    # The nodes without memory_mb share what the login node leaves of the host.
+    without = run_program(stack_config("e2e"), stack="e2e").by_name("e2e-c001-lxc").inputs["environment"]
+    assert int(without["MEMORY_MB"]) - int(run.by_name("e2e-c001-lxc").inputs["environment"]["MEMORY_MB"]) == (
+        2048 * 2 // 16
+    )
 
 
 def test_the_people_keys_are_root_files_sshd_reads_outside_their_homes(run):

@@ -17,10 +17,9 @@ from components.slurm.slurm_conf import (
     format_line,
     render_cgroup_conf,
     render_gres_conf,
-    render_slurm_conf,
     slurmd_start_plugins,
 )
-from tests.harness.program_harness import stack_config
+from tests.harness.program_harness import slurm_conf_of, stack_config
 
 
 def cluster(stack: str = "e2e", **changes) -> ClusterConfig:
@@ -45,7 +44,7 @@ def test_format_line(pairs, expected):
 
 
 def test_slurm_conf_node_and_partition_lines():
-    text = render_slurm_conf(cluster(), "c000")
+    text = slurm_conf_of(cluster(), "c000")
     assert text.startswith("# Managed by the gpu-cluster Pulumi program")
     body = lines(text)
     assert "GresTypes=gpu,shard" in body
@@ -53,8 +52,11 @@ def test_slurm_conf_node_and_partition_lines():
     assert "SlurmctldHost=c000(10.43.3.2)" in body
     assert "SlurmctldParameters=enable_configless" in body
     assert "AuthInfo=socket=/run/gpucluster-e2e/munge.socket" in body
+    # No memory_mb: each node's share of the measured host (16 GiB less 1 GB and slurmctld's 512 MB,
+    # 16 CPUs: 1856 MB per 2 CPUs), less its daemons' 256 MB.
     assert [line for line in body if line.startswith("NodeName=")] == [
-        f"NodeName=c00{i} NodeAddr=10.43.3.{i + 2} CPUs=2 RealMemory=2048 Gres=gpu:1 State=UNKNOWN" for i in range(4)
+        f"NodeName=c00{i} NodeAddr=10.43.3.{i + 2} CPUs=2 RealMemory={memory} Gres=gpu:1 State=UNKNOWN"
+        for i, memory in enumerate([1600] * 4)
     ]
     assert [line for line in body if line.startswith("PartitionName=")] == [
         "PartitionName=tutorial Nodes=c[000-003] Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP"
@@ -62,7 +64,7 @@ def test_slurm_conf_node_and_partition_lines():
 
 
 def test_slurm_conf_has_none_of_the_tutorials_removed_keys():
-    text = render_slurm_conf(cluster(), "c000")
+    text = slurm_conf_of(cluster(), "c000")
     for removed in ("ControlMachine", "CacheGroups", "SchedulerPort", "FastSchedule", "Shared=", "filetxt"):
         assert removed not in text
 
@@ -72,7 +74,7 @@ def test_node_without_gpus_has_no_gres():
     raw = config.model_dump(mode="json")
     raw["nodes"][3]["gpus"] = 0
     config = ClusterConfig.model_validate(raw)
-    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 RealMemory=2048 State=UNKNOWN" in render_slurm_conf(config, "c000")
+    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 RealMemory=1600 State=UNKNOWN" in slurm_conf_of(config, "c000")
     assert "c003" not in render_gres_conf(config)
 
 
@@ -80,7 +82,7 @@ def test_gres_conf_matches_the_node_lines():
     config = cluster()
     gres = lines(render_gres_conf(config))
     assert gres == [f"NodeName=c00{i} Name=gpu File=/dev/nvidia{i}" for i in range(4)]
-    slurm = render_slurm_conf(config, "c000")
+    slurm = slurm_conf_of(config, "c000")
     for node in config.nodes:
         files = [line for line in gres if line.startswith(f"NodeName={node.name} ")]
         assert f"NodeName={node.name} " in slurm
@@ -94,10 +96,10 @@ def test_a_shared_gpu_is_shards_on_the_node_that_owns_it():
         "NodeName=c000 Name=gpu File=/dev/nvidia0",
         "NodeName=c000 Name=shard Count=4 File=/dev/nvidia0",
     ]
-    body = lines(render_slurm_conf(config, "c000"))
+    body = lines(slurm_conf_of(config, "c000"))
     assert "GresTypes=gpu,shard" in body
     nodes = [line for line in body if line.startswith("NodeName=")]
-    assert nodes[0] == "NodeName=c000 NodeAddr=10.42.3.2 CPUs=4 RealMemory=4096 Gres=gpu:1,shard:4 State=UNKNOWN"
+    assert nodes[0] == "NodeName=c000 NodeAddr=10.42.3.2 CPUs=4 RealMemory=3456 Gres=gpu:1,shard:4 State=UNKNOWN"
     assert all("Gres=" not in line for line in nodes[1:])
 
 
@@ -106,8 +108,8 @@ def test_shards_are_counted_per_gpu():
     raw["gpu"]["stand_in"]["count"] = 6
     raw["nodes"][3] |= {"gpus": 2, "gpu_shards": 3}
     config = ClusterConfig.model_validate(raw)
-    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 RealMemory=2048 Gres=gpu:2,shard:6 State=UNKNOWN" in (
-        render_slurm_conf(config, "c000")
+    assert "NodeName=c003 NodeAddr=10.43.3.5 CPUs=2 RealMemory=1600 Gres=gpu:2,shard:6 State=UNKNOWN" in (
+        slurm_conf_of(config, "c000")
     )
     shards = [line for line in lines(render_gres_conf(config)) if "Name=shard" in line]
     assert shards == [
@@ -119,7 +121,7 @@ def test_shards_are_counted_per_gpu():
 def test_jobs_are_contained_and_memory_is_scheduled():
     raw = copy.deepcopy(stack_config("e2e")["cluster"])
     raw["nodes"][0]["memory_mb"] = 1000  # 500 per CPU: the smallest share is every job's default
-    body = lines(render_slurm_conf(ClusterConfig.model_validate(raw), "c000"))
+    body = lines(slurm_conf_of(ClusterConfig.model_validate(raw), "c000"))
     for setting in (
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/cgroup,task/affinity",
@@ -139,7 +141,7 @@ def test_jobs_are_contained_and_memory_is_scheduled():
 
 
 def test_slurmd_restarts_for_the_plugins_it_loads_at_start_only():
-    text = render_slurm_conf(cluster(), "c000")
+    text = slurm_conf_of(cluster(), "c000")
     assert slurmd_start_plugins(text) == (
         "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity JobAcctGatherType=jobacct_gather/none "
         "GresTypes=gpu,shard"
@@ -149,7 +151,7 @@ def test_slurmd_restarts_for_the_plugins_it_loads_at_start_only():
 def test_controller_on_the_host_runs_in_its_own_container_with_debians_paths():
     raw = stack_config("e2e")["cluster"]
     raw["slurm"]["controller"] = {"placement": "host", "nat_address": "10.43.3.200"}
-    text = render_slurm_conf(ClusterConfig.model_validate(raw), "slurmctld")
+    text = slurm_conf_of(ClusterConfig.model_validate(raw), "slurmctld")
     assert "SlurmctldHost=slurmctld(10.43.3.200)" in text
     assert "StateSaveLocation=/var/lib/slurm/slurmctld" in text
 
@@ -169,13 +171,13 @@ def slurm_parses(text: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("stack", ["e2e", "local"])
 def test_slurm_2205_accepts_the_rendered_slurm_conf(stack, tmp_path):
-    done = slurm_parses(render_slurm_conf(cluster(stack), "c000"), tmp_path)
+    done = slurm_parses(slurm_conf_of(cluster(stack), "c000"), tmp_path)
     assert done.returncode == 0 and "error" not in done.stderr, done.stderr
 
 
 def test_slurm_2205_rejects_a_removed_key(tmp_path):
     # The check above can fail: the tutorial's CacheGroups aborts parsing on 22.05.
-    done = slurm_parses(render_slurm_conf(cluster(), "c000") + "CacheGroups=0\n", tmp_path)
+    done = slurm_parses(slurm_conf_of(cluster(), "c000") + "CacheGroups=0\n", tmp_path)
     assert done.returncode != 0 and "CacheGroups" in done.stderr
 
 
@@ -194,7 +196,7 @@ def test_the_release_sets_the_slurm_version():
 def test_slurm_2411_gets_no_setting_it_lacks():
     # 24.11 has no */none plugins and made cloud_reg_addrs and NoAddrCache defunct (its
     # slurmctld says so: tests/slurm/test_slurm_releases.py); 22.05 keeps its rendering.
-    old, new = lines(render_slurm_conf(cluster(), "c000")), lines(render_slurm_conf(trixie(), "c000"))
+    old, new = lines(slurm_conf_of(cluster(), "c000")), lines(slurm_conf_of(trixie(), "c000"))
     dropped = [
         "MpiDefault=none",
         "SwitchType=switch/none",
@@ -206,7 +208,7 @@ def test_slurm_2411_gets_no_setting_it_lacks():
     moved = {"SlurmctldPidFile=/run/slurmctld.pid": "SlurmctldPidFile=/run/slurmctld/slurmctld.pid"}
     assert set(old) - set(new) == set(dropped) | set(moved)
     assert set(new) - set(old) == set(moved.values())
-    assert slurmd_start_plugins(render_slurm_conf(trixie(), "c000")) == (
+    assert slurmd_start_plugins(slurm_conf_of(trixie(), "c000")) == (
         "ProctrackType=proctrack/cgroup TaskPlugin=task/cgroup,task/affinity GresTypes=gpu,shard"
     )
 
@@ -226,7 +228,7 @@ def test_slurm_2411_burst_settings_lack_the_defunct_cloud_options():
 
     raw = burst_stack()
     raw["cluster"]["image"] = {"release": "trixie"}
-    body = lines(render_slurm_conf(parse_stack_config(raw).cluster, "c000"))
+    body = lines(slurm_conf_of(parse_stack_config(raw).cluster, "c000"))
     assert "SlurmctldParameters=enable_configless,idle_on_node_suspend" in body
     assert not [line for line in body if line.startswith(("CommunicationParameters=", "PrivateData="))]
 
@@ -235,6 +237,6 @@ def test_slurm_2411_accounting_keeps_its_gather():
     raw = copy.deepcopy(stack_config("e2e")["cluster"])
     raw["image"] = {"release": "trixie"}
     raw["accounting"] = {"name": "db", "nat_address": "10.43.3.20"}
-    body = lines(render_slurm_conf(ClusterConfig.model_validate(raw), "c000"))
+    body = lines(slurm_conf_of(ClusterConfig.model_validate(raw), "c000"))
     assert "JobAcctGatherType=jobacct_gather/linux" in body
     assert "AccountingStorageType=accounting_storage/slurmdbd" in body

@@ -10,9 +10,9 @@ import pytest
 from components.composition.config import ClusterConfig
 from components.composition.stack_config import parse_stack_config
 from components.lxc.config import RELEASES
-from components.slurm.slurm_conf import render_cgroup_conf, render_gres_conf, render_slurm_conf
+from components.slurm.slurm_conf import render_cgroup_conf, render_gres_conf
 from tests.burst.stack import burst_stack
-from tests.harness.program_harness import stack_config
+from tests.harness.program_harness import slurm_conf_of, stack_config
 from tests.harness.slurm_release import judge, slurm_version
 
 
@@ -29,7 +29,7 @@ def configured(release: str, stack: str) -> ClusterConfig:
 
 def verdict(config: ClusterConfig, slurm_conf: str | None = None):
     node = config.controller_node.name if config.controller_node else "gpuhost"
-    text = slurm_conf or render_slurm_conf(config, node)
+    text = slurm_conf or slurm_conf_of(config, node)
     return judge(
         config.image.release, text, render_cgroup_conf(), render_gres_conf(config), node, str(config.controller_address)
     )
@@ -54,7 +54,7 @@ def test_the_release_slurm_accepts_its_rendered_files(release, stack):
 
 def test_slurm_2411_refuses_the_2205_rendering():
     # The judge can fail: 22.05's cloud settings are defunct in 24.11 (slurmctld says so).
-    old = render_slurm_conf(configured("bookworm", "burst"), "c000")
+    old = slurm_conf_of(configured("bookworm", "burst"), "c000")
     result = verdict(configured("trixie", "burst"), old)
     assert any("cloud_reg_addrs" in line and "defunct" in line for line in result.complaints), result
     assert any("NoAddrCache" in line for line in result.complaints), result
@@ -65,7 +65,7 @@ def test_slurm_2411_says_which_cgroup_option_is_defunct():
     node = config.controller_node.name
     result = judge(
         "trixie",
-        render_slurm_conf(config, node),
+        slurm_conf_of(config, node),
         render_cgroup_conf() + "CgroupAutomount=yes\n",
         render_gres_conf(config),
         node,

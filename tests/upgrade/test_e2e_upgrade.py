@@ -11,12 +11,12 @@ also when a step fails.
 
 The stack file stays the release's: a change of the stack file is a change of the cluster,
 with its own cost (docs/changes.md; a node's `cpus` ends the jobs on it, the e2e stack's
-nodes went from 1 to 2 CPUs since the release). Only `nodes[].memory_mb` is added, as the
-upgrade asks: the release's nodes have no memory limit and its jobs may hold any of the host's
-memory, so the current program refuses its default there (the preflight, before anything
-changes) until each node's memory is set. c001's job holds 1.4 GB, more than the 1024 MB (and
-1280 MB limit) c001 is then given: its container keeps its old limit until its next start and
-the job runs on. Afterwards the controller's node is filled to its RealMemory by a job at its
+nodes went from 1 to 2 CPUs since the release). The release's nodes have no memory limit and its
+jobs may hold any of the host's memory: c002 and c003 set no `memory_mb`, as the release's stack
+file has it, and get their share of the host, measured at the upgrade, taken live. Two nodes
+are given a figure: c001's job holds 1.4 GB, more than the 1024 MB (and 1280 MB limit) c001 is
+then given: its container keeps its old limit until its next start and the job runs on; and
+afterwards the controller's node c000 (2048 MB) is filled to its RealMemory by a job at its
 `--mem`: slurmctld keeps answering beside it, the job is not killed, and slurmctld, slurmd and
 munged there are the last its OOM killer picks.
 
@@ -34,7 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.command_executor import CommandFailedError
+from components.composition.config import ClusterConfig
+from components.composition.node_memory import shares
+from components.host.host_size import parse_host_size
 from tests.harness.e2e_teardown import STACK, STAND_IN_DIR, remove_stand_in_gpus, teardown
 from tests.harness.engine_cluster import State, destroy_state, host_commands, up
 from tests.harness.program_harness import run_program
@@ -57,9 +59,10 @@ CLUSTER_DIR = Path(f"/var/lib/gpucluster/{STACK}")
 # Where the release recorded the host's ip_forward before turning it on (the current program
 # takes it over and restores it when the last cluster goes).
 RELEASE_IP_FORWARD = CLUSTER_DIR / "ip_forward.orig"
-# The memory each node gets with the current program (nodes[].memory_mb, MB). c001's job holds
-# more than c001 is given; c000 runs slurmctld and is filled to it after the upgrade.
-MEMORY_MB = {"c000": 2048, "c001": 1024, "c002": 1024, "c003": 1024}
+# The memory two nodes are given with the current program (nodes[].memory_mb, MB); the others
+# get their share of the host. c001's job holds more than c001 is given; c000 runs slurmctld and
+# is filled to it after the upgrade.
+MEMORY_MB = {"c000": 2048, "c001": 1024}
 HELD_NODE, HELD_MB = "c001", 1400
 # A job that holds HELD_MB MB (each page touched) until the test lets it finish.
 HOLD = (
@@ -179,6 +182,14 @@ def fill_the_controllers_node(capsys) -> None:
     wait_for_states(job, "COMPLETED", 60)
 
 
+def measured_shares(state: State, config: dict) -> dict[str, int]:
+    """The RealMemory of the nodes without memory_mb: their share of the host as the engine's
+    state keeps its measure."""
+    (entry,) = [e for e in state.resources.values() if e.command.name == f"{STACK}-host-size"]
+    cluster = ClusterConfig.model_validate(config["cluster"])
+    return shares(cluster, cluster.cluster_hosts[0], parse_host_size(entry.stdout))
+
+
 def placed(placement: str):
     """The release's stack file with slurmctld where `placement` says (its own: in c000)."""
     if placement == "container":
@@ -198,10 +209,10 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(placement, cap
     release = host_commands(release_run(commit, STACK, placed(placement)), revision=commit)
     config = release_stack_config(commit, STACK, placed(placement))
     assert config["cluster"]["slurm"]["controller"]["placement"] == placement
-    unsized = host_commands(run_program(config, stack=STACK))
     sized = copy.deepcopy(config)
     for node in sized["cluster"]["nodes"]:
-        node["memory_mb"] = MEMORY_MB[node["name"]]
+        if node["name"] in MEMORY_MB:
+            node["memory_mb"] = MEMORY_MB[node["name"]]
     current = host_commands(run_program(sized, stack=STACK))
     nodes = [node["name"] for node in config["cluster"]["nodes"]]
     usage_key, limit_key = memory_keys()
@@ -227,14 +238,6 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(placement, cap
         assert container_memory(HELD_NODE, limit_key) == -1, "the release's nodes have no memory limit"
         before = init_pids(nodes)
 
-        # The release's stack file as it is: its nodes' jobs could hold any of the host's memory,
-        # and the default would limit them. Refused before anything changed, naming the setting.
-        with pytest.raises(CommandFailedError) as refused:
-            up(state, unsized)
-        assert "nodes[].memory_mb: c000: " in str(refused.value), str(refused.value)[-3000:]
-        assert init_pids(nodes) == before
-        assert job_states(jobs, RELEASE_SLURM) == {node: f"RUNNING on {node}, Restarts=0" for node in nodes}
-
         _, actions = up(state, current)
         ran = {name: action for name, action in actions.items() if action != "same"}
         logs = {
@@ -259,8 +262,16 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(placement, cap
         lxc_log = logs[f"{STACK}-{HELD_NODE}-lxc"]
         assert f"{STACK}-{HELD_NODE}: holds " in lxc_log and "more than its new memory limit of 1280 MB" in lxc_log
         assert container_memory(HELD_NODE, limit_key) == -1
-        # The others took theirs live: their memory plus a node's 256 MB (c000: 512 more, slurmctld's).
-        assert container_memory("c002", limit_key) == (1024 + 256) * 2**20
+        # The others took theirs live: c002 its share of the host as measured (the state keeps the
+        # figure), its RealMemory in slurm.conf plus a node's 256 MB; c000 its memory_mb plus that
+        # (and 512 more, slurmctld's).
+        share = measured_shares(state, sized)["c002"]
+        node_line = sh("scontrol", "-o", "show", "node", "c002", env=SLURM).stdout
+        assert f" RealMemory={share} " in node_line, node_line
+        with capsys.disabled():
+            print(f"\nc002's share of this host: RealMemory={share} MB")
+        assert share > 1024, "more than the old default's 1024 MB per 2 CPUs"
+        assert container_memory("c002", limit_key) == (share + 256) * 2**20
         controller_margin = 512 if placement == "container" else 0
         assert container_memory("c000", limit_key) == (2048 + 256 + controller_margin) * 2**20
         if placement == "host":

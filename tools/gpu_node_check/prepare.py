@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from components.composition.cluster import controller_hostname  # noqa: E402 (after the path)
 from components.composition.config import ClusterConfig  # noqa: E402 (after the path)
-from components.slurm.slurm_conf import render_cgroup_conf, render_gres_conf, render_slurm_conf  # noqa: E402
+from components.slurm.slurm_conf import render_cgroup_conf, render_gres_conf  # noqa: E402
 from tests.harness.command_executor import host_commands  # noqa: E402
-from tests.harness.program_harness import run_program, stack_config  # noqa: E402
+from tests.harness.program_harness import run_program, slurm_conf_of, stack_config  # noqa: E402
 
 LXC_PACKAGES = ("lxc", "liblxc1", "liblxc-common", "lxc-templates", "libapparmor1")
 WANTED = ("dev-host-preflight", "dev-c000-lxc", "dev-c001-lxc")
@@ -143,7 +143,8 @@ def write_commands(work: Path) -> list[str]:
     # program does (placement 'host': its own container's name; slurm_check.sh names this host).
     cluster = ClusterConfig.model_validate(config["cluster"])
     files = {
-        "slurm.conf": render_slurm_conf(cluster, controller_hostname(cluster)),
+        # Its nodes set no memory_mb: their share of the host the mocked run measured.
+        "slurm.conf": slurm_conf_of(cluster, controller_hostname(cluster)),
         "gres.conf": render_gres_conf(cluster),
         "cgroup.conf": render_cgroup_conf(),
     }

@@ -39,27 +39,7 @@ online=$(getconf _NPROCESSORS_ONLN)
 HOST_RESERVED_MB=1024
 total_mb=$(($(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo) / 1024))
 [ "${NODE_MEMORY_MB:-0}" -le $((total_mb - HOST_RESERVED_MB)) ] ||
-  problems+=("nodes[].memory_mb: this host's nodes need ${NODE_MEMORY_MB} MB in all (nodes[].memory_mb and what each node keeps for its own daemons, and login.memory_mb where the login node runs here) but the host has ${total_mb} MB, of which ${HOST_RESERVED_MB} MB stay with the host: lower nodes[].memory_mb (default 1024 per CPU) or place nodes on another host")
-
-# Nodes that set no memory_mb (DEFAULT_MEMORY_NODES: NODE CONTAINER CPUS DEFAULT_MB MARGIN_MB a
-# line) whose running container has no memory limit (made by a release before jobs were
-# contained: their jobs may hold any of the host's memory): the default would now limit them
-# and their jobs. Refused until the config says how much each gets, with this host's share
-# (its memory less the host's reserve and the other containers' limits, by CPUs) as the figure.
-unlimited=() default_cpus=0 default_total=0 margins=0
-while read -r node container cpus default_mb margin_mb; do
-  [ -n "$node" ] || continue
-  default_cpus=$((default_cpus + cpus)) default_total=$((default_total + default_mb + margin_mb)) margins=$((margins + margin_mb))
-  conf=$(lxc_dir "$container")/gpucluster.conf
-  [ -f "$conf" ] && ! grep -qE '^[[:space:]]*lxc\.cgroup2?\.memory\.(max|limit_in_bytes)[[:space:]]*=' "$conf" &&
-    unlimited+=("$node $cpus")
-done < <(lines "${DEFAULT_MEMORY_NODES:-}")
-if [ "${#unlimited[@]}" -gt 0 ]; then
-  others=$((${NODE_MEMORY_MB:-0} - default_total))
-  per_cpu=$(((total_mb - HOST_RESERVED_MB - others - margins) / default_cpus))
-  figures=$(for entry in "${unlimited[@]}"; do read -r node cpus <<< "$entry"; printf '%s: %s, ' "$node" $((per_cpu * cpus)); done)
-  problems+=("nodes[].memory_mb: ${figures%, } (MB) would be this host's share for the nodes that run without a memory limit and set no memory_mb (their containers were made before jobs were contained, so their jobs may hold any of the host's memory; the default, 1024 MB per CPU, would limit them from now on and refuse a job's --mem above it): set nodes[].memory_mb for each of them, to these figures or what their jobs need (the host's ${total_mb} MB less ${HOST_RESERVED_MB} MB for itself, ${others} MB for its other containers and ${margins} MB for these nodes' daemons, by CPUs), then run again; nothing was changed")
-fi
+  problems+=("nodes[].memory_mb: this host's nodes need ${NODE_MEMORY_MB} MB in all (nodes[].memory_mb and what each node keeps for its own daemons, and login.memory_mb where the login node runs here) but the host has ${total_mb} MB, of which ${HOST_RESERVED_MB} MB stay with the host: lower nodes[].memory_mb (a node without one gets its share of the host, measured when it was first made) or place nodes on another host")
 
 # Kernel limits the node containers need (lib/kernel_limits.sh): the create raises them, unless
 # the kernel refuses (a read-only /proc/sys, as inside a container); then they must be there already.

@@ -34,6 +34,15 @@ if [ -n "$CPUSET" ]; then
   cpuset_lines="lxc.cgroup.cpuset.cpus = $cpus"$'\n'"lxc.cgroup2.cpuset.cpus = $cpus"$'\n'
 fi
 
+# Its memory limit (MEMORY_MB, MB; empty: none), in each cgroup version's key, without swap.
+memory_lines=""
+if [ -n "${MEMORY_MB:-}" ]; then
+  [[ $MEMORY_MB =~ ^[1-9][0-9]*$ ]] || die "MEMORY_MB must be a number of MB, got '$MEMORY_MB'"
+  limit=$((MEMORY_MB * 1048576))
+  memory_lines="lxc.cgroup.memory.limit_in_bytes = $limit"$'\n'"lxc.cgroup2.memory.max = $limit"$'\n'
+  memory_lines+="lxc.cgroup2.memory.swap.max = 0"$'\n'
+fi
+
 dir=$(lxc_dir "$CONTAINER")
 # An id map in its config: an unprivileged container (the login node), a copy of its own.
 unprivileged=""
@@ -93,7 +102,7 @@ container_config() {
   # An optional bind of something this host lacks (a control device such as nvidia-modeset,
   # the CUDA toolkit) is left out: LXC would make its target anyway, an empty placeholder.
   printf '%s\n' "$LXC_CONFIG" | lxc_absent_binds_out
-  printf '%s' "$cpuset_lines"
+  printf '%s' "$cpuset_lines" "$memory_lines"
   device_allow_lines "$DEVICES"
   printf '%s' "$driver_mounts"
 }
