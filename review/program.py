@@ -131,8 +131,8 @@ def _fixed_check_int(private: str, seed: bytes) -> str:
 
 
 # The host size (components/host/host_size.py) a program run here measures, on every host: a
-# small one, so that the tests that carry out a mocked run's commands on a real machine
-# (tests/harness/command_executor.py) give nodes limits that machine has.
+# small one, which any machine running a mocked run's commands has (the end-to-end tests
+# measure their own machine instead: tests/conftest.py).
 MEASURED_HOST = "memory_mb=16384 cpus=16\n"
 GENERATED_SECRET = re.compile(r"head -c (\d+) /dev/urandom \| base64 -w0")
 

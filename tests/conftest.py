@@ -1,5 +1,6 @@
 """Fixtures shared by the end-to-end tests, and which tests may run beside them (pytest-xdist groups)."""
 
+import os
 import signal
 from pathlib import Path
 
@@ -77,6 +78,20 @@ def kept_images_purged():
         from tests.harness.e2e_teardown import purge_kept
 
         purge_kept()
+
+
+@pytest.fixture(autouse=True)
+def measured_as_this_machine(request, monkeypatch):
+    """An end-to-end test's mocked runs measure the host as this machine (its MemTotal and online
+    CPUs), as its engine's runs do: the commands they give (a node's memory share) and the
+    changes the imitation plans are then this machine's. Other tests keep review.program's host."""
+    if request.node.get_closest_marker("e2e") is None:
+        return
+    from review import program
+
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total_mb = int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal:"))) // 1024
+    monkeypatch.setattr(program, "MEASURED_HOST", f"memory_mb={total_mb} cpus={os.sysconf('SC_NPROCESSORS_ONLN')}\n")
 
 
 def _interrupted(signum, frame):

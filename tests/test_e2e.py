@@ -30,7 +30,7 @@ from tests.harness.e2e_teardown import (
     teardown,
 )
 from tests.harness.engine_cluster import apply, destroy, host_commands, update
-from tests.harness.program_harness import run_program
+from tests.harness.program_harness import nodes_whose_share_changes, run_program
 from tests.harness.slurm_client import client_container, cluster_slurm
 
 REQUIRED_TOOLS = [
@@ -401,7 +401,8 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         assert "MaxTime=1-00:00:00" in partition, partition
 
         # Grow by one node: that node is created and the controller's config changes; the
-        # other nodes are not touched (their slurmd keeps running).
+        # other nodes are not touched (their slurmd keeps running), but for their memory limit
+        # where they already share this machine's CPUs: their share shrinks, applied live.
         grown_config = e2e_config(placement, max_time="1-00:00:00", grow=True)
         slurmd_pids = {node: slurmd_pid(cluster, node) for node in ("c001", "c003")}
         grown = host_commands(run_program(grown_config, stack=STACK))
@@ -418,6 +419,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
             f"{cluster}-boot-unit": "update",
             f"{cluster}-scripts": "update",
             f"{cluster}-host-kernel-limits": "update",
+            **{f"{cluster}-{node}-lxc": "update" for node in nodes_whose_share_changes(config, grown_config)},
         }
         assert stand_in_gpus(cluster) == {**{f"nvidia{i}": (195, i) for i in range(7)}, "nvidiactl": (195, 255)}
         assert {node: slurmd_pid(cluster, node) for node in slurmd_pids} == slurmd_pids

@@ -24,7 +24,7 @@ from tests.harness.engine_cluster import (
     up,
 )
 from tests.harness.imitation_check import harness_actions, harness_deletes_first
-from tests.harness.program_harness import run_program
+from tests.harness.program_harness import nodes_whose_share_changes, run_program
 from tests.test_e2e import (
     check_cluster,
     host_snapshot,
@@ -164,6 +164,8 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
             "e2e-health": "replace",
             "e2e-host-stand-in-gpus": "update",
             "e2e-host-kernel-limits": "update",
+            # Where the nodes already share this machine's CPUs, their memory shares shrink (live).
+            **{f"e2e-{node}-lxc": "update" for node in nodes_whose_share_changes(config, grown)},
         }
         assert sh("squeue", "-h", "-j", job, "-o", "%T", env=SLURM).stdout.strip() == "RUNNING", "the job died"
         assert node_states()["c001"] in {"allocated", "mixed"} and node_states()["c004"] == "idle"
