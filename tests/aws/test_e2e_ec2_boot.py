@@ -38,7 +38,7 @@ DOWNLOAD_CACHE = Path("/var/cache/lxc/debian")
 VOLUME_IMAGE = Path("/var/tmp/ec2boot-state.img")
 STATE_DIRS = ("/var/lib/gpucluster", "/var/lib/lxc", "/srv/gpucluster/cloud/shared")
 RUN_THESE = ("cloud-cloud1-ssh-ready", "cloud-cloud1-scripts-dir", "cloud-cloud1-sshd-accept-env",
-             "cloud-cloud1-host-stand-in-gpus",
+             "cloud-cloud1-host-stand-in-gpus", "cloud-cloud1-host-size",
              "cloud-cloud1-host-preflight")  # fmt: skip
 
 
