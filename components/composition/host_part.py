@@ -70,6 +70,7 @@ class HostPart(pulumi.ComponentResource):
         )
         self.transport = connect(prefix, config.name, host, self._moved(), machine=reached)
         self.node_memory = self._node_memory(prefix, config, host)
+        self.container_memory = self._container_memory(config, config.for_host(host).nodes)
         self.gpu_host = self._gpu_host(prefix, config, host)
         self.users = [self.gpu_host.users] if self.gpu_host.users else []
         # With a shared filesystem, the nodes bind its mount: mounted before bridges and image.
@@ -121,7 +122,7 @@ class HostPart(pulumi.ComponentResource):
             control_devices=view.gpu.control_devices,
             node_cpus=max((node.cpus for node in view.nodes), default=1),
             # The login node's limit counts too: people's shells take from the host like nodes.
-            node_memory_mb=pulumi.Output.all(*self._container_memory(config, view.nodes).values()).apply(
+            node_memory_mb=pulumi.Output.all(*self.container_memory.values()).apply(
                 lambda limits: sum(limits) + (view.login.memory_mb if view.login else 0)
             ),
             host_ports=[forward.host_port for forward in view.all_forwards],
@@ -205,7 +206,7 @@ class HostPart(pulumi.ComponentResource):
     def _containers(self, name: str, config: ClusterConfig) -> dict[str, CudaContainer]:
         """The host's node containers, cloned from its image once its bridges are up."""
         view, gpus = config.for_host(self.host_config), config.gpu_assignment()
-        slots, limits = cpu_slots(view.nodes), self._container_memory(config, view.nodes)
+        slots = cpu_slots(view.nodes)
         return {
             node.name: CudaContainer(
                 f"{name}-{node.name}",
@@ -217,7 +218,7 @@ class HostPart(pulumi.ComponentResource):
                     gpu_devices=gpus[node.name],
                     cpus=node.cpus,
                     cpu_slot=slots[node.name],
-                    memory_mb=limits[node.name],
+                    memory_mb=self.container_memory[node.name],
                 ),
                 self.platform,
                 image=self.image.rootfs,
