@@ -13,6 +13,7 @@ SSH host carries the prefix `GPUCLUSTER_` (lib's prelude strips it), and the hos
 command installs an sshd drop-in accepting that prefix. Secrets travel by stdin only.
 """
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -75,22 +76,35 @@ def library() -> dict[str, tuple[str, re.Pattern]]:
     found = {}
     for path in sorted(LIB.glob("*.sh")):
         text = path.read_text()
-        found[path.name] = (text, _uses(set(_FUNCTION.findall(text)), set(_VARIABLE.findall(text))))
+        found[path.name] = (text, _defines(text))
     return found
+
+
+@functools.cache
+def _defines(text: str) -> re.Pattern:
+    return _uses(set(_FUNCTION.findall(text)), set(_VARIABLE.findall(text)))
 
 
 def helper_files(text: str) -> list[str]:
     """The helper files a script's text needs: core.sh, then every file defining a function
     or variable that the text (or an included file) uses, in name order."""
-    files = library()
-    needed, pending = {CORE}, [text, files[CORE][0]]
+    return list(_helper_files(text, tuple((name, helper) for name, (helper, _) in library().items())))
+
+
+# A program run asks this for every command (a node's scripts, 64 nodes: 281 times); the
+# answer depends only on the texts, so it is worked out once per script and library.
+@functools.lru_cache(maxsize=512)
+def _helper_files(text: str, files: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    defines = {name: _defines(helper) for name, helper in files}
+    helper_text = dict(files)
+    needed, pending = {CORE}, [text, helper_text[CORE]]
     while pending:
         code = _COMMENT.sub("", pending.pop())
-        for name, (helper, defines) in files.items():
-            if name not in needed and defines.search(code):
+        for name, pattern in defines.items():
+            if name not in needed and pattern.search(code):
                 needed.add(name)
-                pending.append(helper)
-    return [CORE, *sorted(needed - {CORE})]
+                pending.append(helper_text[name])
+    return (CORE, *sorted(needed - {CORE}))
 
 
 def helpers(names: list[str] | None = None) -> str:
