@@ -2,8 +2,10 @@
 
 import pulumi
 
+from components.common.registration import send_only_the_registering_frame
 from components.composition.stack_config import load_stack_config
 
+send_only_the_registering_frame()
 stack = load_stack_config()
 
 if stack.cluster:

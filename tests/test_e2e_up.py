@@ -8,6 +8,7 @@ job ends (docs/previews.md). Its node image is copied from the one the other e2e
 (or built), and purged at the end.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -84,6 +85,7 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
         assert "no NVIDIA driver here" in up.stderr and "bringing up the GPU-less stack nogpu" in up.stderr
         assert "Resources:\n    + 46 created" in up.stdout, up.stdout[-2000:]
         report.append("$ ./up.sh --yes\n" + "\n".join(up.stdout.splitlines()[-4:]))
+        report.append(registering_frames_only(project / ".pulumi-state/.pulumi/stacks/gpu-cluster/nogpu.json"))
         # The runner's cleanup after the job: what holds the deploy's environment is killed
         # (none should), and the cluster serves the jobs below after it.
         holding = deploy_environment_holders()
@@ -121,6 +123,19 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
     assert host_snapshot() == before
     with capsys.disabled():
         print("\n" + "\n".join(report))
+
+
+def registering_frames_only(state_file: Path) -> str:
+    """The state keeps, for each resource, the one frame of the program that made it
+    (components/common/registration.py), and its source position is that frame."""
+    resources = json.loads(state_file.read_text())["checkpoint"]["latest"]["resources"]
+    made = [r for r in resources if not r["type"].startswith(("pulumi:pulumi:Stack", "pulumi:providers:"))]
+    assert made, "no resource in the state"
+    for resource in made:
+        frames = [frame.get("sourcePosition") for frame in resource.get("stackTrace", [])]
+        assert frames == [resource.get("sourcePosition")], (resource["urn"], frames)
+    size = state_file.stat().st_size
+    return f"the state: {size} bytes, {len(resources)} resources, one stack frame each"
 
 
 def deploy_environment_holders() -> dict[int, str]:
