@@ -68,13 +68,16 @@ def _image_rootfs(root: Path) -> None:
         (root / "etc" / name).write_text("")
 
 
-def push_image(registry: Registry, work: Path, name: str) -> None:
-    """The busybox image, as registry/NAME, through the CA and the account."""
+def push_image(registry: Registry, work: Path, name: str, filler_mb: int = 0) -> None:
+    """The busybox image, as registry/NAME, through the CA and the account; with `filler_mb`, a
+    file /filler of that many MB of random bytes in its layer (tests/benchmark_containers.py)."""
     layout, bundle = work / ("oci-" + name.replace("/", "-").replace(":", "-")), work / "bundle"
     _run("umoci", "init", "--layout", str(layout))
     _run("umoci", "new", "--image", f"{layout}:latest")
     _run("umoci", "unpack", "--image", f"{layout}:latest", str(bundle))
     _image_rootfs(bundle / "rootfs")
+    if filler_mb:
+        _run("sh", "-c", f"head -c {filler_mb}M /dev/urandom > {bundle / 'rootfs' / 'filler'}")
     _run("umoci", "repack", "--image", f"{layout}:latest", str(bundle))
     _run("umoci", "config", "--image", f"{layout}:latest", "--config.env", "PATH=/bin")
     _run("rm", "-rf", str(bundle))
