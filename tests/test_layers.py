@@ -11,6 +11,7 @@
                                                     where ALLOWED lists the pair with its reason
     common/       config_types.py transport.py      the shared building blocks
                   options.py rendering.py script_store.py
+                  registration.py
 
 A module imports only its own layer or those below; no import runs back up, and no two
 modules import each other, directly or around a loop. Every import counts, also one inside a
@@ -29,7 +30,7 @@ from tests.harness.program_harness import ROOT
 
 COMPONENTS = ROOT / "components"
 AREAS = ("host", "network", "lxc", "slurm", "app", "metrics", "sharedfs", "burst", "aws", "kubernetes", "containers")
-SHARED = ("config_types", "transport", "script_store", "options", "rendering")
+SHARED = ("config_types", "transport", "script_store", "options", "rendering", "registration")
 COMPOSITION = ("config", "cluster_host", "cluster_views", "node_memory", "config_rules_beside_errors")
 TOP = ("cluster", "host_part", "cluster_parts", "host_state", "stack_config")
 LEVELS = {"shared": 0, "area": 1, "composition": 2, "top": 3}
