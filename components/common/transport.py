@@ -92,8 +92,9 @@ def helper_files(text: str) -> list[str]:
 
 
 # A program run asks this for every command (a node's scripts, 64 nodes: 281 times); the
-# answer depends only on the texts, so it is worked out once per script and library.
-@functools.lru_cache(maxsize=512)
+# answer depends only on the texts, so it is worked out once per script and library. A key
+# holds the library's text (about 100 KB): a few dozen scripts a run, 128 keys at most.
+@functools.lru_cache(maxsize=128)
 def _helper_files(text: str, files: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     defines = {name: _defines(helper) for name, helper in files}
     helper_text = dict(files)
