@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.harness import registry as test_registry  # noqa: E402
-from tests.harness.containers_e2e import DATA_DIR, OTHER, in_node  # noqa: E402
+from tests.harness.containers_e2e import DATA_DIR, OTHER, in_node, timed  # noqa: E402
 from tests.harness.e2e_teardown import STACK, purge_kept  # noqa: E402
 from tests.harness.engine_cluster import apply, destroy, host_commands  # noqa: E402
 from tests.harness.login_node import login_keys, public_keys, ssh_as  # noqa: E402
@@ -37,25 +37,17 @@ IMAGE = "gpucluster/large:1"
 ALICE_UID = 2101
 
 
-def push_large_image(registry: test_registry.Registry, work: Path, size_mb: int) -> float:
-    """busybox and /filler, SIZE MB from /dev/urandom, pushed as IMAGE; the seconds it took."""
-    started = time.monotonic()
-    test_registry.push_image(registry, work, IMAGE, filler_mb=size_mb)
-    return round(time.monotonic() - started, 1)
-
-
 def timed_start(key: Path, image: str) -> tuple[float, str]:
-    started = time.monotonic()
-    done = ssh_as(key, "alice", f"srun -w {OTHER} --container-image={image} sh -c 'ls -l /filler'")
-    return round(time.monotonic() - started, 1), done.stdout.strip()
+    done, seconds = timed(key, "alice", f"srun -w {OTHER} --container-image={image} sh -c 'ls -l /filler'")
+    return seconds, done.stdout.strip()
 
 
 def named_steps(key: Path, image: str, shared: str) -> list[str]:
     """Two steps of one job with `--container-name`: the second reuses the first's unpacked
     container (Pyxis keeps a named container for its job: container_scope=job)."""
     step = f"srun --container-name=large --container-image={image} true"
-    timed = f's=$(date +%s%N); {step}; echo "step $1: $(( ($(date +%s%N) - s) / 1000000 )) ms"'
-    script = f"sh -c '{timed}' step 1; sh -c '{timed}' step 2"
+    measured = f's=$(date +%s%N); {step}; echo "step $1: $(( ($(date +%s%N) - s) / 1000000 )) ms"'
+    script = f"sh -c '{measured}' step 1; sh -c '{measured}' step 2"
     own = f"{shared}/alice"
     batch = f"cd {own} && sbatch --wait -w {OTHER} -o named.out --wrap {shlex.quote(script)} >/dev/null"
     done = ssh_as(key, "alice", f"{batch} && cat named.out && rm named.out")
@@ -84,7 +76,9 @@ def main() -> None:
         commands = host_commands(run_program(config, stack=STACK, secrets={REGISTRY_SECRET: registry.password}))
         destroy(commands)  # what a killed run left
         try:
-            figures["push_s"] = push_large_image(registry, work, args.size_mb)
+            started = time.monotonic()
+            test_registry.push_image(registry, work, IMAGE, filler_mb=args.size_mb)
+            figures["push_s"] = round(time.monotonic() - started, 1)
             timeline = apply(commands, timeout=1500)
             figures["bring_up_s"] = round(timeline.finished(f"{cluster}-health"), 1)
             image = f"{registry.username}@{registry.address}#{IMAGE}"

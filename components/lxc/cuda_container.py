@@ -49,7 +49,6 @@ class CudaContainer(pulumi.ComponentResource):
     """
 
     container: pulumi.Output[str]
-    lxc_config: pulumi.Output[str]
     nat_address: pulumi.Output[str]
 
     def __init__(
@@ -119,8 +118,7 @@ class CudaContainer(pulumi.ComponentResource):
                 opts=child_options(self, opts, self.lxc, replace_with=[self.lxc]),
             )
         self.container = pulumi.Output.from_input(container)
-        self.lxc_config = pulumi.Output.from_input(lxc_config)
         self.nat_address = pulumi.Output.from_input(str(spec.nat_address))
-        # Not `lxc_config`: the `-lxc` command's inputs hold it already (the script store names
-        # it), and the state, written whole at every step, would keep it twice (1.9 KB a node).
+        # Not the LXC config: the `-lxc` command's inputs hold it already (the script store
+        # names it), and the state, written whole at every step, would keep it twice.
         self.register_outputs({"container": self.container, "nat_address": self.nat_address})
