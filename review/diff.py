@@ -11,6 +11,7 @@ Prints nothing when the renders are the same.
 
 import argparse
 import difflib
+import os
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,17 @@ def extract(ref: str, into: Path) -> Path:
     return into
 
 
+def _render_environment() -> dict[str, str]:
+    """The render's environment, with the sources of Enroot and Pyxis (the node image's) where
+    this checkout finds them: a commit extracted into a temporary directory has none beside it."""
+    from components.lxc.node_image import third_party
+
+    try:
+        return {**os.environ, "PULUMI_PLUGIN_SOURCES": str(third_party())}
+    except FileNotFoundError:
+        return dict(os.environ)
+
+
 def render_tree(stack: str, tree: Path, outdir: Path) -> None:
     """Render `stack` of the program in `tree` into `outdir` (nothing if the tree lacks the stack)."""
     if not (tree / "stacks" / f"Pulumi.{stack}.yaml").exists():
@@ -61,6 +73,7 @@ def render_tree(stack: str, tree: Path, outdir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "review.render", stack, str(outdir), "--root", str(tree)],
         cwd=ROOT,
+        env=_render_environment(),
         capture_output=True,
         text=True,
     )

@@ -40,6 +40,9 @@ FILE_NAMES = {
     "UNIT_TEXT": "unit.service",
     "HOST_STATE_TEXT": "host-state.env",
 }
+# Variables holding a base64 gzipped tar (Enroot's and Pyxis' sources for the node image): a
+# diff of them is its digest and size; their text is the sources', in the program's tree.
+ARCHIVE_SUFFIX = "_TGZ"
 # transport.script() puts a header line before each helper file and before the script.
 SCRIPT_HEADER = re.compile(r"^# ---- (?P<name>[\w.-]+) ----$", re.MULTILINE)
 LIB_HEADER = re.compile(r"^# ---- lib/(?P<name>[\w.-]+) ----$", re.MULTILINE)
@@ -65,6 +68,10 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, int | float | bool):
         return value
     return repr(value)
+
+
+def _archive(value: str) -> str:
+    return f"<archive sha256:{hashlib.sha256(value.encode()).hexdigest()[:16]}, {len(value)} bytes of base64>"
 
 
 def _dump(document: Any) -> str:
@@ -133,6 +140,8 @@ def _command_entry(writer: _Writer, name: str, inputs: dict) -> dict:
         for key, value in sorted(environment.items()):
             if _is_secret(value):
                 entry["environment"][key] = SECRET
+            elif isinstance(value, str) and key.endswith(ARCHIVE_SUFFIX):
+                entry["environment"][key] = _archive(value)
             elif isinstance(value, str) and SCRIPT_HEADER.search(value):  # a script the command installs
                 entry["environment"][key] = f"<{_script(writer, name, key, value)}>"
             elif isinstance(value, str) and "\n" in value:

@@ -161,6 +161,11 @@ RULE_CASES = [
         "cluster.burst.on_premises_cidrs: the controller's address 10.42.3.2 is in none of them",
     ),
     (
+        "rule_containers",
+        lambda c: c.update(burst=copy.deepcopy(BURST), containers={}),
+        "cluster.containers: burst nodes have no Enroot or Pyxis (their AMI), so no job could start there",
+    ),
+    (
         "rule_names_slurm_and_lxc_can_use",
         _set("nodes.1.name", "default"),
         "cluster.nodes[1].name: 'default' is a word Slurm reserves (all, default, localhost)",

@@ -3,11 +3,13 @@ invites) are not test fixtures: tests that assert exact values read their own co
 tests/fixtures/stacks/. Proved by editing a copy of the project's local stack (one node more,
 another port) and running the tests that once failed on such an edit."""
 
+import os
 import re
 import shutil
 import subprocess
 import sys
 
+from components.lxc.node_image import third_party
 from tests.harness.program_harness import FIXTURES, ROOT
 
 EXAMPLES = sorted(p.name for p in FIXTURES.glob("Pulumi.*.yaml"))
@@ -67,6 +69,8 @@ def test_a_site_that_edits_its_local_stack_breaks_no_test(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e", *tests],
         cwd=tree,
+        # Where a site's checkout finds Enroot's and Pyxis' sources (the copy has none beside it).
+        env={**os.environ, "PULUMI_PLUGIN_SOURCES": str(third_party())},
         capture_output=True,
         text=True,
         timeout=300,

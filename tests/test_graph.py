@@ -183,7 +183,7 @@ def test_adding_a_node_touches_only_that_node_and_the_controller_config():
     new = {r.name: r.inputs for r in after.of_type(COMMAND)}
     added = set(new) - set(old)
     changed = {name for name in old if new.get(name) != old[name]}
-    assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd"}
+    assert added == {"e2e-c004-lxc", "e2e-c004-slurm-slurmd", "e2e-c004-slurm-containers"}
     # The controller's slurm.conf, the host's client copy, the checks that cover every node,
     # the boot unit's list of containers, the e2e stack's stand-in GPUs: one more, and the host's
     # kernel limits: one more container's share.

@@ -9,7 +9,7 @@ from components.aws.efs import EfsFileSystem
 from components.aws.prices import estimate
 from components.burst.controller import BurstPrograms
 from components.burst.cost import burst_estimate
-from components.common.transport import generated_secret, host_command
+from components.common.transport import env_list, generated_secret, host_command
 from components.composition.cluster_host import ClusterHostConfig
 from components.composition.cluster_parts import (
     burst_cloud,
@@ -29,6 +29,7 @@ from components.composition.node_memory import rendered, resolved
 from components.containers.node_files import credentials, mounts_fstab, node_environment, plugstack_conf
 from components.host.boot_unit import BootUnit
 from components.lxc.lxc_conf import cpu_slots
+from components.lxc.node_image import CONTAINER_RUNTIME_PACKAGES
 from components.network.port_forward import PortForward
 from components.sharedfs.config import EfsShare, serving_host
 from components.slurm.accounting import AccountingSetup, SlurmAccounts
@@ -273,7 +274,13 @@ class GpuCluster(pulumi.ComponentResource):
         has it) and the site's registry accounts."""
         if not config.containers_enabled:
             return None
-        environment = {**node_environment(config.containers), "MOUNTS": mounts_fstab(host.shared_dir)}
+        environment = {
+            **node_environment(config.containers),
+            "MOUNTS": mounts_fstab(host.shared_dir),
+            # A node of an image built without them installs Enroot and Pyxis from the image's build.
+            "IMAGE": config.host_identity(host).container_name("image"),
+            "RUNTIME_PACKAGES": env_list(CONTAINER_RUNTIME_PACKAGES),
+        }
         return NodeContainers(environment, self.registry_accounts)
 
     def _services(self, name: str, config: ClusterConfig) -> None:

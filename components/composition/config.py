@@ -27,6 +27,7 @@ from components.composition.cluster_host import ClusterHostConfig
 from components.composition.cluster_views import ClusterViews
 from components.composition.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
 from components.containers.config import ContainersConfig
+from components.containers.rules import rule_containers
 from components.host.config import HostConfig, UserConfig
 from components.host.rules import rule_driver_files, rule_host_paths, rule_hosts, rule_users
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
@@ -102,7 +103,9 @@ class ClusterConfig(ClusterViews, StrictModel):
     containers: ContainersConfig | None = Field(
         None,
         description="jobs in container images (srun --container-image: Pyxis and Enroot, built into the node "
-        "image), the registries' CAs and accounts, each person's image cache on the node; none: no containers",
+        "image), the registries' CAs and accounts, each person's image cache on the node; on by default "
+        "(its defaults) where it can work: every cluster without burst partitions; `enabled: false` or none: "
+        "no containers",
     )
     shared_fs: SharedFsConfig | None = Field(
         None,
@@ -110,6 +113,15 @@ class ClusterConfig(ClusterViews, StrictModel):
         "the host and its burst nodes): an existing one (kind: nfs) or one the program serves from a host "
         "(kind: served); none: shared_dir is per host",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _containers_by_default(cls, data):
+        """Jobs in container images are on unless the stack says otherwise, except beside burst
+        partitions, whose nodes cannot run them (rule_containers)."""
+        if isinstance(data, dict) and "containers" not in data and data.get("burst") is None:
+            data = {**data, "containers": {}}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -271,6 +283,7 @@ CLUSTER_RULES = (
     rule_shared_fs,
     rule_metrics_ports,
     rule_burst_shared_fs,
+    rule_containers,
 )
 
 

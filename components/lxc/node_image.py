@@ -100,7 +100,8 @@ class NodeImage(pulumi.ComponentResource):
     Builds `<name>-rootfs`: `lxc-create -t debian` once, prepared so that clones boot with
     static addresses and start no Slurm daemon until configured. Clones are overlay
     snapshots (`lxc-copy -s -B overlay`), so a node costs its boot, not an install.
-    Changing the release or the packages replaces the image (and so every container).
+    Changing the release or the packages replaces the image (and so every container);
+    adding the containers (Enroot and Pyxis) does not: see image_fingerprint.
 
     With `image.keep` (the default), destroy moves the built image into the cluster's kept
     directory (one image per cluster, named by `image_digest`) and the next create moves it
@@ -157,10 +158,11 @@ def image_packages(image: ImageConfig) -> list[str]:
 
 
 def image_fingerprint(image: ImageConfig) -> list[str]:
-    """What the image is built from: a change replaces the image and every clone of it
-    (LATER_PACKAGES apart: they came without replacing anything)."""
-    containers = ["containers", *CONTAINER_SOURCES] if image.containers else []
-    return [image.release, *image.packages, *image.extra_packages, *containers]
+    """What the image is built from: a change replaces the image and every clone of it.
+    LATER_PACKAGES apart, as they came without replacing anything; and the containers: an
+    image without them is kept, its create builds them for its running nodes to install in
+    place (containers_build.sh, containers_addon), so adding them keeps every job."""
+    return [image.release, *image.packages, *image.extra_packages]
 
 
 def container_build_environment(image: ImageConfig) -> dict[str, str]:

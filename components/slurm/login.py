@@ -156,8 +156,13 @@ class LoginNode(pulumi.ComponentResource):
                 "MUNGE_KEY_FILE": f"{cluster.cluster_dir}/munge.key",
                 "MUNGE_SOCKET": cluster.munge_socket,
                 "SLURM_CONF_TEXT": setup.slurm_conf,
-                # Added only when used: a cluster without it keeps its inputs.
-                **({"PLUGSTACK_CONF_TEXT": setup.plugstack_conf} if setup.plugstack_conf else {}),
+                # Added only when used: a cluster without it keeps its inputs. IMAGE: where a
+                # login node of an image without Pyxis finds its build (lib/containers_addon.sh).
+                **(
+                    {"PLUGSTACK_CONF_TEXT": setup.plugstack_conf, "IMAGE": cluster.container_name("image")}
+                    if setup.plugstack_conf
+                    else {}
+                ),
                 "SHARED_DIR": platform.shared_dir,
                 # On the host: the record outlives a replaced login container.
                 "SHARED_DIRS_MADE": f"{cluster.cluster_dir}/login/shared-dirs-made",

@@ -71,7 +71,7 @@ def test_a_cluster_with_containers_builds_them_in_its_image_and_sets_up_every_no
     run = run_program(with_containers(), stack="e2e", secrets={SECRET: PASSWORD})
     image = run.by_name("e2e-image-rootfs").inputs
     assert "CONTAINER_SOURCES_TGZ" in image["environment"]
-    assert "squashfs-tools" in image["environment"]["PACKAGES"] and "containers" in image["triggers"]
+    assert "squashfs-tools" in image["environment"]["PACKAGES"] and "containers" not in image["triggers"]
     controller = run.by_name("e2e-slurm-slurmctld").inputs["environment"]
     assert "required spank_pyxis.so" in controller["PLUGSTACK_CONF_TEXT"]
     assert "Prolog=/usr/local/sbin/gpucluster-prolog" in controller["SLURM_CONF_TEXT"]
@@ -93,14 +93,52 @@ def test_a_cluster_with_containers_builds_them_in_its_image_and_sets_up_every_no
         assert PASSWORD not in repr(resource.inputs), resource.name
 
 
+def with_section(value) -> dict:
+    config = copy.deepcopy(stack_config("e2e"))
+    config["cluster"]["containers"] = value
+    return config
+
+
 def test_a_cluster_without_containers_keeps_every_input():
-    plain = run_program(stack_config("e2e"), stack="e2e")
-    disabled = run_program(with_containers({"enabled": False}), stack="e2e")
+    plain = run_program(with_section(None), stack="e2e")
+    disabled = run_program(with_section({"enabled": False}), stack="e2e")
     assert not [r.name for r in plain.resources if r.name.endswith("-containers")]
     assert {r.urn: r.inputs for r in plain.resources} == {r.urn: r.inputs for r in disabled.resources}
     controller = plain.by_name("e2e-slurm-slurmctld").inputs["environment"]
     assert "PLUGSTACK_CONF_TEXT" not in controller and "Prolog" not in controller["SLURM_CONF_TEXT"]
     assert "CONTAINER_SOURCES_TGZ" not in plain.by_name("e2e-image-rootfs").inputs["environment"]
+
+
+def test_containers_are_on_by_default_and_adding_them_keeps_the_image():
+    default = run_program(stack_config("e2e"), stack="e2e")
+    assert "containers" not in stack_config("e2e")["cluster"]
+    assert {r.urn: r.inputs for r in default.resources} == {
+        r.urn: r.inputs for r in run_program(with_section({}), stack="e2e").resources
+    }
+    assert [f"e2e-{n}-slurm-containers" for n in ("c000", "c001", "c002", "c003")] == sorted(
+        r.name for r in default.resources if r.name.endswith("-containers")
+    )
+    # The image's trigger is the same with or without them: adding them replaces no node.
+    plain = run_program(with_section(None), stack="e2e")
+    image, plain_image = default.by_name("e2e-image-rootfs").inputs, plain.by_name("e2e-image-rootfs").inputs
+    assert image["triggers"] == plain_image["triggers"]
+    assert image["environment"]["IMAGE_DIGEST"] != plain_image["environment"]["IMAGE_DIGEST"]
+    # Where a node of an image without them finds the image's build of them.
+    node = default.by_name("e2e-c001-slurm-containers").inputs["environment"]
+    assert node["IMAGE"] == "e2e-image" and "squashfs-tools" in node["RUNTIME_PACKAGES"]
+
+
+def test_burst_partitions_leave_containers_off_and_refuse_them_on():
+    from tests.burst.stack import burst_stack
+
+    config = parse_stack_config(burst_stack())
+    assert config.cluster.containers is None and not config.cluster.containers_enabled
+    with_burst = burst_stack()
+    with_burst["cluster"]["containers"] = {}
+    message = error_of(with_burst)
+    assert "containers: burst nodes have no Enroot or Pyxis" in message and "enabled: false" in message, message
+    with_burst["cluster"]["containers"] = {"enabled": False}
+    assert not parse_stack_config(with_burst).cluster.containers_enabled
 
 
 def test_the_sources_travel_whole_and_the_same_every_time():

@@ -21,6 +21,8 @@ from tests.test_script_store import no_clobber_fails
 
 def image_command(image: dict | None = None):
     config = stack_config("e2e")
+    # The image alone: Enroot's and Pyxis' build into it is tests/containers' and the e2e's.
+    config["cluster"]["containers"] = {"enabled": False}
     if image is not None:
         config["cluster"]["image"] = image
     return next(c for c in host_commands(run_program(config, stack="e2e")) if c.name == "e2e-image-rootfs")

@@ -108,6 +108,10 @@ def test_render_redacts_secrets_and_scrubs_key_shaped_text(tmp_path):
     assert listing["key-shaped"]["inputs"]["environment"]["AWS_ID"] == "[scrubbed: AWS access key]"
 
 
+# A node's Enroot files long enough to be files of their own (components/containers).
+CONTAINER_FILES = ("DRIVER_HOOK", "ENROOT_CONF", "MOUNTS", "PROLOG", "RUNTIME_PACKAGES")
+
+
 def _tree(tmp_path: Path, name: str) -> Path:
     tree = tmp_path / name
     tree.mkdir()
@@ -139,10 +143,12 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
             per_file[current].append(line)
     new_files = sorted(path for path in per_file if path.startswith("files/gpu-c004-"))
     # gpu.driver_files is empty (the driver is found on the host): no file of its own.
-    # (Its slurmd installs the job files' reaper, a script long enough to be a file.)
+    # (Its slurmd installs the job files' reaper, a script long enough to be a file; its Enroot
+    # files are those of every node, jobs in container images being on by default.)
     assert new_files == [
         "files/gpu-c004-lxc/DEVICES",
         "files/gpu-c004-lxc/config",
+        *(f"files/gpu-c004-slurm-containers/{name}" for name in CONTAINER_FILES),
         "files/gpu-c004-slurm-slurmd/JOB_FILES_REAPER",
     ]
     assert "+lxc.net.0.ipv4.address = 10.42.3.6/24" in per_file["files/gpu-c004-lxc/config"]
@@ -182,7 +188,9 @@ def test_adding_a_node_changes_only_that_nodes_lines(tmp_path):
 
     old = yaml.safe_load((tmp_path / "base-render" / "resources.yaml").read_text())
     new = yaml.safe_load((tmp_path / "head-render" / "resources.yaml").read_text())
-    assert sorted(set(new) - set(old)) == ["gpu-c004", "gpu-c004-lxc", "gpu-c004-slurm", "gpu-c004-slurm-slurmd"]
+    assert sorted(set(new) - set(old)) == [
+        *("gpu-c004", "gpu-c004-lxc", "gpu-c004-slurm", "gpu-c004-slurm-containers", "gpu-c004-slurm-slurmd")
+    ]
     assert set(old) <= set(new)
     for name in old:
         before, after = (yaml.safe_dump(entry, width=100_000).splitlines() for entry in (old[name], new[name]))

@@ -182,6 +182,28 @@ def fill_the_controllers_node(capsys) -> None:
     wait_for_states(job, "COMPLETED", 60)
 
 
+def containers_came_in_place(nodes: list[str], capsys) -> None:
+    """Jobs in container images, on by default since the release, came into the running nodes
+    (their image is the release's: lib/containers_addon.sh): Enroot with its helpers'
+    capabilities on every node, and Pyxis in srun and slurmd. A registry that does not answer
+    fails the job with Enroot's message, through Pyxis, and the node stays up for the next job."""
+    for node in nodes:
+        version = sh("lxc-attach", "-n", f"{STACK}-{node}", "--", "enroot", "version").stdout.strip()
+        caps = sh("lxc-attach", "-n", f"{STACK}-{node}", "--", "getcap", "/usr/local/bin/enroot-aufs2ovlfs").stdout
+        assert version == "4.1.2" and "cap_mknod,cap_sys_admin" in caps.replace("=", "+"), (node, version, caps)
+    done = sh(
+        *("srun", "-w", nodes[1], "-t", "2", "--container-image=127.0.0.1:5999#nothing:1", "true"),
+        env=SLURM,
+        check=False,
+        timeout=120,
+    )
+    with capsys.disabled():
+        print(f"\nsrun --container-image from a registry that does not answer, after the upgrade:\n{done.stderr}")
+    assert done.returncode != 0 and "pyxis" in done.stderr and "5999" in done.stderr, done.stderr
+    state = sh("sinfo", "-h", "-n", nodes[1], "-o", "%T", env=SLURM).stdout.strip()
+    assert state == "idle", f"{nodes[1]} is {state} after the failed container job"
+
+
 def measured_shares(state: State, config: dict) -> dict[str, int]:
     """The RealMemory of the nodes without memory_mb: their share of the host as the engine's
     state keeps its measure."""
@@ -287,6 +309,7 @@ def test_an_upgrade_from_the_last_release_keeps_every_job_running(placement, cap
         wait_for_states(jobs, "COMPLETED", 60)
         with capsys.disabled():
             print(f"\nthe jobs' ends recorded {time.monotonic() - let_finish:.1f} s after they were let finish")
+        containers_came_in_place(nodes, capsys)
         if placement == "container":
             fill_the_controllers_node(capsys)
         destroy_state(state)

@@ -177,8 +177,12 @@ def test_an_edit_to_a_helper_file_reruns_the_commands_using_it_and_replaces_noth
 # /etc/default/slurmd (a change restarts slurmd).
 SLURM_INPUTS = ("SLURM_CONF_TEXT", "GRES_CONF_TEXT", "CONF_SERVER")
 # What the upgrade to contained jobs changes in slurm.conf, and nothing else: the plugins, memory
-# as a scheduled resource, and each node line's RealMemory (its CPUs stay, so no job is aborted).
+# as a scheduled resource, and each node line's RealMemory (its CPUs stay, so no job is aborted);
+# and, with jobs in container images on by default, the prolog that makes each person's Enroot
+# directories as a job is allocated (components/containers).
 CONTAINMENT_SETTINGS = {
+    "Prolog": (None, "/usr/local/sbin/gpucluster-prolog"),
+    "PrologFlags": (None, "Alloc"),
     "ProctrackType": ("proctrack/linuxproc", "proctrack/cgroup"),
     "TaskPlugin": ("task/none", "task/cgroup,task/affinity"),
     "SelectTypeParameters": ("CR_Core", "CR_Core_Memory"),

@@ -1,12 +1,13 @@
 # Jobs in container images on a node: Enroot's site config, the driver hook, the mounts every
 # container gets, the registries' CAs and the site's account, and the prolog that makes each
 # person's Enroot directories. Pyxis and Enroot themselves are in the node image
-# (components/lxc/files/containers_build.sh); slurm.conf names the prolog and plugstack.conf
+# (components/files/lib/containers_build.sh); slurm.conf names the prolog and plugstack.conf
 # loads Pyxis (served by the controller). The site's registry password comes on stdin only.
-require CONTAINER ENROOT_CONF PROLOG DRIVER_HOOK MOUNTS DATA_DIR
+require CONTAINER ENROOT_CONF PROLOG DRIVER_HOOK MOUNTS DATA_DIR IMAGE RUNTIME_PACKAGES
 report_clone "$CONTAINER"
-in_ct "$CONTAINER" test -x /usr/local/bin/enroot ||
-  die "node $CONTAINER has no Enroot: its image was built without containers: (the image is rebuilt when containers: is added)"
+# A node of an image built without them (containers: added to a running cluster) gets them in
+# place, its jobs running on.
+ct_install_containers "$CONTAINER" "$IMAGE" "$RUNTIME_PACKAGES"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 printf '%s' "$ENROOT_CONF" | ct_stage "$stage" /etc/enroot/enroot.conf 0644 root:root

@@ -17,12 +17,22 @@ PYXIS_VERSION=0.24.0
 # Bump when the build below changes what it produces: the cache key includes it.
 CONTAINERS_RECIPE=3
 
-# containers_build: in a subshell, so that its traps and variables stay out of the caller.
-containers_build() { (
+# containers_build: the built files (containers_tree) installed into the image's rootfs.
+containers_build() {
+  local cache
+  cache=$(containers_tree) || return 1
+  containers_install_rootfs "$cache"
+}
+
+# containers_tree: builds Enroot and Pyxis for the Slurm of $rootfs, or finds them in the build
+# cache, and prints the cache entry (its root/ holds the installed files, files lists them).
+# $rootfs is only read (and copied to build in). In a subshell, so that its traps and
+# variables stay out of the caller.
+containers_tree() { (
   : "${rootfs:?}" "${CONTAINER_SOURCES:?}" "${BUILD_CACHE:?}" "${build_log:?}"
   local enroot_src="$CONTAINER_SOURCES/enroot-v$ENROOT_VERSION"
   local pyxis_src="$CONTAINER_SOURCES/pyxis-v$PYXIS_VERSION"
-  local started=$SECONDS release arch slurm digest key cache plugin_dir
+  local release arch slurm digest key cache plugin_dir
   [ -f "$enroot_src/Makefile" ] || die "Enroot sources missing: $enroot_src/Makefile"
   [ -f "$pyxis_src/Makefile" ] || die "Pyxis sources missing: $pyxis_src/Makefile"
 
@@ -53,22 +63,32 @@ containers_build() { (
   if [ -f "$cache/complete" ]; then
     log "node image: Enroot $ENROOT_VERSION and Pyxis $PYXIS_VERSION from the build cache ($key)"
   else
-    containers_compile "$cache" "$key" "$plugin_dir" "$slurm" "$enroot_src" "$pyxis_src"
+    containers_compile "$cache" "$key" "$plugin_dir" "$slurm" "$enroot_src" "$pyxis_src" >&2
   fi
+  printf '%s\n' "$cache"
+); }
 
-  # Existing directories of the image keep their owners, modes and times.
+# containers_install_rootfs CACHE: the built files into $rootfs (existing directories of the
+# image keep their owners, modes and times), the helpers given their capabilities.
+containers_install_rootfs() {
+  local cache=$1
   tar -C "$cache/root" -cf - . |
     tar -C "$rootfs" -xf - --no-overwrite-dir --keep-directory-symlink
-  # The two helpers that turn image layers into a squashfs get the capabilities they use for
-  # overlay whiteouts and xattrs, as NVIDIA's enroot+caps package gives them: without them no
-  # person can import an image (`enroot-aufs2ovlfs: failed to set capabilities`). Each drops
-  # every other capability at start.
-  chroot "$rootfs" setcap cap_sys_admin+pe /usr/local/bin/enroot-mksquashovlfs
-  chroot "$rootfs" setcap cap_sys_admin,cap_mknod+pe /usr/local/bin/enroot-aufs2ovlfs
-  log "node image: Enroot $ENROOT_VERSION and Pyxis $PYXIS_VERSION installed in $((SECONDS - started)) s:" \
-    "enroot in /usr/local/bin, its config and hooks in /etc/enroot, Pyxis as $plugin_dir/spank_pyxis.so"
+  chroot "$rootfs" /bin/sh -c "$CONTAINERS_SETCAP"
+  log "node image: Enroot $ENROOT_VERSION and Pyxis $PYXIS_VERSION installed:" \
+    "enroot in /usr/local/bin, its config and hooks in /etc/enroot, Pyxis in Slurm's plugin directory"
   sed 's/^/  /' "$cache/files" >> "$build_log"
-); }
+}
+
+# containers_addon DIR: for an image built without them, the built files as
+# DIR/CONTAINERS_ADDON, which its running nodes install (lib/containers_addon.sh).
+containers_addon() {
+  local dir=$1 cache
+  [ ! -f "$dir/$CONTAINERS_ADDON" ] || return 0
+  cache=$(containers_tree) || return 1
+  tar -C "$cache/root" -cf "$dir/$CONTAINERS_ADDON.new" . && mv -f "$dir/$CONTAINERS_ADDON.new" "$dir/$CONTAINERS_ADDON"
+  log "node image $(basename "$dir"): Enroot $ENROOT_VERSION and Pyxis $PYXIS_VERSION ready for its running nodes ($dir/$CONTAINERS_ADDON)"
+}
 
 # containers_compile CACHE KEY PLUGIN_DIR SLURM_VERSION ENROOT_SRC PYXIS_SRC: build both in a
 # throwaway copy of the rootfs and store the installed files as CACHE/root.

@@ -5,7 +5,19 @@ require CLUSTER CLUSTER_DIR IMAGE RELEASE PACKAGES IMAGE_DIGEST KEPT_DIR KEEP_RO
 dir=$(lxc_dir "$IMAGE")
 if lxc_exists "$IMAGE" || [ -d "$dir" ]; then
   lxc_ours "$CLUSTER" "$CLUSTER_DIR" "$IMAGE" || die "LXC container $IMAGE exists and is not this cluster's"
-  [ -f "$dir/gpucluster-image-ready" ] && exit 0
+  if [ -f "$dir/gpucluster-image-ready" ]; then
+    # containers: added to a running cluster: the image stays as its nodes' lower layer, and
+    # Enroot and Pyxis are built for it, for each node to install (containers_addon).
+    if [ -n "${CONTAINER_SOURCES_TGZ:-}" ] && [ ! -x "$dir/rootfs/usr/local/bin/enroot" ]; then
+      CONTAINER_SOURCES=$(mktemp -d)
+      trap 'rm -rf "$CONTAINER_SOURCES"' EXIT
+      base64 -d <<< "$CONTAINER_SOURCES_TGZ" | tar -C "$CONTAINER_SOURCES" -xzf -
+      build_log="$CLUSTER_DIR/image-build.log"
+      rootfs="$dir/rootfs" BUILD_CACHE=$PACKAGE_CACHE containers_addon "$dir" ||
+        die "building Enroot and Pyxis for $IMAGE failed: $build_log"
+    fi
+    exit 0
+  fi
   log "removing $IMAGE left half-built by an interrupted run"
   lxc-destroy -n "$IMAGE" -f >&2 || rm -rf "$dir"
 fi

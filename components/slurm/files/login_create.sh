@@ -13,6 +13,8 @@ trap 'rm -rf "$stage"' EXIT
 printf '%s' "$SLURM_CONF_TEXT" | ct_stage "$stage" /etc/slurm/slurm.conf 0644 root:root
 # Pyxis in srun and sbatch (jobs in container images); without containers, ours goes.
 if [ -n "${PLUGSTACK_CONF_TEXT:-}" ]; then
+  # A login node of an image built without them gets Pyxis (and Enroot's files) in place.
+  ct_install_containers "$CONTAINER" "${IMAGE:?}"
   printf '%s' "$PLUGSTACK_CONF_TEXT" | ct_stage "$stage" /etc/slurm/plugstack.conf 0644 root:root
 elif in_ct "$CONTAINER" grep -qs '^# gpu-cluster: ' /etc/slurm/plugstack.conf; then
   ct_stage_absent "$stage" /etc/slurm/plugstack.conf
