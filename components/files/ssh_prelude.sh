@@ -1,11 +1,18 @@
 # ---- ssh_prelude.sh: scripts that arrive over SSH ----
 # Parameters arrive as GPUCLUSTER_<NAME> env requests (the prefix the sshd drop-in accepts):
-# strip the prefix, so the scripts read the same names as on a local host.
+# strip the prefix, so the scripts read the same names as on a local host. One over Linux's cap
+# on an environment string (128 KiB: the node image's sources archive) stays the script's own
+# variable: exported, every program the script starts would fail (E2BIG).
 for __gpucluster_var in "${!GPUCLUSTER_@}"; do
-  export "${__gpucluster_var#GPUCLUSTER_}=${!__gpucluster_var}"
+  __gpucluster_value=${!__gpucluster_var}
+  if [ $((${#__gpucluster_var} + ${#__gpucluster_value})) -lt 131000 ]; then
+    export "${__gpucluster_var#GPUCLUSTER_}=$__gpucluster_value"
+  else
+    declare -g "${__gpucluster_var#GPUCLUSTER_}=$__gpucluster_value"
+  fi
   unset "$__gpucluster_var"
 done
-unset __gpucluster_var
+unset __gpucluster_var __gpucluster_value
 
 # sshd_master: pid of the listening sshd that serves this session (our ancestor whose parent
 # is no sshd), so the drop-in goes to the sshd that runs us, whatever its config file.

@@ -74,16 +74,9 @@ class SlurmNode(pulumi.ComponentResource):
         if cpuset:
             # The container's (SLOT,COUNT): a new one writes slurmd's CPU topology again.
             environment["CPUSET"] = cpuset
-        self.slurmd = host_command(
-            f"{name}-slurmd",
-            transport=transport,
-            create=FILES / "slurmd_create.sh",
-            delete=FILES / "slurmd_delete.sh",
-            environment=environment,
-            # Lives in the container: a new container needs munge and slurmd set up again.
-            opts=child_options(self, opts, replace_with=[container]),
-        )
-        # Jobs in container images (components/containers): Enroot's site files and the prolog.
+        # Jobs in container images (components/containers): Enroot's site files and the prolog,
+        # and Enroot and Pyxis themselves where the node's image predates them: before slurmd
+        # (re)starts, as it loads plugstack.conf's `required` Pyxis at start.
         self.containers = None
         if containers is not None:
             self.containers = host_command(
@@ -93,8 +86,17 @@ class SlurmNode(pulumi.ComponentResource):
                 delete=CONTAINER_FILES / "containers_delete.sh",
                 environment={"CLUSTER": cluster.name, "CONTAINER": environment["CONTAINER"], **containers.environment},
                 stdin=containers.credentials,
-                opts=child_options(self, opts, self.slurmd, replace_with=[container]),
+                opts=child_options(self, opts, replace_with=[container]),
             )
+        self.slurmd = host_command(
+            f"{name}-slurmd",
+            transport=transport,
+            create=FILES / "slurmd_create.sh",
+            delete=FILES / "slurmd_delete.sh",
+            environment=environment,
+            # Lives in the container: a new container needs munge and slurmd set up again.
+            opts=child_options(self, opts, *filter(None, [self.containers]), replace_with=[container]),
+        )
         self.node_name = pulumi.Output.from_input(node.name)
         self.register_outputs({"node_name": self.node_name})
 

@@ -81,7 +81,7 @@ def test_a_cluster_with_containers_builds_them_in_its_image_and_sets_up_every_no
         assert setup.inputs["environment"]["REGISTRY_CA_0"] == CA
         assert "REGISTRY_CA_1" not in setup.inputs["environment"]
         assert "/srv/gpucluster/e2e/shared /srv/gpucluster/e2e/shared" in setup.inputs["environment"]["MOUNTS"]
-        assert run.depends_on(f"e2e-{node}-slurm-containers", f"e2e-{node}-slurm-slurmd")
+        assert run.depends_on(f"e2e-{node}-slurm-slurmd", f"e2e-{node}-slurm-containers")
         assert run.depends_on("e2e-health", f"e2e-{node}-slurm-containers")
     # The site's account: on stdin only, and secret there.
     stdin = run.by_name("e2e-c000-slurm-containers").inputs["stdin"]
