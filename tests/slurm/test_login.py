@@ -67,6 +67,9 @@ def test_the_setup_installs_munge_slurm_conf_and_key_only_sshd(run):
         " " + public_key(3),
         "carol:2103:2103:carol",
     ]
+    # Pyxis in its srun and sbatch (jobs in container images, on by default), and the image
+    # whose build of it a login node of an older image installs (lib/containers_addon.sh).
+    assert "required spank_pyxis.so" in env["PLUGSTACK_CONF_TEXT"] and env["IMAGE"] == "e2e-image"
     # Set up again in a new clone; after slurmctld and the people.
     setup = run.by_name("e2e-login-setup")
     assert run.by_name("e2e-login-container-lxc").urn in setup.replace_with
