@@ -92,8 +92,16 @@ def test_containers_have_no_edges_between_them(run):
 
 
 def test_a_node_does_not_wait_for_other_nodes(run):
-    assert not run.depends_on("e2e-c001-slurm-slurmd", "e2e-c002-lxc")
     assert not run.depends_on("e2e-c001-slurm-slurmd", "e2e-c000-slurm-slurmd")
+    # With jobs in container images (on by default) slurmctld, and so every slurmd, waits for
+    # every node's setup (a node of an older image gets Pyxis and the prolog there before any
+    # daemon is handed them); without them, a node waits for no other.
+    assert run.depends_on("e2e-slurm-slurmctld", "e2e-c002-slurm-containers")
+    assert not run.depends_on("e2e-c002-slurm-containers", "e2e-slurm-slurmctld")
+    without = copy.deepcopy(stack_config("e2e"))
+    without["cluster"]["containers"] = {"enabled": False}
+    plain = run_program(without, stack="e2e")
+    assert not plain.depends_on("e2e-c001-slurm-slurmd", "e2e-c002-lxc")
 
 
 def test_commands_run_scripts_with_parameters_in_the_environment(run):
@@ -210,7 +218,10 @@ def test_controller_on_the_host():
     env = slurmctld.inputs["environment"]
     assert env["CONTAINER"] == "e2e-slurmctld"
     assert run.depends_on("e2e-slurm-slurmctld", "e2e-slurmctld-container-lxc")
-    assert not run.depends_on("e2e-slurm-slurmctld", "e2e-c000-lxc")
+    # Its own container, not a node's: it waits for the nodes' setups only (jobs in container
+    # images), never for a node's slurmd.
+    assert not run.depends_on("e2e-slurm-slurmctld", "e2e-c000-slurm-slurmd")
+    assert run.depends_on("e2e-slurm-slurmctld", "e2e-c000-slurm-containers")
     assert run.by_name("e2e-slurm-client").inputs["environment"]["CONTAINER"] == "e2e-slurmctld"
     container = run.by_name("e2e-slurmctld-container-lxc").inputs["environment"]
     assert container["NAT_ADDRESS"] == "10.43.3.254" == run.outputs["controller_address"]

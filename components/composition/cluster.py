@@ -27,6 +27,7 @@ from components.composition.host_part import HostPart, SharedParts
 from components.composition.host_state import render_host_state
 from components.composition.node_memory import rendered, resolved
 from components.containers.node_files import credentials, mounts_fstab, node_environment, plugstack_conf
+from components.containers.node_setup import NodeContainers, node_containers_setup
 from components.host.boot_unit import BootUnit
 from components.lxc.lxc_conf import cpu_slots
 from components.lxc.node_image import CONTAINER_RUNTIME_PACKAGES
@@ -36,7 +37,7 @@ from components.slurm.accounting import AccountingSetup, SlurmAccounts
 from components.slurm.config import NodeConfig
 from components.slurm.controller import ClientContainer, ControllerPlacement, SlurmController
 from components.slurm.login import LoginNode, LoginSetup
-from components.slurm.node import NodeContainers, SlurmNode
+from components.slurm.node import SlurmNode
 from components.slurm.slurm_conf import render_gres_conf, render_slurm_conf, render_slurmdbd_conf, slurmd_start_plugins
 
 # The cluster-wide health check is a Slurm script (routes, clients and metrics:
@@ -140,6 +141,12 @@ class GpuCluster(pulumi.ComponentResource):
         slurm_conf = self.slurm_conf = rendered(
             resolved(config, self.node_memory), lambda known: render_slurm_conf(known, self.controller_hostname)
         )
+        # The site's registry accounts, read once for every node (jobs in container images).
+        self.registry_accounts = credentials(config.containers) if config.containers_enabled else None
+        # Each node's setup for them, before slurmctld (its prolog, Pyxis) and its slurmd.
+        self.containers_setups = {
+            node.name: self._containers_setup(name, config, node) for node in config.nodes if config.containers_enabled
+        }
         # Several hosts: every host has a Slurm client (sinfo, srun there, run in one of its
         # containers from the node image), the controller's host included, so a client never
         # moves with the controller.
@@ -151,8 +158,6 @@ class GpuCluster(pulumi.ComponentResource):
         self.accounts = self._accounts(name, config) if config.accounting else None
         self.clients = clients or {controller_host.name: self.controller.client}
         self.burst_programs = self._burst_programs(name, config) if self.burst is not None else None
-        # The site's registry accounts, read once for every node (jobs in container images).
-        self.registry_accounts = credentials(config.containers) if config.containers_enabled else None
         self.slurm_nodes = [self._slurm_node(name, config, node, slurm_conf) for node in config.nodes]
         # Fails the apply, loudly, when a node (of any host) does not serve or a test job
         # cannot run; never waits on users' jobs (components/slurm/files/health_check.sh).
@@ -191,18 +196,25 @@ class GpuCluster(pulumi.ComponentResource):
             client=clients.get(host.name),
             client_container=self.client_container(config, host),
             plugstack_conf=plugstack_conf() if config.containers_enabled else None,
+            # slurm.conf's prolog and plugstack.conf's `required` Pyxis reach every slurmd when
+            # slurmctld applies them: each node has both by then, also one of an older image.
+            nodes_ready=tuple(self.containers_setups.values()),
         )
 
     def client_container(self, config: ClusterConfig, host: ClusterHostConfig) -> ClientContainer:
         """The container that runs a host's Slurm commands: the controller's own on its host
         (placement 'host'), else ClusterConfig.client_node's."""
+        image = config.host_identity(host).container_name("image") if config.containers_enabled else None
         if self.controller_ct is not None and host.name == config.controller_host.name:
-            return ClientContainer(config.controller_container, self.controller_ct.lxc, self.controller_ct.lives_on)
+            return ClientContainer(
+                config.controller_container, self.controller_ct.lxc, self.controller_ct.lives_on, image
+            )
         node = config.client_node(host)
         if node is None:
             raise ValueError(f"host {host.name!r} holds no node to run the cluster's Slurm commands in")
         container = self.containers[node.name]
-        return ClientContainer(config.container_name(node.name), container.lxc, container.lives_on)
+        setup = self.containers_setups.get(node.name)
+        return ClientContainer(config.container_name(node.name), container.lxc, container.lives_on, image, setup)
 
     def _accounting(self, config: ClusterConfig, clients: dict[str, pulumi.Resource]) -> AccountingSetup:
         """The database's host: the controller's unless `accounting.host` names another."""
@@ -264,16 +276,15 @@ class GpuCluster(pulumi.ComponentResource):
             health_check=config.slurm.health_check,
             start_plugins=rendered(slurm_conf, slurmd_start_plugins),
             cpuset=f"{cpu_slots(config.for_host(host).nodes)[node.name]},{node.cpus}",
-            containers=self._node_containers(config, host),
+            containers_setup=self.containers_setups.get(node.name),
             opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
             transport=self.transports[host.name],
         )
 
-    def _node_containers(self, config: ClusterConfig, host: ClusterHostConfig) -> NodeContainers | None:
+    def _containers_setup(self, name: str, config: ClusterConfig, node: NodeConfig) -> pulumi.Resource:
         """A node's part of jobs in container images: Enroot's files (shared_dir as its host
         has it) and the site's registry accounts."""
-        if not config.containers_enabled:
-            return None
+        host = config.node_host(node)
         environment = {
             **node_environment(config.containers),
             "MOUNTS": mounts_fstab(host.shared_dir),
@@ -281,7 +292,19 @@ class GpuCluster(pulumi.ComponentResource):
             "IMAGE": config.host_identity(host).container_name("image"),
             "RUNTIME_PACKAGES": env_list(CONTAINER_RUNTIME_PACKAGES),
         }
-        return NodeContainers(environment, self.registry_accounts)
+        slurm_node = f"{name}-{node.name}-slurm"
+        return node_containers_setup(
+            f"{slurm_node}-containers",
+            config.host_identity(host),
+            node.name,
+            self.containers[node.name].lxc,
+            NodeContainers(environment, self.registry_accounts),
+            parent=self,
+            old_parent=self.urn.apply(
+                lambda urn: f"{urn.rsplit('::', 1)[0]}$gpu-cluster:slurm:SlurmNode::{slurm_node}"
+            ),
+            transport=self.transports[host.name],
+        )
 
     def _services(self, name: str, config: ClusterConfig) -> None:
         """The web app, the metrics, the login node, and the port forwards to what answers behind them."""

@@ -9,6 +9,7 @@ import pulumi
 from components.common.config_types import ClusterIdentity
 from components.common.options import child_options
 from components.common.transport import Transport, host_command
+from components.containers.node_files import plugstack_conf
 from components.slurm.accounting import AccountingDatabase, AccountingSetup
 from components.slurm.slurm_conf import render_cgroup_conf
 
@@ -25,6 +26,12 @@ class ClientContainer:
     name: str
     lxc: pulumi.Resource
     lives_on: list[pulumi.Resource]
+    containers_image: str | None = None
+    """With jobs in container images: the node image whose build of Pyxis the container
+    installs when its own image predates it (lib/containers_addon.sh); the host's srun and
+    sbatch load Pyxis."""
+    setup: pulumi.Resource | None = None
+    """The node's setup for them, when the container is a node's: the client comes after it."""
 
 
 def slurm_client(
@@ -51,10 +58,22 @@ def slurm_client(
             "CONTAINER": via.name,
             "SLURM_CONF_TEXT": slurm_conf,
             **({"HOST_MUNGE_DIR": host_munge_dir} if host_munge_dir else {}),
+            # Added only when used: a cluster without it keeps its inputs.
+            **(
+                {"PLUGSTACK_CONF_TEXT": plugstack_conf(), "IMAGE": via.containers_image} if via.containers_image else {}
+            ),
         },
         # Same paths for old and new: the old one's delete goes first.
         opts=pulumi.ResourceOptions.merge(
-            child_options(parent, opts, via.lxc, *(after or []), delete_before_replace=True, replace_with=via.lives_on),
+            child_options(
+                parent,
+                opts,
+                via.lxc,
+                *filter(None, [via.setup]),
+                *(after or []),
+                delete_before_replace=True,
+                replace_with=via.lives_on,
+            ),
             pulumi.ResourceOptions(aliases=aliases),
         ),
     )
@@ -94,7 +113,9 @@ class SlurmController(pulumi.ComponentResource):
       - `<name>-slurmctld`: munge (first), slurm.conf and gres.conf, then slurmctld; a config
         change is written in place and applied with `scontrol reconfigure`, or a slurmctld
         restart when the node list or the accounting settings changed (Slurm 22.05 cannot add
-        nodes, or change its accounting plugins, on a reconfigure).
+        nodes, or change its accounting plugins, on a reconfigure). After `nodes_ready` (with
+        jobs in container images: every node's setup, so no slurmd is handed a prolog or a
+        `required` Pyxis its node lacks).
     """
 
     slurm_conf: pulumi.Output[str]
@@ -117,6 +138,7 @@ class SlurmController(pulumi.ComponentResource):
         client: pulumi.Resource | None = None,
         client_container: ClientContainer | None = None,
         plugstack_conf: str | None = None,
+        nodes_ready: tuple[pulumi.Resource, ...] = (),
     ):
         super().__init__("gpu-cluster:slurm:SlurmController", name, None, opts)
         self._prefix, self._opts, self._transport = name, opts, transport
@@ -131,7 +153,7 @@ class SlurmController(pulumi.ComponentResource):
         self.accounting = self._accounting(cluster, accounting) if accounting else None
         # The key needs only the host (made while the containers boot); the host's client
         # waits for its container, slurmctld for both.
-        before_slurmctld = [self.munge_key, self.client, *([container] if container else [])]
+        before_slurmctld = [self.munge_key, self.client, *([container] if container else []), *nodes_ready]
         if self.accounting:
             before_slurmctld.append(self.accounting.slurmdbd)
         self.slurmctld = host_command(
@@ -146,7 +168,12 @@ class SlurmController(pulumi.ComponentResource):
                 "GRES_CONF_TEXT": gres_conf,
                 "CGROUP_CONF_TEXT": render_cgroup_conf(),
                 # Added only when used: a cluster without it keeps its inputs.
-                **({"PLUGSTACK_CONF_TEXT": plugstack_conf} if plugstack_conf else {}),
+                # IMAGE: where a container of an image without Pyxis finds its build of it.
+                **(
+                    {"PLUGSTACK_CONF_TEXT": plugstack_conf, "IMAGE": cluster.container_name("image")}
+                    if plugstack_conf
+                    else {}
+                ),
             },
             # Moved to another host: the old slurmctld is stopped there before the new one starts
             # (never two). In a container, slurmctld lives there: a new container needs it set up again.

@@ -1,6 +1,5 @@
 """SlurmNode: munge and slurmd in one node container, registered with the controller."""
 
-from dataclasses import dataclass
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -10,7 +9,6 @@ from components.common.config_types import ClusterIdentity
 from components.common.options import child_options
 from components.common.rendering import container_device_path
 from components.common.transport import Transport, env_list, host_command
-from components.containers.node_files import FILES as CONTAINER_FILES
 from components.lxc.node_image import JOB_FILES_REAPER_SOURCE
 from components.slurm.config import HealthCheckConfig, NodeConfig
 
@@ -32,7 +30,9 @@ class SlurmNode(pulumi.ComponentResource):
     picks (OOMScoreAdjust=-1000), and a timer removes what ended jobs left in /dev/shm and /tmp
     (files/job_files_reaper.sh). slurmd restarts when the plugins it loads at start only
     change (`start_plugins`: process tracking, task containment, job accounting); running
-    jobs keep their slurmstepd and go on.
+    jobs keep their slurmstepd and go on. With jobs in container images, slurmd (re)starts
+    after the node's `containers_setup` (components/containers/node_setup.py): it loads
+    plugstack.conf's `required` Pyxis at start.
     """
 
     node_name: pulumi.Output[str]
@@ -48,7 +48,7 @@ class SlurmNode(pulumi.ComponentResource):
         health_check: HealthCheckConfig | None = None,
         start_plugins: str | None = None,
         cpuset: str | None = None,
-        containers: "NodeContainers | None" = None,
+        containers_setup: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
         transport: Transport | None = None,
     ):
@@ -74,20 +74,6 @@ class SlurmNode(pulumi.ComponentResource):
         if cpuset:
             # The container's (SLOT,COUNT): a new one writes slurmd's CPU topology again.
             environment["CPUSET"] = cpuset
-        # Jobs in container images (components/containers): Enroot's site files and the prolog,
-        # and Enroot and Pyxis themselves where the node's image predates them: before slurmd
-        # (re)starts, as it loads plugstack.conf's `required` Pyxis at start.
-        self.containers = None
-        if containers is not None:
-            self.containers = host_command(
-                f"{name}-containers",
-                transport=transport,
-                create=CONTAINER_FILES / "containers_create.sh",
-                delete=CONTAINER_FILES / "containers_delete.sh",
-                environment={"CLUSTER": cluster.name, "CONTAINER": environment["CONTAINER"], **containers.environment},
-                stdin=containers.credentials,
-                opts=child_options(self, opts, replace_with=[container]),
-            )
         self.slurmd = host_command(
             f"{name}-slurmd",
             transport=transport,
@@ -95,16 +81,7 @@ class SlurmNode(pulumi.ComponentResource):
             delete=FILES / "slurmd_delete.sh",
             environment=environment,
             # Lives in the container: a new container needs munge and slurmd set up again.
-            opts=child_options(self, opts, *filter(None, [self.containers]), replace_with=[container]),
+            opts=child_options(self, opts, *filter(None, [containers_setup]), replace_with=[container]),
         )
         self.node_name = pulumi.Output.from_input(node.name)
         self.register_outputs({"node_name": self.node_name})
-
-
-@dataclass(frozen=True)
-class NodeContainers:
-    """A node's part of jobs in container images: its setup's parameters and the site's
-    registry accounts (secret; components/containers/node_files.py)."""
-
-    environment: dict[str, str]
-    credentials: pulumi.Output[str] | None = None

@@ -128,6 +128,19 @@ def test_containers_are_on_by_default_and_adding_them_keeps_the_image():
     assert node["IMAGE"] == "e2e-image" and "squashfs-tools" in node["RUNTIME_PACKAGES"]
 
 
+def test_a_nodes_setup_keeps_the_urn_it_had_under_its_slurm_node():
+    # It came out from under the node's SlurmNode to come before slurmctld: an alias keeps the
+    # URN a cluster of the earlier program has, so the engine takes it over in place.
+    run = run_program(stack_config("e2e"), stack="e2e")
+    for node in ("c000", "c003"):
+        setup = run.by_name(f"e2e-{node}-slurm-containers")
+        slurm_node = run.by_name(f"e2e-{node}-slurm")
+        assert setup.parent != slurm_node.urn
+        earlier = slurm_node.urn.rsplit("::", 1)[0] + f"$command:local:Command::e2e-{node}-slurm-containers"
+        # (The mocks chain the stack's type into their URNs; the engine and the SDK's aliases do not.)
+        assert [alias.replace("::pulumi:pulumi:Stack$", "::") for alias in setup.aliases] == [earlier]
+
+
 def test_burst_partitions_leave_containers_off_and_refuse_them_on():
     from tests.burst.stack import burst_stack
 
