@@ -201,7 +201,10 @@ def containers_came_in_place(nodes: list[str], capsys) -> None:
     with capsys.disabled():
         print(f"\nsrun --container-image from a registry that does not answer, after the upgrade:\n{done.stderr}")
     assert done.returncode != 0 and "pyxis" in done.stderr and "5999" in done.stderr, done.stderr
-    state = sh("sinfo", "-h", "-n", nodes[1], "-o", "%T", env=SLURM).stdout.strip()
+    deadline = time.monotonic() + 60  # the job's epilog (Pyxis') first: `completing`
+    while (state := sh("sinfo", "-h", "-n", nodes[1], "-o", "%T", env=SLURM).stdout.strip()) == "completing":
+        assert time.monotonic() < deadline, f"{nodes[1]} still completing the failed container job"
+        time.sleep(1)
     assert state == "idle", f"{nodes[1]} is {state} after the failed container job"
 
 
