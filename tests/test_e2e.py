@@ -408,6 +408,7 @@ def test_cluster_up_check_reapply_destroy(placement, capsys):
         assert changed(actions) == {
             f"{cluster}-c004-lxc": "create",
             f"{cluster}-c004-slurm-slurmd": "create",
+            f"{cluster}-c004-slurm-containers": "create",
             f"{cluster}-slurm-slurmctld": "update",
             f"{cluster}-slurm-client": "update",
             f"{cluster}-host-stand-in-gpus": "update",

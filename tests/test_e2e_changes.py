@@ -158,6 +158,7 @@ def test_every_change_table_row_on_a_running_cluster(capsys):
         assert actions == {
             "e2e-c004-lxc": "create",
             "e2e-c004-slurm-slurmd": "create",
+            "e2e-c004-slurm-containers": "create",
             "e2e-slurm-slurmctld": "update",
             "e2e-slurm-client": "update",
             "e2e-host-preflight": "replace",
