@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.lxc.node_image import third_party
 from tests.harness.engine import ready
 from tests.harness.program_harness import ROOT
 from tests.harness.slurm_client import cluster_slurm
@@ -77,6 +78,9 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
         source = ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, project / name)
     (project / "venv").symlink_to(ROOT / "venv")
+    # A checkout has shared/ beside it: the node image's Enroot and Pyxis sources (third_party).
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "third_party").symlink_to(third_party())
     before = host_snapshot()
     report = []
     try:
