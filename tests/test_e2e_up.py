@@ -87,7 +87,7 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
         up = run(project, "./up.sh --yes", extra=DEPLOY_ENV)
         assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
         assert "no NVIDIA driver here" in up.stderr and "bringing up the GPU-less stack nogpu" in up.stderr
-        assert "Resources:\n    + 46 created" in up.stdout, up.stdout[-2000:]
+        assert "Resources:\n    + 50 created" in up.stdout, up.stdout[-2000:]
         report.append("$ ./up.sh --yes\n" + "\n".join(up.stdout.splitlines()[-4:]))
         report.append(registering_frames_only(project / ".pulumi-state/.pulumi/stacks/gpu-cluster/nogpu.json"))
         # The runner's cleanup after the job: what holds the deploy's environment is killed
@@ -113,11 +113,11 @@ def test_up_without_a_stack_brings_nogpu_up_through_the_engine_and_down_takes_it
         report.append(f"one-CPU jobs' Cpus_allowed_list per node: {dealt}")
         again = run(project, "./up.sh nogpu --yes --expect-no-changes")
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-        assert "46 unchanged" in again.stdout, again.stdout[-2000:]
+        assert "50 unchanged" in again.stdout, again.stdout[-2000:]
         report.append(preview_of_a_new_node(project))
         down = run(project, "./down.sh nogpu --yes")
         assert down.returncode == 0, down.stdout[-3000:] + down.stderr[-3000:]
-        assert "Resources:\n    - 46 deleted" in down.stdout, down.stdout[-2000:]
+        assert "Resources:\n    - 50 deleted" in down.stdout, down.stdout[-2000:]
         report.append("$ ./down.sh nogpu --yes\n" + "\n".join(down.stdout.splitlines()[-6:-3]))
     finally:
         if (project / ".pulumi-state").exists():
