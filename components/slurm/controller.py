@@ -167,13 +167,9 @@ class SlurmController(pulumi.ComponentResource):
                 "SLURM_CONF_TEXT": slurm_conf,
                 "GRES_CONF_TEXT": gres_conf,
                 "CGROUP_CONF_TEXT": render_cgroup_conf(),
-                # Added only when used: a cluster without it keeps its inputs.
-                # IMAGE: where a container of an image without Pyxis finds its build of it.
-                **(
-                    {"PLUGSTACK_CONF_TEXT": plugstack_conf, "IMAGE": cluster.container_name("image")}
-                    if plugstack_conf
-                    else {}
-                ),
+                # Added only when used: a cluster without it keeps its inputs. Pyxis in its
+                # container: a node's setup, or (its own container) the host's client puts it there.
+                **({"PLUGSTACK_CONF_TEXT": plugstack_conf} if plugstack_conf else {}),
             },
             # Moved to another host: the old slurmctld is stopped there before the new one starts
             # (never two). In a container, slurmctld lives there: a new container needs it set up again.

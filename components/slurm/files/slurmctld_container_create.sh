@@ -18,9 +18,6 @@ printf '%s' "$CGROUP_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/cg
 # plugstack.conf (jobs in container images: Pyxis), served to the configless nodes with the rest;
 # without containers, ours goes (a release's own is left as it is).
 if [ -n "${PLUGSTACK_CONF_TEXT:-}" ]; then
-  # The host's srun and sbatch run here too: a container of an image built without them gets
-  # Pyxis (and Enroot's files) in place (a node's, with placement container, has them already).
-  ct_install_containers "$CONTAINER" "${IMAGE:?}"
   printf '%s' "$PLUGSTACK_CONF_TEXT" | ct_write_if_changed "$CONTAINER" /etc/slurm/plugstack.conf 0644 root:root && changed=0
 elif [[ $(in_ct "$CONTAINER" cat /etc/slurm/plugstack.conf 2>/dev/null) == "# gpu-cluster: "* ]]; then
   in_ct "$CONTAINER" rm -f /etc/slurm/plugstack.conf && changed=0
