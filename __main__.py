@@ -30,6 +30,8 @@ if stack.cluster:
         pulumi.export("login_ssh", cluster.login_ssh)
     if cluster.cost is not None:
         pulumi.export("cost", cluster.cost)
+    if cluster.registry_output is not None:
+        pulumi.export("registry", cluster.registry_output)
 
 if stack.kubernetes:
     from components.kubernetes.target import build_kubernetes

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Remove what destroy deliberately kept: /var/cache/gpucluster/CLUSTER (the built node image,
 # node-image-KEY, the list of packages a cluster installed and left installed, and the dump
-# of its accounting database).
+# of its accounting database, the images and CA of its registry).
 # Usage: ./purge-kept.sh CLUSTER | --all | --cli
 #   --all: every cluster's, and the host's cache of node image packages (node-packages/).
 #   --cli: the Pulumi CLIs built from Go modules (tools/pulumi-cli.sh purge).
@@ -19,6 +19,7 @@ for target in "${targets[@]}"; do
   [ -e "$target" ] || { echo "nothing kept at $target"; continue; }
   find "$target" -name packages-left-installed -exec sh -c 'echo "packages left installed ($1): $(paste -sd" " "$1")"' sh {} \;
   find "$target" -maxdepth 3 -path '*/accounting/*' -exec echo "accounting database removed: {}" \;
+  find "$target" -maxdepth 2 -type d -name registry -exec sh -c 'echo "registry images and CA removed: $1 ($(du -sh "$1" | cut -f1))"' sh {} \;
   find "$target" -maxdepth 2 -type d -name 'node-image-*' -exec sh -c 'echo "node image $1: $(du -sh "$1" | cut -f1)"' sh {} \;
   rm -rf "$target"
   echo "removed $target"

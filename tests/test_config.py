@@ -166,6 +166,13 @@ RULE_CASES = [
         "cluster.containers: burst nodes have no Enroot or Pyxis (their AMI), so no job could start there",
     ),
     (
+        "rule_registry_name",
+        lambda c: c.update(
+            containers={"registry": {"name": "c000", "nat_address": "10.42.3.30", "push_password_secret": "p"}}
+        ),
+        "cluster.containers.registry.name: 'c000' is also a node",
+    ),
+    (
         "rule_names_slurm_and_lxc_can_use",
         _set("nodes.1.name", "default"),
         "cluster.nodes[1].name: 'default' is a word Slurm reserves (all, default, localhost)",

@@ -98,6 +98,7 @@ def test_a_trixie_cluster_runs_slurm_2411_here(capsys):
     assert "CUDA_VISIBLE_DEVICES=0" in report["gpu_job"]
     assert [line for line in report["gpu_job"] if line.startswith("nvidia")] == ["nvidia2"]
     check_jobs_in_container_images(report["containers"])
+    check_the_stacks_registry(report["stack_registry"])
     # Job accounting by the release's slurmdbd; the controller's row of the change table.
     assert report["slurmdbd"].startswith("slurm-wlm 24.11") and report["accounted_gpu_jobs"], report
     assert any(line.startswith("e2e-slurm-slurmctld ") for line in report["controller_moved"]), report
@@ -160,3 +161,13 @@ def check_jobs_in_container_images(report: dict) -> None:
     # scancel ends the container's processes.
     assert "sleep 600" in report["running_before_scancel"], report
     assert report["left_after_scancel"] == "", report
+
+
+def check_the_stacks_registry(report: dict) -> None:
+    """tests/harness/containers_e2e.py's the_stacks_registry: pushed by the operator, pulled by
+    a person's job, refused to every person's push; its CA's key root's only."""
+    assert report["os_release"] == report["image_os_release"], report
+    # The pull port is read-only (the upload's method is not served); the push port wants the account.
+    assert report["person_push_at_pull_port"] == "405", report
+    assert report["person_push_at_push_port"] == "401", report
+    assert report["ca_key"] == "0o600 uid 0, under 0o700 uid 0", report

@@ -111,7 +111,7 @@ def test_it_removes_what_it_made_and_nothing_else(sandbox):
 
 def test_the_scripts_name_no_fixed_path_to_make_or_remove():
     """Everything the check makes lies under its scratch directory or the stack's shared_dir."""
-    for name in ("check.sh", "in_namespace.sh", "common.sh", "slurm_check.sh"):
+    for name in ("check.sh", "in_namespace.sh", "common.sh", "slurm_check.sh", "containers_check.sh"):
         text = (ROOT / "tools" / "gpu_node_check" / name).read_text()
         for fixed in ("/opt/lxc", "/var/lib/lxcdev", "/tmp/ct", "/tmp/lxcbin", "/srv/gpucluster"):
             assert fixed not in text, f"{name} names {fixed}"
@@ -136,7 +136,15 @@ def slurm_files():
 
 def test_prepare_writes_the_stacks_slurm_files_with_the_containment_lines(slurm_files):
     slurm = slurm_files / "slurm"
-    assert sorted(p.name for p in slurm.iterdir()) == ["cgroup.conf", "env.json", "gres.conf", "slurm.conf"]
+    assert sorted(p.name for p in slurm.iterdir()) == [
+        "cgroup.conf",
+        "env.json",
+        "gres.conf",
+        "plugstack.conf",
+        "slurm.conf",
+    ]
+    # Jobs in container images: Pyxis (`required`) and the prolog that makes each person's Enroot directories.
+    assert "required spank_pyxis.so" in (slurm / "plugstack.conf").read_text()
     conf = (slurm / "slurm.conf").read_text().splitlines()
     for line in (
         "ProctrackType=proctrack/cgroup",
@@ -168,6 +176,7 @@ case "$name" in
   srun)
     case "$*" in
       *python3*) echo "ok /dev/nvidia0 (allocated) opens"; echo "ok CUDA: GPU 0 wrote 16 MiB ... intact" ;;
+      *--container-image=*os-release*) echo 'PRETTY_NAME="gpucluster GPU check image (python3)"' ;;
       *nvidia-smi*)
         case "$* $LEAK" in
           *--gres=gpu:1*|*leak*) echo "GPU 0: NVIDIA H200 (UUID: GPU-1)" ;;
@@ -180,9 +189,27 @@ exit 0
 """
 
 
+def containers_work(folder: Path) -> None:
+    """prepare.py's containers/, in small: Enroot's tree with Pyxis, an image file, no debs."""
+    tree = folder / "tree"
+    for path, text in (
+        ("etc/enroot/enroot.conf", "# Enroot's default\n"),
+        ("usr/local/bin/enroot", "#!/bin/sh\n"),
+        ("usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so", "pyxis\n"),
+    ):
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+    subprocess.run(["tar", "-C", str(tree), "-cf", str(folder / "enroot.tar"), "."], check=True)
+    shutil.rmtree(tree)
+    (folder / "debs").mkdir()
+    (folder / "probe.sqsh").write_text("squashfs\n")
+
+
 def slurm_check(sandbox: Path, work: Path, leak: str = "") -> tuple[subprocess.CompletedProcess, Path, list[str]]:
     repo = sandbox / "repo"
     shutil.copytree(work / "slurm", repo / "tools" / "gpu_node_check" / "work" / "slurm")
+    shutil.copy(work / "commands.json", repo / "tools" / "gpu_node_check" / "work" / "commands.json")
+    containers_work(repo / "tools" / "gpu_node_check" / "work" / "containers")
     (repo / "ops").mkdir()
     shutil.copy(ROOT / "ops" / "verify_gpu.py", repo / "ops" / "verify_gpu.py")
     scratch = sandbox / "tmp" / "scratch"
@@ -195,12 +222,16 @@ def slurm_check(sandbox: Path, work: Path, leak: str = "") -> tuple[subprocess.C
     (sandbox / "bin" / "lxc-attach").write_text(f'#!/bin/sh\nprintf "%s\\0" "lxc-attach $*" >> {sandbox}/jobs\n')
     for node in ("dev-c000", "dev-c001"):
         (scratch / "ct" / node / "munge").mkdir(parents=True)
+        (scratch / "ct" / node / "root").mkdir(parents=True)
+    (scratch / "slurm-install" / "usr" / "lib" / "x86_64-linux-gnu" / "slurm-wlm").mkdir(parents=True)
+    (sandbox / "shared").mkdir()
     for path in (sandbox, *sandbox.rglob("*")):
         path.chmod(0o777 if path.is_dir() else 0o755)
     drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if os.geteuid() == 0 else []
     env = {
         "PATH": f"{sandbox}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "SCRATCH": str(scratch),
+        "SHARED": f"{sandbox}/shared",
         "CALLS": f"{sandbox}/jobs",
         "LEAK": leak,
     }
@@ -248,6 +279,32 @@ def test_slurm_check_runs_the_daemons_from_the_unpacked_tree_on_the_stacks_files
     assert sum(c.startswith("srun --quiet -w c00") and "/proc/self/cgroup" in c for c in jobs) == 2
     assert "ok --gres=gpu:1: nvidia-smi -L lists 1 GPU" in done.stdout
     assert "ok c000: the job runs in its own cgroup v2" in done.stdout
+    # Jobs in container images: Pyxis where slurm.conf's PluginDir is (this host's srun, the
+    # nodes' slurmd), the stack's plugstack.conf; Enroot with the stack's files in each node.
+    plugins = install / "usr" / "lib" / "x86_64-linux-gnu" / "slurm-wlm"
+    assert (plugins / "spank_pyxis.so").read_text() == "pyxis\n"
+    assert (etc / "plugstack.conf").read_text() == (slurm_files / "slurm" / "plugstack.conf").read_text()
+    node_files = json.loads((slurm_files / "commands.json").read_text())["dev-c000-slurm-containers"]["environment"]
+    for node in ("dev-c000", "dev-c001"):
+        root = scratch / "ct" / node / "root"
+        assert (root / "usr/local/bin/enroot").exists()
+        assert (root / "etc/enroot/enroot.conf").read_text().strip() == node_files["ENROOT_CONF"].strip()
+        prolog = root / "usr/local/sbin/gpucluster-prolog"
+        assert prolog.read_text().strip() == node_files["PROLOG"].strip() and prolog.stat().st_mode & 0o777 == 0o755
+        assert (root / "etc/enroot/hooks.d/50-gpucluster-driver.sh").stat().st_mode & 0o777 == 0o755
+    image = f"--container-image={sandbox}/shared/probe.sqsh"
+    assert f"srun --quiet -w c000 {image} cat /etc/os-release" in jobs
+    assert f"srun --quiet -w c000 --gres=gpu:1 {image} nvidia-smi -L" in jobs
+    assert f"srun --quiet -w c000 {image} nvidia-smi -L" in jobs
+    assert any(c.startswith(f"srun --quiet -w c000 --gres=gpu:1 --mem=3G {image} python3 -c ") for c in jobs)
+    for said in (
+        "ok the job ran in the image (its os-release)",
+        "ok in the image, --gres=gpu:1: nvidia-smi -L lists 1 GPU",
+        "ok in the image, no --gres: nvidia-smi -L lists no GPU",
+        "ok in the image: the acceptance probe and its CUDA computation",
+    ):
+        assert said in done.stdout, done.stdout
+    assert not (sandbox / "shared" / "probe.sqsh").exists()
 
 
 def test_slurm_check_fails_when_a_job_without_gres_sees_the_gpu(sandbox, slurm_files):
@@ -304,3 +361,22 @@ def test_the_carried_packages_hold_slurms_closure(tmp_path):
             if not packages & prepare.LEFT_OUT:
                 missing.setdefault(needed, []).append(elf.name)
     assert not missing, f"libraries neither carried nor in a left-out package: {missing}"
+
+
+def test_the_probes_image_runs_the_probes_python_without_the_machines_files(tmp_path):
+    """probe_image.py's tree: its own python3 imports what the acceptance probe imports, and
+    says the image's system, chrooted into it (no file of this machine's but the kernel; as
+    root, as CI runs)."""
+    spec = importlib.util.spec_from_file_location("probe_image", ROOT / "tools" / "gpu_node_check" / "probe_image.py")
+    probe_image = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe_image)
+    root = tmp_path / "image"
+    probe_image.rootfs(root)
+    imports = "import ctypes, errno, json, os, shutil, subprocess, sys, tempfile; print(open('/etc/os-release').read())"
+    done = subprocess.run(
+        ["chroot", str(root), "/usr/bin/python3", "-c", imports], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'PRETTY_NAME="gpucluster GPU check image (python3)"' in done.stdout
+    assert (root / "etc" / "ld.so.conf").read_text().startswith("/usr/lib/x86_64-linux-gnu\n")
+    assert sum(path.stat().st_size for path in root.rglob("*") if path.is_file()) < 64 * 2**20

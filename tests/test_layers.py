@@ -41,6 +41,8 @@ ALLOWED = {
     ("app", "network"): "web_app.allowed_sources is a forward's source list: the same field description",
     ("aws", "network"): "rule_aws: an EC2 host's container subnets (network's) lie outside the VPC",
     ("aws", "sharedfs"): "EfsFileSystem builds the shared filesystem's `kind: efs` (EfsShare)",
+    ("containers", "lxc"): "the stack's registry runs in a service container; its name avoids the program's containers",
+    ("containers", "network"): "the stack's registry's container sits on the NAT bridge",
     ("burst", "aws"): "burst instances use the EC2 price table, instance-type pattern, AWS ids and site tags",
     ("burst", "network"): "rule_burst: burst subnets lie apart from every host's container subnets",
     ("host", "network"): "GpuHost's preflight checks the host's bridges; rule_hosts: hosts' subnets are disjoint",

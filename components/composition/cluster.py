@@ -21,6 +21,7 @@ from components.composition.cluster_parts import (
     reachable_address,
     routes,
     slurm_client,
+    stack_registry,
 )
 from components.composition.config import ClusterConfig
 from components.composition.host_part import HostPart, SharedParts
@@ -71,6 +72,8 @@ class GpuCluster(pulumi.ComponentResource):
     """With a login node: how a person reaches it (`ssh -p PORT PERSON@HOST`)."""
     cost: pulumi.Output[dict] | None = None
     """With EC2 hosts: the instances' estimated hourly and monthly cost (components/aws/prices.py)."""
+    registry_output: pulumi.Output[dict] | None = None
+    """With containers.registry: where people pull, where the operator pushes, and its CA."""
     boot_command: pulumi.Output[str]
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
@@ -143,6 +146,8 @@ class GpuCluster(pulumi.ComponentResource):
         )
         # The site's registry accounts, read once for every node (jobs in container images).
         self.registry_accounts = credentials(config.containers) if config.containers_enabled else None
+        # The stack's own registry: every node's setup trusts its CA.
+        self.registry = stack_registry(name, config, self) if config.stack_registry else None
         # Each node's setup for them, before slurmctld (its prolog, Pyxis) and its slurmd.
         self.containers_setups = {
             node.name: self._containers_setup(name, config, node) for node in config.nodes if config.containers_enabled
@@ -291,6 +296,7 @@ class GpuCluster(pulumi.ComponentResource):
             # A node of an image built without them installs Enroot and Pyxis from the image's build.
             "IMAGE": config.host_identity(host).container_name("image"),
             "RUNTIME_PACKAGES": env_list(CONTAINER_RUNTIME_PACKAGES),
+            **({"REGISTRY_CA_STACK": self.registry.ca_cert} if self.registry else {}),
         }
         slurm_node = f"{name}-{node.name}-slurm"
         return node_containers_setup(
@@ -409,6 +415,7 @@ class GpuCluster(pulumi.ComponentResource):
             if config.web_app
             else ""
         )
+        self.registry_output = self.registry.summary if self.registry else None
         if config.login:
             login_host = self.host_addresses[config.node_host(config.login).name]
             self.login_ssh = pulumi.Output.concat(f"ssh -p {config.login.host_port} <person>@", login_host)
@@ -439,6 +446,7 @@ class GpuCluster(pulumi.ComponentResource):
                 "node_shells": self.node_shells,
                 "host_facts": self.host_facts,
                 **({"cost": self.cost} if self.cost is not None else {}),
+                **({"registry": self.registry_output} if self.registry_output is not None else {}),
             }
         )
 

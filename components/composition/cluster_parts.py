@@ -15,6 +15,7 @@ from components.burst.user_data import render_user_data as render_burst_user_dat
 from components.common.transport import env_list, host_command
 from components.composition.cluster_host import ClusterHostConfig
 from components.composition.config import ClusterConfig
+from components.containers.registry import StackRegistry
 from components.lxc.cuda_container import ContainerSpec, CudaContainer
 from components.metrics.prometheus import Metrics, MetricsSetup, ScrapedNode
 from components.metrics.render import (
@@ -238,3 +239,20 @@ def is_loopback(address: str) -> bool:
         return ipaddress.IPv4Address(address).is_loopback
     except ValueError:
         return address == "localhost" or address.endswith(".localhost")
+
+
+def stack_registry(name: str, config: ClusterConfig, cluster: pulumi.ComponentResource) -> StackRegistry:
+    """containers.registry, on the controller's host, after its packages and bridges."""
+    host, registry = config.controller_host, config.stack_registry
+    return StackRegistry(
+        f"{name}-registry",
+        config.host_identity(host),
+        registry,
+        host.network,
+        config.image.release,
+        push_password=pulumi.Config().require_secret(registry.push_password_secret),
+        opts=pulumi.ResourceOptions(
+            parent=cluster, depends_on=[cluster.hosts[host.name].packages, cluster.bridges_of[host.name]]
+        ),
+        transport=cluster.transports[host.name],
+    )

@@ -115,6 +115,11 @@ class ClusterViews:
         return self.containers is not None and self.containers.enabled
 
     @property
+    def stack_registry(self):
+        """The registry the stack runs (containers.registry), when containers are on."""
+        return self.containers.registry if self.containers_enabled else None
+
+    @property
     def identity(self) -> ClusterIdentity:
         return ClusterIdentity(name=self.name, cluster_dir=self.cluster_dir, munge_socket=self.munge_socket)
 

@@ -27,7 +27,7 @@ from components.composition.cluster_host import ClusterHostConfig
 from components.composition.cluster_views import ClusterViews
 from components.composition.config_rules_beside_errors import UNDERIVED, rebuilding, valid_as
 from components.containers.config import ContainersConfig
-from components.containers.rules import rule_containers
+from components.containers.rules import rule_containers, rule_registry_name
 from components.host.config import HostConfig, UserConfig
 from components.host.rules import rule_driver_files, rule_host_paths, rule_hosts, rule_users
 from components.lxc.config import STAND_IN_MAX, GpuConfig, ImageConfig, device_dir_of, stand_in_devices
@@ -284,6 +284,7 @@ CLUSTER_RULES = (
     rule_metrics_ports,
     rule_burst_shared_fs,
     rule_containers,
+    rule_registry_name,
 )
 
 

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, field_validator
 
-from components.common.config_types import SafePath, StrictBool, StrictInt, StrictModel
+from components.common.config_types import Address, Hostname, Port, SafePath, StrictBool, StrictInt, StrictModel
 
 # Where people can write: a data_dir there could be made, or swapped, by one of them.
 PEOPLES_PLACES = ("/tmp", "/var/tmp", "/dev/shm", "/home", "/run/user", "/var/lock", "/run/lock")
@@ -41,6 +41,39 @@ class RegistryConfig(StrictModel):
     )
 
 
+class StackRegistryConfig(StrictModel):
+    """A registry the stack runs, for a site without one: Debian's docker-registry in a container
+    of its own on the NAT bridge (of the controller's host), TLS by a CA made for it on the host
+    (its key never leaves the host; every node trusts the CA). People pull anonymously and
+    read-only at `nat_address:port`; only the operator's account pushes, at `push_port`, so no
+    person can replace an image another person runs."""
+
+    name: Hostname = Field("registry", description="the registry container's hostname (container <cluster>-<name>)")
+    nat_address: Address = Field(description="static address of the registry container on the NAT bridge")
+    port: Port = Field(5000, description="where the nodes pull: anonymous, read-only, TLS")
+    push_port: Port = Field(5001, description="where the operator pushes: TLS, the push account only")
+    push_username: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = Field(
+        "operator", description="the account that pushes"
+    )
+    push_password_secret: SecretName = Field(
+        description="name of the stack's secret config key holding the push account's password "
+        "(`pulumi config set --secret NAME`); it never appears in the stack file or the state in the clear"
+    )
+    keep_images: StrictBool = Field(
+        True,
+        description="destroy (or removing the registry) moves its images and CA to the kept directory "
+        "(/var/cache/gpucluster/<cluster>/registry), where a new registry of the cluster takes them up; "
+        "false: they are removed",
+    )
+
+    @field_validator("push_port")
+    @classmethod
+    def _two_ports(cls, value: int, info) -> int:
+        if value == info.data.get("port"):
+            raise ValueError(f"{value} is also `port`: pulls and pushes need a port each")
+        return value
+
+
 class ContainersConfig(StrictModel):
     """Jobs in container images: NVIDIA's Pyxis (a SPANK plugin: `srun --container-image`) and
     Enroot, built from their sources into the node image. A job's container runs as its person,
@@ -54,6 +87,9 @@ class ContainersConfig(StrictModel):
         max_length=16,
         description="registries with a CA or an account of the site's; people pull from any registry the "
         "nodes reach (docker://REGISTRY#IMAGE), these with the site's CA and account",
+    )
+    registry: StackRegistryConfig | None = Field(
+        None, description="a registry the stack runs (none: people pull from the site's or public registries)"
     )
     data_dir: SafePath = Field(
         "/var/lib/gpucluster-enroot",

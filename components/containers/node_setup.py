@@ -15,7 +15,7 @@ from components.containers.node_files import FILES
 class NodeContainers:
     """A node's setup's parameters and the site's registry accounts (secret; node_files.py)."""
 
-    environment: dict[str, str]
+    environment: dict[str, pulumi.Input[str]]
     credentials: pulumi.Output[str] | None = None
 
 

@@ -2,6 +2,8 @@
 
 from collections.abc import Iterator
 
+from components.lxc.rules import INTERNAL_CONTAINER_NAMES
+
 
 def rule_containers(c) -> Iterator[str]:
     """Burst nodes boot an AMI of their own, without Enroot and Pyxis: plugstack.conf would make
@@ -11,4 +13,25 @@ def rule_containers(c) -> Iterator[str]:
         yield (
             "containers: burst nodes have no Enroot or Pyxis (their AMI), so no job could start there; "
             "set `containers: {enabled: false}` for a cluster with burst partitions"
+        )
+
+
+def rule_registry_name(c) -> Iterator[str]:
+    """The stack's registry has a container of its own: no other container of the cluster may
+    have its name."""
+    registry = c.stack_registry
+    if registry is None:
+        return
+    others = [*c.node_names, *INTERNAL_CONTAINER_NAMES]
+    for part in ("web_app", "login", "accounting"):
+        if getattr(c, part):
+            others.append(getattr(c, part).name)
+    if c.metrics_enabled:
+        others.append(c.metrics.name)
+    if c.slurm.controller.placement == "host":
+        others.append(c.slurm.controller.name)
+    if registry.name in others:
+        yield (
+            f"containers.registry.name: {registry.name!r} is also a node, web_app, login, accounting, metrics, "
+            "controller or the image's name; the registry's container needs a name of its own"
         )

@@ -52,6 +52,8 @@ def _nat_addresses(c) -> list[tuple[str, IPv4Address, object]]:
         pairs.append(("accounting.nat_address", c.accounting.nat_address, c.accounting_host))
     if c.metrics_enabled:
         pairs.append(("metrics.nat_address", c.metrics.nat_address, c.controller_host))
+    if c.stack_registry:
+        pairs.append(("containers.registry.nat_address", c.stack_registry.nat_address, c.controller_host))
     if c.slurm.controller.placement == "host":
         pairs.append(("slurm.controller.nat_address", c.controller_address, c.controller_host))
     return pairs

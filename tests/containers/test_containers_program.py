@@ -167,3 +167,67 @@ def test_the_sources_travel_whole_and_the_same_every_time():
         if path.is_file() and not path.is_symlink()
     }
     assert files == expected
+
+
+PUSH_SECRET = "registryPushPassword"
+PUSH_PASSWORD = "push-not-in-the-clear-3Kd"
+
+
+def with_stack_registry(**fields) -> dict:
+    return with_section({"registry": {"nat_address": "10.43.3.20", "push_password_secret": PUSH_SECRET, **fields}})
+
+
+def test_the_stacks_registry_comes_before_every_node_which_trusts_its_ca():
+    run = run_program(with_stack_registry(), stack="e2e", secrets={PUSH_SECRET: PUSH_PASSWORD})
+    registry = run.by_name("e2e-registry-lxc").inputs
+    environment = registry["environment"]
+    assert environment["CONTAINER"] == "e2e-registry" and environment["NAT_ADDRESS"] == "10.43.3.20"
+    assert (environment["PORT"], environment["PUSH_PORT"]) == ("5000", "5001")
+    # Its data directory on the host, bound in: the images outlive the container.
+    mount = "lxc.mount.entry = /var/lib/gpucluster/e2e/registry/store var/lib/gpucluster-registry "
+    assert mount in environment["LXC_CONFIG"]
+    assert "docker-registry" in environment["PACKAGES"] and registry["triggers"][0] == environment["RELEASE"]
+    assert run.depends_on("e2e-registry-lxc", "e2e-registry-data")
+    # The push password: on the account's stdin only, secret there; the container's command
+    # has no secret input, so its output (the CA every node takes) is none either.
+    account = run.by_name("e2e-registry-account").inputs
+    assert account["environment"]["PUSH_USERNAME"] == "operator" and "stdin" not in registry
+    assert account["stdin"]["value"] == PUSH_PASSWORD
+    assert account["stdin"].get("4dabf18193072939515e22adb298388d") == "1b47061264138c4ac30d75fd1eb44270"
+    assert run.depends_on("e2e-registry-account", "e2e-registry-lxc")
+    for resource in run.resources:
+        if resource.name != "e2e-registry-account":
+            assert PUSH_PASSWORD not in repr(resource.inputs), resource.name
+    for node in ("c000", "c003"):
+        setup = run.by_name(f"e2e-{node}-slurm-containers")
+        # The registry's stdout is its CA (empty under mocks, as in a preview).
+        assert "REGISTRY_CA_STACK" in setup.inputs["environment"]
+        assert run.depends_on(f"e2e-{node}-slurm-containers", "e2e-registry-lxc")
+    assert run.outputs["registry"]["pull"] == "10.43.3.20:5000"
+    assert run.outputs["registry"]["push"] == "10.43.3.20:5001"
+
+
+def test_no_stack_registry_changes_nothing_and_containers_off_builds_none():
+    plain = run_program(with_section({}), stack="e2e")
+    assert not [r for r in plain.resources if r.name.startswith("e2e-registry")]
+    assert "registry" not in plain.outputs
+    off = with_stack_registry()
+    off["cluster"]["containers"]["enabled"] = False
+    assert not [r for r in run_program(off, stack="e2e").resources if r.name.startswith("e2e-registry")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"push_port": 5000}, "containers.registry.push_port"),
+        ({"name": "c001"}, "containers.registry.name: 'c001' is also a node"),
+        ({"name": "image"}, "containers.registry.name: 'image'"),
+        ({"nat_address": "10.43.3.3"}, "10.43.3.3"),
+        ({"nat_address": "10.99.0.2"}, "containers.registry.nat_address: 10.99.0.2 is not a usable address"),
+        ({"push_password_secret": None}, "containers.registry.push_password_secret"),
+        ({"push_username": "a:b"}, "containers.registry.push_username"),
+    ],
+)
+def test_a_bad_stack_registry_is_refused_naming_its_field(fields, says):
+    message = error_of(with_stack_registry(**fields))
+    assert says in message, message

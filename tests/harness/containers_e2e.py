@@ -7,11 +7,12 @@ the container. Used by tests/harness/release_e2e.py (trixie), whose report the t
 
 import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 from tests.harness.login_node import ssh_as
-from tests.harness.registry import Registry
+from tests.harness.registry import IMAGE_OS_RELEASE, Registry, push_image
 
 DATA_DIR = "/var/lib/gpucluster-enroot"
 # The node with two GPUs (release_config) and another one.
@@ -124,4 +125,27 @@ def jobs_in_container_images(cluster: str, keys: dict[str, Path], registry: Regi
     report["running_before_scancel"] = in_node(cluster, OTHER, "pgrep -u 2101 -a sleep || true")
     ssh_as(alice, "alice", f"scancel {job}")
     report["left_after_scancel"] = gone(cluster, OTHER, 2101)
+    return report
+
+
+def the_stacks_registry(cluster: str, keys: dict[str, Path], pull: str, push: str, password: str) -> dict:
+    """The registry the stack runs (containers.registry): the operator pushes with the push
+    account from the host, a person's job pulls from it; no person can push, at either port."""
+    report: dict = {}
+    tls = Path(f"/var/lib/gpucluster/{cluster}/registry/store/tls")
+    ca = (tls / "ca.crt").read_text()
+    key, data = (tls / "ca.key").stat(), tls.parent.parent.stat()
+    report["ca_key"] = ", under ".join(f"{oct(st.st_mode & 0o777)} uid {st.st_uid}" for st in (key, data))
+    operator = Registry(address=push, ca_cert=ca, username="operator", password=password, image="")
+    with tempfile.TemporaryDirectory(prefix="gpucluster-push-") as work:
+        push_image(operator, Path(work), "team/busybox:1", to=push)
+    alice = keys["alice"]
+    pulled = ssh_as(alice, "alice", f"srun -w {OTHER} --container-image={pull}#team/busybox:1 cat /etc/os-release")
+    report["os_release"] = pulled.stdout.strip().splitlines()[:1]
+    report["image_os_release"] = IMAGE_OS_RELEASE.splitlines()[:1]
+    # A person's push: refused where people pull (read-only), and without the account where the
+    # operator pushes (the status of the request that starts an upload).
+    start_upload = "curl -sk -o /dev/null -w '%{{http_code}}' -X POST https://{}/v2/team/busybox/blobs/uploads/"
+    report["person_push_at_pull_port"] = ssh_as(alice, "alice", start_upload.format(pull)).stdout.strip()
+    report["person_push_at_push_port"] = ssh_as(alice, "alice", start_upload.format(push)).stdout.strip()
     return report

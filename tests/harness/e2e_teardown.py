@@ -357,6 +357,16 @@ TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "e2en", 
 KEEP_DIR = Path("/var/cache/gpucluster")
 
 
+def stack_registry_commands() -> list:
+    """The commands of the stack's registry (containers.registry) of tests/harness/release_e2e.py."""
+    config = e2e_config("container")
+    config["cluster"]["containers"] = {
+        "registry": {"nat_address": "10.43.3.21", "push_password_secret": "push", "keep_images": False}
+    }
+    commands = host_commands(run_program(config, stack=STACK, secrets={"push": "teardown"}))
+    return [command for command in commands if command.name.startswith(f"{STACK}-registry-")]
+
+
 def purge_kept(images: bool = True) -> None:
     """What destroy deliberately kept of the test clusters (an earlier, cut-short run's too),
     removed with the operator's own command, so no run trips over an earlier one's. With
@@ -401,6 +411,7 @@ def teardown(images: bool = False) -> None:
         teardown_accounting = accounting_config(keep_dump=False, login_keys={"alice": PLACEHOLDER_KEY})
         destroy(host_commands(run_program(teardown_accounting, stack=STACK)))
         destroy(host_commands(run_program(metrics_config(), stack=STACK)))
+        destroy(stack_registry_commands())
         for placement in PLACEMENTS:
             # The grown config holds every command of the smaller ones.
             destroy(host_commands(run_program(e2e_config(placement, grow=True), stack=STACK)))

@@ -68,9 +68,10 @@ def _image_rootfs(root: Path) -> None:
         (root / "etc" / name).write_text("")
 
 
-def push_image(registry: Registry, work: Path, name: str, filler_mb: int = 0) -> None:
+def push_image(registry: Registry, work: Path, name: str, filler_mb: int = 0, to: str | None = None) -> None:
     """The busybox image, as registry/NAME, through the CA and the account; with `filler_mb`, a
-    file /filler of that many MB of random bytes in its layer (tests/benchmark_containers.py)."""
+    file /filler of that many MB of random bytes in its layer (tests/benchmark_containers.py);
+    `to`: where to push (default: the registry's port on the host's loopback)."""
     layout, bundle = work / ("oci-" + name.replace("/", "-").replace(":", "-")), work / "bundle"
     _run("umoci", "init", "--layout", str(layout))
     _run("umoci", "new", "--image", f"{layout}:latest")
@@ -87,9 +88,10 @@ def push_image(registry: Registry, work: Path, name: str, filler_mb: int = 0) ->
     # Docker's manifest format, as most registries' images are: docker-registry answers a request
     # for an OCI manifest without an OCI Accept header with 404, and Enroot's first request for
     # a registry with Basic accounts (the one that proves the password) has no Accept header.
+    to = to or f"127.0.0.1:{registry.address.rsplit(':', 1)[1]}"
     _run("skopeo", "copy", "--format", "v2s2", "--dest-cert-dir", str(certs),
          "--dest-creds", f"{registry.username}:{registry.password}",
-         f"oci:{layout}:latest", f"docker://127.0.0.1:{registry.address.rsplit(':', 1)[1]}/{name}")  # fmt: skip
+         f"oci:{layout}:latest", f"docker://{to}/{name}")  # fmt: skip
 
 
 def _serving(address: str) -> bool:

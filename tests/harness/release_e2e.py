@@ -9,6 +9,7 @@ answers come from the host's client too.
 import copy
 import json
 import os
+import secrets as secrets_module
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.harness.containers_e2e import jobs_in_container_images
+from tests.harness.containers_e2e import jobs_in_container_images, the_stacks_registry
 from tests.harness.e2e_teardown import ACCOUNTING_USERS, LOGIN, STACK, e2e_config
 from tests.harness.engine_cluster import apply, destroy, host_commands, update
 from tests.harness.login_node import login_keys, login_node_serves_people, public_keys
@@ -32,6 +33,9 @@ CONTROLLER = "c000"
 # The tests' registry, on the host's address on the e2e NAT bridge (the nodes reach it there).
 REGISTRY_ADDRESS = "10.43.3.1:5443"
 REGISTRY_SECRET = "registryPassword"
+# The stack's own registry (containers.registry), beside the tests' one.
+STACK_REGISTRY = "10.43.3.21"
+PUSH_SECRET = "registryPushPassword"
 
 
 def release_config(
@@ -54,7 +58,9 @@ def release_config(
                     "username": registry.username,
                     "password_secret": REGISTRY_SECRET,
                 }
-            ]
+            ],
+            # destroy leaves nothing (tests/containers/test_registry_data.py keeps them)
+            "registry": {"nat_address": STACK_REGISTRY, "push_password_secret": PUSH_SECRET, "keep_images": False},
         }
     # Associations are enforced: the people submit in an account of theirs.
     cluster["accounting"] = {
@@ -136,7 +142,7 @@ def run(release: str, hidden: list[str], keys: dict[str, Path], registry: Regist
     people = public_keys(keys)
     config = release_config(release, people, registry=registry)
     cluster = config["cluster"]["name"]
-    secrets = {REGISTRY_SECRET: registry.password}
+    secrets = {REGISTRY_SECRET: registry.password, PUSH_SECRET: secrets_module.token_urlsafe(18)}
     commands = host_commands(run_program(config, stack=STACK, secrets=secrets))
     report: dict = {"release": release, "hidden": hidden}
     known = subprocess.run(["dpkg-query", "-W", *hidden], capture_output=True, text=True, check=False)
@@ -179,6 +185,9 @@ def run(release: str, hidden: list[str], keys: dict[str, Path], registry: Regist
         # Jobs in container images (Pyxis and Enroot), from the login node.
         report["containers"] = jobs_in_container_images(
             cluster, keys, registry, config["cluster"]["host"]["shared_dir"]
+        )
+        report["stack_registry"] = the_stacks_registry(
+            cluster, keys, f"{STACK_REGISTRY}:5000", f"{STACK_REGISTRY}:5001", secrets[PUSH_SECRET]
         )
         # The change table's controller row on this release: slurmctld moves into its own
         # container; the queue (a held job) moves with it, and a job running across the move

@@ -4,12 +4,15 @@ step one, here, on a machine with the project's venv and Debian's package mirror
     venv/bin/python tools/gpu_node_check/prepare.py
 
 Writes tools/gpu_node_check/work/: commands.json (the preflight and the two node containers'
-create commands, scripts and environments, of a stack modelled on a one-GPU host: c000 owns
-/dev/nvidia0, c001 has no GPU, 4 CPUs each), debs/ (Debian 12's LXC 5.0.2, for a GPU host
-that has no LXC and no package mirror), slurm-debs/ (Debian 12's Slurm 22.05 and munge, with
-the libraries an Ubuntu 24.04 host may lack: CARRIED) and slurm/ (the stack's slurm.conf,
-gres.conf and cgroup.conf, the controller on the host, and env.json: the slurmd create
-environments and the cluster directory). About 5 MiB in all. Then, as root on the GPU host, with this repository
+create commands, scripts and environments, and c000's setup for jobs in container images, of
+a stack modelled on a one-GPU host: c000 owns /dev/nvidia0, c001 has no GPU, 4 CPUs each),
+debs/ (Debian 12's LXC 5.0.2, for a GPU host that has no LXC and no package mirror),
+slurm-debs/ (Debian 12's Slurm 22.05 and munge, with the libraries an Ubuntu 24.04 host may
+lack: CARRIED), slurm/ (the stack's slurm.conf, gres.conf, cgroup.conf and plugstack.conf,
+the controller on the host, and env.json: the slurmd create environments and the cluster
+directory) and containers/ (Enroot and Pyxis from this machine's build cache of the node
+image, squashfs-tools' debs, and probe.sqsh: the image the probe runs in, probe_image.py).
+About 20 MiB in all. Then, as root on the GPU host, with this repository
 copied there: `bash tools/gpu_node_check/check.sh` (it needs bash, python3 and the NVIDIA
 driver; nothing of the venv).
 """
@@ -18,6 +21,7 @@ import copy
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +34,15 @@ from components.slurm.slurm_conf import render_cgroup_conf, render_gres_conf  # 
 from tests.harness.command_executor import host_commands  # noqa: E402
 from tests.harness.program_harness import run_program, slurm_conf_of, stack_config  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent))
+import probe_image  # noqa: E402 (beside this file)
+
 LXC_PACKAGES = ("lxc", "liblxc1", "liblxc-common", "lxc-templates", "libapparmor1")
-WANTED = ("dev-host-preflight", "dev-c000-lxc", "dev-c001-lxc")
+# Where the node image's build keeps Enroot and Pyxis (components/files/lib/containers_build.sh).
+BUILD_CACHE = Path("/var/cache/gpucluster/node-packages/containers")
+# unsquashfs (Enroot's create of a squashfs image) and mksquashfs (the probe's image, here).
+SQUASHFS_PACKAGES = ("squashfs-tools", "liblzo2-2")
+WANTED = ("dev-host-preflight", "dev-c000-lxc", "dev-c001-lxc", "dev-c000-slurm-containers")
 SLURMD = ("dev-c000-slurm-slurmd", "dev-c001-slurm-slurmd")
 
 # Debian 12's Slurm and munge, unpacked with dpkg -x (no maintainer scripts) on the GPU host:
@@ -153,6 +164,8 @@ def write_commands(work: Path) -> list[str]:
     for name, key in keys.items():
         if files[name] != served[key]:
             raise SystemExit(f"{name}: the rendered file is not the one the program gives slurmctld")
+    # Pyxis in slurmd, slurmstepd and srun, as the controller serves it (jobs in container images).
+    files["plugstack.conf"] = served["PLUGSTACK_CONF_TEXT"]
     slurm = work / "slurm"
     slurm.mkdir(exist_ok=True)
     for name, text in files.items():
@@ -188,6 +201,38 @@ def download(work: Path) -> None:
         subprocess.run(["apt-get", "download", *packages], cwd=debs, check=True, capture_output=True)
 
 
+def containers(work: Path) -> str:
+    """containers/: Enroot and Pyxis as the node image's build made them for Debian 12's Slurm
+    (the build cache of this machine: enroot.tar), squashfs-tools (debs/: unsquashfs, for a GPU
+    host without it; mksquashfs, here) and the probe's image (probe.sqsh). The cache entry used."""
+    folder = work / "containers"
+    folder.mkdir(exist_ok=True)
+    slurmd = next((work / "slurm-debs").glob("slurmd_*.deb")).name.split("_")[1]
+    built = sorted(BUILD_CACHE.glob(f"bookworm-amd64-slurm-{slurmd}-src-*/complete"), key=lambda p: p.stat().st_mtime)
+    if not built:
+        raise SystemExit(
+            f"no build of Enroot and Pyxis for Debian 12's Slurm {slurmd} in {BUILD_CACHE}: bring up a "
+            "bookworm cluster with containers here first (./up.sh on the e2e stack, or "
+            "`venv/bin/python -m pytest tests/test_e2e.py`), which builds them into its node image and the cache"
+        )
+    entry = built[-1].parent
+    subprocess.run(["tar", "-C", str(entry / "root"), "-cf", str(folder / "enroot.tar"), "."], check=True)
+    debs = folder / "debs"
+    debs.mkdir(exist_ok=True)
+    for old in debs.glob("*.deb"):
+        old.unlink()
+    subprocess.run(["apt-get", "download", *SQUASHFS_PACKAGES], cwd=debs, check=True, capture_output=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        unpacked, image = Path(tmp) / "tools", Path(tmp) / "image"
+        for deb in debs.glob("*.deb"):
+            subprocess.run(["dpkg", "-x", str(deb), str(unpacked)], check=True)
+        library = unpacked / "lib" / "x86_64-linux-gnu"  # liblzo2
+        mksquashfs = ["env", f"LD_LIBRARY_PATH={library}", str(unpacked / "usr" / "bin" / "mksquashfs")]
+        probe_image.rootfs(image)
+        probe_image.squash(image, folder / "probe.sqsh", mksquashfs)
+    return entry.name
+
+
 def size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -195,6 +240,7 @@ def size(path: Path) -> int:
 def main() -> int:
     names = write_commands(WORK)
     download(WORK)
+    print(f"Enroot and Pyxis: {containers(WORK)}")
     counts = {f: len(list((WORK / f).glob("*.deb"))) for f in ("debs", "slurm-debs")}
     print(f"{WORK}: {names}, slurm/ {sorted(p.name for p in (WORK / 'slurm').iterdir())}, packages {counts}")
     # The device tool carries at most 64 MiB.

@@ -3,7 +3,8 @@
 # host with the stack's slurm.conf, gres.conf and cgroup.conf (prepare.py's work/slurm), munged
 # and slurmd (configless, -N NODE) in each node, then jobs through srun: with --gres=gpu:1 the
 # job sees exactly one GPU, without it none (its devices cgroup), a CUDA computation (the
-# acceptance probe of ops/verify_gpu.py), and the job's cgroup. Exit status 1 on any FAIL.
+# acceptance probe of ops/verify_gpu.py), the job's cgroup, and the same in a container image
+# (containers_check.sh: Pyxis and Enroot). Exit status 1 on any FAIL.
 # Everything it starts it stops; all it writes lies in $SCRATCH (check.sh removes it).
 #
 # The rendered files are used as they are but where this host must differ (sed, each below):
@@ -18,6 +19,7 @@
 #                   controllers itself (22.05's keys; later releases name the second EnableControllers)
 set -uo pipefail
 source tools/gpu_node_check/common.sh
+source tools/gpu_node_check/containers_check.sh
 : "${SCRATCH:?}"
 scratch_paths
 SW=tools/gpu_node_check/work/slurm
@@ -68,6 +70,9 @@ echo "--- diff of slurm.conf (the stack's, this host's)"; diff "$SW/slurm.conf" 
 echo "--- cgroup.conf"; cat "$ETC/cgroup.conf"; echo "--- gres.conf"; cat "$ETC/gres.conf"
 grep -q '^ProctrackType=proctrack/cgroup' "$ETC/slurm.conf" && grep -q '^ConstrainDevices=yes' "$ETC/cgroup.conf" ||
   verdict FAIL "the stack's files lack the containment lines"
+
+step "Enroot and Pyxis in the nodes (containers_check.sh)"
+containers_install
 
 step "munged and slurmctld on this host"
 dd if=/dev/urandom of="$MUNGE/munge.key" bs=1024 count=1 status=none && chmod 0400 "$MUNGE/munge.key"
@@ -149,6 +154,7 @@ for n in "${NODES[@]}"; do
   if grep -q 'cgroup2fs' <<< "$out" && grep -q '/job_[0-9]*/step_' <<< "$out"; then verdict ok "$n: the job runs in its own cgroup v2"; else
     verdict FAIL "$n: the job is not in a Slurm job cgroup of cgroup v2"; fi
 done
+containers_jobs
 squeue 2>&1 | head -5
 [ "$failed" = 0 ] && echo "slurm check passed" || { echo "slurm check FAILED"; logs; }
 exit "$failed"

@@ -30,7 +30,13 @@ for index in $(seq 0 15); do
   printf '%s' "${!var}" | ct_stage "$stage" "$path" 0644 root:root
   wanted+=("$path")
 done
-for index in $(seq 0 15); do
+# And the CA of the stack's own registry (containers.registry), made on its host.
+path=/usr/local/share/ca-certificates/gpucluster-registry-stack.crt
+if [ -n "${REGISTRY_CA_STACK:-}" ]; then
+  printf '%s\n' "$REGISTRY_CA_STACK" | ct_stage "$stage" "$path" 0644 root:root
+  wanted+=("$path")
+fi
+for index in $(seq 0 15) stack; do
   path=/usr/local/share/ca-certificates/gpucluster-registry-$index.crt
   [[ " ${wanted[*]} " == *" $path "* ]] || ct_stage_absent "$stage" "$path"
 done
