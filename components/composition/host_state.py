@@ -71,6 +71,9 @@ def host_state(
         state["METRICS_EXPORTER"] = f"{cluster.cluster_dir}/metrics"
         # its firewall guard (components/files/lib/guards.sh): Prometheus's container only
         state["EXPORTER_GUARD"] = exporter_guard(config)
+    if config.stack_registry and here:
+        # the stack's registry's container (its two registries are units there)
+        state["REGISTRY_CONTAINER"] = config.container_name(config.stack_registry.name)
     if host.lxc_dir != DEFAULT_LXC_PATH:
         state["LXC_PATH"] = host.lxc_dir
     if config.burst_access(host):

@@ -203,6 +203,8 @@ def test_the_stacks_registry_comes_before_every_node_which_trusts_its_ca():
         # The registry's stdout is its CA (empty under mocks, as in a preview).
         assert "REGISTRY_CA_STACK" in setup.inputs["environment"]
         assert run.depends_on(f"e2e-{node}-slurm-containers", "e2e-registry-lxc")
+    # After a reboot the boot unit starts it (boot.sh), and ./verify.sh checks both registries.
+    assert "REGISTRY_CONTAINER=e2e-registry\n" in run.by_name("e2e-boot-unit").inputs["environment"]["HOST_STATE_TEXT"]
     assert run.outputs["registry"]["pull"] == "10.43.3.20:5000"
     assert run.outputs["registry"]["push"] == "10.43.3.20:5001"
 
@@ -210,6 +212,7 @@ def test_the_stacks_registry_comes_before_every_node_which_trusts_its_ca():
 def test_no_stack_registry_changes_nothing_and_containers_off_builds_none():
     plain = run_program(with_section({}), stack="e2e")
     assert not [r for r in plain.resources if r.name.startswith("e2e-registry")]
+    assert "REGISTRY_CONTAINER" not in plain.by_name("e2e-boot-unit").inputs["environment"]["HOST_STATE_TEXT"]
     assert "registry" not in plain.outputs
     off = with_stack_registry()
     off["cluster"]["containers"]["enabled"] = False

@@ -52,7 +52,7 @@ fi
 # The cluster's Slurm and munge run in its containers only (a slurmctld whose slurmdbd does
 # not answer yet exits, and its unit starts it again).
 # The controller's container is a node's, or its own (placement 'host').
-containers=$(printf '%s\n' ${DB_CONTAINER:-} ${CONTROLLER_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-} | awk '!seen[$0]++' | paste -sd' ')
+containers=$(printf '%s\n' ${DB_CONTAINER:-} ${REGISTRY_CONTAINER:-} ${CONTROLLER_CONTAINER:-} $NODE_CONTAINERS $WEB_CONTAINER ${METRICS_CONTAINER:-} ${LOGIN_CONTAINER:-} | awk '!seen[$0]++' | paste -sd' ')
 for container in $containers; do
   [ "$(lxc_owner "$container")" = "$CLUSTER" ] || die "LXC container $container is missing or not this cluster's"
   lxc_running "$container" || lxc-start -n "$container" -d >&2

@@ -125,35 +125,28 @@ for container in $NODE_CONTAINERS $WEB_CONTAINER ${LOGIN_CONTAINER:-}; do
   fi
 done
 
-# The accounting database's container: ours, running, MariaDB and slurmdbd active.
-if [ -n "${DB_CONTAINER:-}" ]; then
-  if ! lxc_exists "$DB_CONTAINER"; then
-    bad MISSING "accounting container $DB_CONTAINER"
-  elif [ "$(lxc_owner "$DB_CONTAINER")" != "$CLUSTER" ]; then
-    bad FOREIGN "accounting container $DB_CONTAINER (owner '$(lxc_owner "$DB_CONTAINER")')"
-  elif ! lxc_running "$DB_CONTAINER"; then
-    bad WRONG "accounting container $DB_CONTAINER is not RUNNING"
+# A service container of the cluster's: ours, running, its services active.
+service_container_check() { # WHAT CONTAINER SERVICE...
+  local what=$1 container=$2 service
+  shift 2
+  if ! lxc_exists "$container"; then
+    bad MISSING "$what container $container"
+  elif [ "$(lxc_owner "$container")" != "$CLUSTER" ]; then
+    bad FOREIGN "$what container $container (owner '$(lxc_owner "$container")')"
+  elif ! lxc_running "$container"; then
+    bad WRONG "$what container $container is not RUNNING"
   else
-    ok "accounting container $DB_CONTAINER running"
-    for service in mariadb slurmdbd; do
-      check "$service active in $DB_CONTAINER" WRONG in_ct "$DB_CONTAINER" systemctl is-active --quiet "$service"
+    ok "$what container $container running"
+    for service; do
+      check "$service active in $container" WRONG in_ct "$container" systemctl is-active --quiet "$service"
     done
   fi
-fi
-
-# The metrics: Prometheus's container running with Prometheus active, the cluster exporter.
-if [ -n "${METRICS_CONTAINER:-}" ]; then
-  if ! lxc_exists "$METRICS_CONTAINER"; then
-    bad MISSING "metrics container $METRICS_CONTAINER"
-  elif [ "$(lxc_owner "$METRICS_CONTAINER")" != "$CLUSTER" ]; then
-    bad FOREIGN "metrics container $METRICS_CONTAINER (owner '$(lxc_owner "$METRICS_CONTAINER")')"
-  elif ! lxc_running "$METRICS_CONTAINER"; then
-    bad WRONG "metrics container $METRICS_CONTAINER is not RUNNING"
-  else
-    ok "metrics container $METRICS_CONTAINER running"
-    check "prometheus active in $METRICS_CONTAINER" WRONG in_ct "$METRICS_CONTAINER" systemctl is-active --quiet prometheus
-  fi
-fi
+}
+# The accounting database (MariaDB, slurmdbd), Prometheus, the stack's registry (both ports).
+[ -z "${DB_CONTAINER:-}" ] || service_container_check accounting "$DB_CONTAINER" mariadb slurmdbd
+[ -z "${METRICS_CONTAINER:-}" ] || service_container_check metrics "$METRICS_CONTAINER" prometheus
+[ -z "${REGISTRY_CONTAINER:-}" ] ||
+  service_container_check registry "$REGISTRY_CONTAINER" gpucluster-registry-pull gpucluster-registry-push
 if [ -n "${METRICS_EXPORTER:-}" ]; then
   pid=$(daemon_pid "$METRICS_EXPORTER/exporter.pid" python3 "$METRICS_EXPORTER/slurm_exporter.py")
   [ -n "$pid" ] && ok "cluster exporter (pid $pid)" ||
