@@ -38,9 +38,10 @@ class RegistryPaths:
         return cls(data_dir=data_dir, store=f"{data_dir}/store", kept_dir=f"{KEEP_DIR}/{cluster.name}/registry")
 
 
-def registry_fingerprint(release: str) -> list[str]:
-    """What the container is built from: a change replaces it (its data directory stays)."""
-    return [release, *REGISTRY_PACKAGES]
+def registry_fingerprint(release: str, container: str) -> list[str]:
+    """What the container is built from, and its name: a change replaces it, the old one gone
+    first (it holds the address), its data directory kept."""
+    return [release, *REGISTRY_PACKAGES, container]
 
 
 class StackRegistry(pulumi.ComponentResource):
@@ -114,7 +115,7 @@ class StackRegistry(pulumi.ComponentResource):
                 "PORT": str(registry.port),
                 "PUSH_PORT": str(registry.push_port),
             },
-            triggers=registry_fingerprint(release),
+            triggers=registry_fingerprint(release, container),
             # Fixed name and address: the old container goes before a new one is made.
             opts=child_options(self, opts, self.data, delete_before_replace=True),
         )

@@ -209,6 +209,17 @@ def test_the_stacks_registry_comes_before_every_node_which_trusts_its_ca():
     assert run.outputs["registry"]["push"] == "10.43.3.20:5001"
 
 
+def test_a_renamed_registry_replaces_its_container_and_keeps_its_images():
+    secrets = {PUSH_SECRET: PUSH_PASSWORD}
+    before = run_program(with_stack_registry(), stack="e2e", secrets=secrets)
+    after = run_program(with_stack_registry(name="images"), stack="e2e", secrets=secrets)
+    old, new = before.by_name("e2e-registry-lxc").inputs, after.by_name("e2e-registry-lxc").inputs
+    # A changed trigger: the old container (at the same address) goes before the new one comes.
+    assert old["triggers"] != new["triggers"] and after.by_name("e2e-registry-lxc").delete_before_replace
+    assert new["environment"]["CONTAINER"] == "e2e-images"
+    assert before.by_name("e2e-registry-data").inputs == after.by_name("e2e-registry-data").inputs
+
+
 def test_no_stack_registry_changes_nothing_and_containers_off_builds_none():
     plain = run_program(with_section({}), stack="e2e")
     assert not [r for r in plain.resources if r.name.startswith("e2e-registry")]
