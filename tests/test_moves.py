@@ -238,6 +238,7 @@ def test_a_renamed_accounting_container_goes_before_the_new_one_is_made(tmp_path
 
     stub, lxc_path = lxc_stubs(tmp_path), tmp_path / "lxc"
     container(lxc_path, "rn-db", "rn", running_in=stub / "running")
+    (tmp_path / "data").mkdir()
     done = run_script(
         SLURM_FILES / "dbd_container_create.sh",
         stub,

@@ -3,6 +3,7 @@
 # directory bound in from the host so it outlives the container.
 require CLUSTER CLUSTER_DIR CONTAINER NODE_HOSTNAME LXC_CONFIG NAT_ADDRESS RELEASE PACKAGES DATA_DIR
 exec 3>&1 1>&2
+[ -d "$DATA_DIR" ] || die "data directory $DATA_DIR is missing (made by the accounting data resource)"
 # Renamed (accounting.name changed): the previous run printed the old name, which the engine
 # hands back on update. Same address and the same data directory: the old container (its
 # MariaDB shut down cleanly) goes before the new one is made.
@@ -17,6 +18,5 @@ fi
 without_munge_key() {
   rm -f "$1/etc/munge/munge.key" "$1"/etc/systemd/system/multi-user.target.wants/{munge,slurmdbd}.service
 }
-[ -d "$DATA_DIR" ] || die "data directory $DATA_DIR is missing (made by the accounting data resource)"
 service_container_up without_munge_key
 printf '%s\n' "$CONTAINER" >&3
