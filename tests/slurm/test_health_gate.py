@@ -22,6 +22,13 @@ while [ $# -gt 0 ]; do
   case $1 in -o) fmt=$2; shift ;; -t) wanted_state=$2; shift ;; -n) wanted_node=$2; shift ;; esac
   shift
 done
+# After a test job its nodes are completing while a countdown lasts (each such query counts down).
+if [ "$wanted_state" = completing ]; then
+  left=$(cat "$STATE_FILE.completing" 2>/dev/null || echo 0)
+  echo "completing asked, $left left" >> "$STATE_FILE.asked"
+  [ "$left" -gt 0 ] && { echo "$((left - 1))" > "$STATE_FILE.completing"; echo c000; }
+  exit 0
+fi
 while read -r node state gres reason; do
   [ -z "$wanted_state" ] || [ "$state" = "$wanted_state" ] || continue
   case $wanted_node in *'['* | '') ;; *) [ "$node" = "$wanted_node" ] || continue ;; esac
@@ -44,6 +51,7 @@ SRUN = r"""#!/bin/bash
 nodes=
 while [ $# -gt 0 ]; do case $1 in -w) nodes=$2; shift ;; --*=* | -N) ;; *) last=$1 ;; esac; shift; done
 case $last in printenv) echo 0 ;; *) tr ',' '\n' <<< "$nodes" ;; esac
+[ -z "${EPILOG_QUERIES:-}" ] || echo "$EPILOG_QUERIES" > "$STATE_FILE.completing"
 """
 
 
@@ -59,7 +67,7 @@ def gate(tmp_path: Path):
         (bin_dir / name).chmod(0o755)
     state, starts = tmp_path / "state", tmp_path / "starts"
 
-    def run(nodes: dict[str, tuple[str, str]], reason: str = "gpu-health: /dev/nvidia1 missing"):
+    def run(nodes: dict[str, tuple[str, str]], reason: str = "gpu-health: /dev/nvidia1 missing", epilog: int = 0):
         """nodes: name -> (state, slurmd start time)."""
         state.write_text(
             "".join(f"{n} {s} gpu:1 {reason if 'drain' in s else 'none'}\n" for n, (s, _) in nodes.items())
@@ -73,6 +81,7 @@ def gate(tmp_path: Path):
                 "NODES": NODES,
                 "STATE_FILE": str(state),
                 "STARTS_FILE": str(starts),
+                "EPILOG_QUERIES": str(epilog) if epilog else "",
             },
             capture_output=True,
             text=True,
@@ -127,3 +136,14 @@ def test_a_failed_gate_remembers_nothing(gate):
     assert run(nodes).returncode == 1
     assert run({**healthy(), "c003": ("idle", T1)}).returncode == 0
     assert run({**healthy(), "c003": ("drained", T1)}).returncode == 0
+
+
+def test_the_gate_ends_once_its_test_jobs_epilogs_have(gate, tmp_path):
+    """After the test jobs their nodes stay completing while the epilogs run (Pyxis' among
+    them): `up` returns with them idle, so the first sinfo a person types shows them idle."""
+    run, _ = gate
+    done = run(healthy(), epilog=3)
+    assert done.returncode == 0, done.stderr
+    asked = (tmp_path / "state.asked").read_text().splitlines()
+    assert asked == ["completing asked, 3 left", "completing asked, 2 left", "completing asked, 1 left",
+                     "completing asked, 0 left"]  # fmt: skip

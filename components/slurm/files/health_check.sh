@@ -56,5 +56,12 @@ if [ -n "$gpu_node" ]; then
 elif sinfo -h -N -n "$NODES" -o '%G' | grep -q gpu; then
   log "warning: every GPU node is busy; no GPU test job this time"
 fi
+# The test jobs' epilogs (Pyxis' lists the person's containers) end before the gate does: the
+# nodes it tested are idle again, not completing, when `up` returns. Bounded: past 60 s the
+# gate passes all the same (a job of someone's may have started there meanwhile).
+if [ -n "$idle" ]; then
+  settle_by=$((SECONDS + 60))
+  while [ -n "$(sinfo -h -N -n "$idle" -t completing -o %N)" ] && [ "$SECONDS" -lt "$settle_by" ]; do sleep 0.5; done
+fi
 printf '%s\n' "$current" > "$passed.new" && mv -f "$passed.new" "$passed"
 echo "healthy: every node serves; $tested idle node(s) answered srun; GPU job on ${gpu_node:-none}: CUDA_VISIBLE_DEVICES=${visible:-n/a}"
