@@ -115,6 +115,20 @@ class ClusterViews:
         return self.containers is not None and self.containers.enabled
 
     @property
+    def named_containers(self) -> list[tuple[str, str]]:
+        """(field, name) of every container a config section names, but the stack's registry's:
+        the nodes, the web app, the login node, the database, Prometheus, the controller's own."""
+        named = [(f"nodes[{i}].name", n.name) for i, n in enumerate(self.nodes)]
+        for field, section in (("web_app", self.web_app), ("login", self.login), ("accounting", self.accounting)):
+            if section:
+                named.append((f"{field}.name", section.name))
+        if self.metrics_enabled:
+            named.append(("metrics.name", self.metrics.name))
+        if self.slurm.controller.placement == "host":
+            named.append(("slurm.controller.name", self.slurm.controller.name))
+        return named
+
+    @property
     def stack_registry(self):
         """The registry the stack runs (containers.registry), when containers are on."""
         return self.containers.registry if self.containers_enabled else None

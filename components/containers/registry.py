@@ -132,7 +132,8 @@ class StackRegistry(pulumi.ComponentResource):
             stdin=pulumi.Output.secret(push_password),
             opts=child_options(self, opts, self.lxc),
         )
-        self.ca_cert = self.lxc.stdout
+        # The PEM as a file has it: the engine trims the command's final newline.
+        self.ca_cert = self.lxc.stdout.apply(lambda pem: f"{pem}\n" if pem else pem)
         self.pull_address = pulumi.Output.from_input(f"{registry.nat_address}:{registry.port}")
         self.push_address = pulumi.Output.from_input(f"{registry.nat_address}:{registry.push_port}")
         self.summary = pulumi.Output.all(pull=self.pull_address, push=self.push_address, ca_cert=self.ca_cert)

@@ -22,14 +22,7 @@ def rule_registry_name(c) -> Iterator[str]:
     registry = c.stack_registry
     if registry is None:
         return
-    others = [*c.node_names, *INTERNAL_CONTAINER_NAMES]
-    for part in ("web_app", "login", "accounting"):
-        if getattr(c, part):
-            others.append(getattr(c, part).name)
-    if c.metrics_enabled:
-        others.append(c.metrics.name)
-    if c.slurm.controller.placement == "host":
-        others.append(c.slurm.controller.name)
+    others = [*(name for _, name in c.named_containers), *INTERNAL_CONTAINER_NAMES]
     if registry.name in others:
         yield (
             f"containers.registry.name: {registry.name!r} is also a node, web_app, login, accounting, metrics, "

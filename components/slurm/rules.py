@@ -26,18 +26,7 @@ def rule_names_slurm_and_lxc_can_use(c) -> Iterator[str]:
     for i, partition in enumerate(c.slurm.partitions):
         if partition.name.lower() in SLURM_RESERVED_PARTITION_NAMES:
             yield f"slurm.partitions[{i}].name: {partition.name!r} is a word Slurm reserves; pick another name"
-    owners = [(f"nodes[{i}].name", n.name) for i, n in enumerate(c.nodes)]
-    if c.web_app:
-        owners.append(("web_app.name", c.web_app.name))
-    if c.login:
-        owners.append(("login.name", c.login.name))
-    if c.accounting:
-        owners.append(("accounting.name", c.accounting.name))
-    if c.metrics_enabled:
-        owners.append(("metrics.name", c.metrics.name))
-    if c.slurm.controller.placement == "host":
-        owners.append(("slurm.controller.name", c.slurm.controller.name))
-    for field, name in owners:
+    for field, name in c.named_containers:
         if name in INTERNAL_CONTAINER_NAMES:
             yield (
                 f"{field}: {name!r} would be the container {c.container_name(name)}, which the program "

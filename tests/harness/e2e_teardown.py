@@ -357,13 +357,17 @@ TEST_CLUSTERS = ("e2e", "e2f", "e2x", "sidea", "sideb", RENAME_CLUSTER, "e2en", 
 KEEP_DIR = Path("/var/cache/gpucluster")
 
 
+# The stack's registry (containers.registry) of tests/harness/release_e2e.py: destroy leaves
+# nothing (tests/containers/test_registry_data.py proves what keep_images keeps).
+STACK_REGISTRY = {"nat_address": "10.43.3.21", "push_password_secret": "registryPushPassword", "keep_images": False}
+
+
 def stack_registry_commands() -> list:
-    """The commands of the stack's registry (containers.registry) of tests/harness/release_e2e.py."""
+    """The commands of the stack's registry of tests/harness/release_e2e.py."""
     config = e2e_config("container")
-    config["cluster"]["containers"] = {
-        "registry": {"nat_address": "10.43.3.21", "push_password_secret": "push", "keep_images": False}
-    }
-    commands = host_commands(run_program(config, stack=STACK, secrets={"push": "teardown"}))
+    config["cluster"]["containers"] = {"registry": STACK_REGISTRY}
+    secrets = {STACK_REGISTRY["push_password_secret"]: "teardown"}
+    commands = host_commands(run_program(config, stack=STACK, secrets=secrets))
     return [command for command in commands if command.name.startswith(f"{STACK}-registry-")]
 
 

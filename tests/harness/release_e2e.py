@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from tests.harness.containers_e2e import jobs_in_container_images, the_stacks_registry
-from tests.harness.e2e_teardown import ACCOUNTING_USERS, LOGIN, STACK, e2e_config
+from tests.harness.e2e_teardown import ACCOUNTING_USERS, LOGIN, STACK, STACK_REGISTRY, e2e_config
 from tests.harness.engine_cluster import apply, destroy, host_commands, update
 from tests.harness.login_node import login_keys, login_node_serves_people, public_keys
 from tests.harness.program_harness import run_program
@@ -34,8 +34,7 @@ CONTROLLER = "c000"
 REGISTRY_ADDRESS = "10.43.3.1:5443"
 REGISTRY_SECRET = "registryPassword"
 # The stack's own registry (containers.registry), beside the tests' one.
-STACK_REGISTRY = "10.43.3.21"
-PUSH_SECRET = "registryPushPassword"
+PUSH_SECRET = STACK_REGISTRY["push_password_secret"]
 
 
 def release_config(
@@ -59,8 +58,7 @@ def release_config(
                     "password_secret": REGISTRY_SECRET,
                 }
             ],
-            # destroy leaves nothing (tests/containers/test_registry_data.py keeps them)
-            "registry": {"nat_address": STACK_REGISTRY, "push_password_secret": PUSH_SECRET, "keep_images": False},
+            "registry": STACK_REGISTRY,
         }
     # Associations are enforced: the people submit in an account of theirs.
     cluster["accounting"] = {
@@ -187,7 +185,7 @@ def run(release: str, hidden: list[str], keys: dict[str, Path], registry: Regist
             cluster, keys, registry, config["cluster"]["host"]["shared_dir"]
         )
         report["stack_registry"] = the_stacks_registry(
-            cluster, keys, f"{STACK_REGISTRY}:5000", f"{STACK_REGISTRY}:5001", secrets[PUSH_SECRET]
+            cluster, keys, *(f"{STACK_REGISTRY['nat_address']}:{port}" for port in (5000, 5001)), secrets[PUSH_SECRET]
         )
         # The change table's controller row on this release: slurmctld moves into its own
         # container; the queue (a held job) moves with it, and a job running across the move

@@ -21,24 +21,16 @@ if [ -n "$credentials" ]; then
 else
   ct_stage_absent "$stage" /etc/enroot/site/.credentials
 fi
-# Each registry's CA among the node's trusted ones (curl's bundle, which Enroot uses).
-wanted=()
-for index in $(seq 0 15); do
-  var=REGISTRY_CA_$index
-  [ -n "${!var:-}" ] || continue
-  path=/usr/local/share/ca-certificates/gpucluster-registry-$index.crt
-  printf '%s' "${!var}" | ct_stage "$stage" "$path" 0644 root:root
-  wanted+=("$path")
-done
-# And the CA of the stack's own registry (containers.registry), made on its host.
-path=/usr/local/share/ca-certificates/gpucluster-registry-stack.crt
-if [ -n "${REGISTRY_CA_STACK:-}" ]; then
-  printf '%s\n' "$REGISTRY_CA_STACK" | ct_stage "$stage" "$path" 0644 root:root
-  wanted+=("$path")
-fi
+# Each registry's CA among the node's trusted ones (curl's bundle, which Enroot uses), the
+# stack's own registry's (containers.registry) too; the file of one no longer given goes.
 for index in $(seq 0 15) stack; do
+  var=REGISTRY_CA_${index^^}
   path=/usr/local/share/ca-certificates/gpucluster-registry-$index.crt
-  [[ " ${wanted[*]} " == *" $path "* ]] || ct_stage_absent "$stage" "$path"
+  if [ -n "${!var:-}" ]; then
+    printf '%s' "${!var}" | ct_stage "$stage" "$path" 0644 root:root
+  else
+    ct_stage_absent "$stage" "$path"
+  fi
 done
 changed=$(ct_install_staged "$CONTAINER" "$stage")
 # Where each person's directories go (the prolog makes them): root's, open to pass through.
