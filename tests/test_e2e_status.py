@@ -78,11 +78,15 @@ def test_status_shows_jobs_reasons_drain_and_cost(tmp_path, capsys):
         waiting = CLIENT.submit("bob", "-J", "status-waits", *on_c000, "--wrap", "true")
         wait_for("the second GPU job to wait", lambda: CLIENT.job_state(waiting) == ("PENDING", "Resources"), 60)
         CLIENT.run("scontrol", "update", "nodename=c001", "state=drain", f"reason={DRAIN_REASON}")
-        wait_for(
-            "the finished job in sacct",
-            lambda: any(r["JobName"] == "status-done" and r["State"] == "COMPLETED" for r in sacct_rows(start)),
-            60,
-        )
+
+        # status' cost reads sacct: wait until slurmdbd has the finished job's end and the
+        # running job's start (slurmctld sends them on; under load that can take seconds).
+        def in_sacct() -> bool:
+            rows = sacct_rows(start)
+            done = any(r["JobName"] == "status-done" and r["State"] == "COMPLETED" for r in rows)
+            return done and any(r["JobID"] == running and r["State"] == "RUNNING" for r in rows)
+
+        wait_for("the finished job's end and the running job's start in sacct", in_sacct, 60)
         done = next(r for r in sacct_rows(start) if r["JobName"] == "status-done")
         report.append("$ scontrol -o show node\n" + CLIENT.run("scontrol", "-o", "show", "node"))
         report.append("$ scontrol -o show job\n" + CLIENT.run("scontrol", "-o", "show", "job"))
